@@ -1,0 +1,274 @@
+/*
+ * colibri.h - public API of libcolibri, a Mixture-of-Experts inference library.
+ *
+ * This header is the reference documentation of the API.
+ *
+ * Conventions
+ *  - Every public symbol starts with coli_ (macros with COLI_).
+ *  - Handles are opaque and come in create/free pairs; free(NULL) is a no-op.
+ *  - Every fallible call returns a coli_status. 0 (COLI_OK) is success; every
+ *    failure is negative. coli_strerror() names a status; the object the call
+ *    was made on keeps a detail message (coli_model_errmsg, coli_context_errmsg)
+ *    naming the file, tensor or option at fault.
+ *  - The library never exits, aborts or prints. Diagnostics reach the caller
+ *    only through the log callback set with coli_options_set_log().
+ *
+ * ABI rule: within one major version, published signatures and enum values
+ * never change; new behaviour gets new names. The libtool -version-info is
+ * bumped accordingly.
+ */
+#ifndef COLIBRI_H
+#define COLIBRI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(COLI_BUILDING_LIBRARY) && defined(__GNUC__)
+#define COLI_API __attribute__((visibility("default")))
+#else
+#define COLI_API
+#endif
+
+/* ---- version --------------------------------------------------------- */
+
+#define COLI_VERSION_MAJOR 0
+#define COLI_VERSION_MINOR 1
+#define COLI_VERSION_PATCH 0
+#define COLI_VERSION_NUMBER \
+    (COLI_VERSION_MAJOR * 10000 + COLI_VERSION_MINOR * 100 + COLI_VERSION_PATCH)
+#define COLI_VERSION_STRING "0.1.0"
+
+/* The version of the library actually loaded (may differ from the header). */
+COLI_API unsigned coli_version_number(void);
+COLI_API const char *coli_version_string(void);
+
+/* ---- status codes ---------------------------------------------------- */
+
+/* X(NAME, value, description): one table for codes and messages. */
+#define COLI_STATUS_MAP(X)                                                  \
+    X(OK, 0, "success")                                                     \
+    X(EINVAL, -1, "invalid argument")                                       \
+    X(ENOMEM, -2, "out of memory")                                          \
+    X(EIO, -3, "input/output error")                                        \
+    X(ENOENT, -4, "file or tensor not found")                               \
+    X(EFORMAT, -5, "malformed or corrupt file")                             \
+    X(EUNSUPPORTED, -6, "unsupported model, format or option")              \
+    X(ERANGE, -7, "value out of range")                                     \
+    X(ENOSPC, -8, "buffer or context too small")                            \
+    X(ESTATE, -9, "object is not in a usable state")                        \
+    X(ECANCELED, -10, "stopped by the caller")                              \
+    X(EGPU, -11, "GPU error")
+
+typedef enum coli_status {
+#define COLI_STATUS_ENUM_(name, val, msg) COLI_##name = (val),
+    COLI_STATUS_MAP(COLI_STATUS_ENUM_)
+#undef COLI_STATUS_ENUM_
+    COLI_STATUS_MIN_ = -11
+} coli_status;
+
+/* A static string describing status; never NULL. */
+COLI_API const char *coli_strerror(int status);
+/* The name of the status ("COLI_EINVAL"); never NULL. */
+COLI_API const char *coli_status_name(int status);
+
+/* ---- compile-time features ------------------------------------------- */
+
+typedef enum coli_feature {
+    COLI_FEATURE_GPU = 1, /* a GPU tier (CUDA or HIP) was compiled in */
+    COLI_FEATURE_CUDA = 2,
+    COLI_FEATURE_HIP = 3,
+    COLI_FEATURE_THREADS = 4
+} coli_feature;
+
+/* 1 if the feature was compiled in, else 0. */
+COLI_API int coli_has_feature(coli_feature feature);
+
+/* ---- logging --------------------------------------------------------- */
+
+typedef enum coli_log_level {
+    COLI_LOG_ERROR = 0,
+    COLI_LOG_WARN = 1,
+    COLI_LOG_INFO = 2,
+    COLI_LOG_DEBUG = 3
+} coli_log_level;
+
+typedef void (*coli_log_fn)(void *user, coli_log_level level, const char *message);
+
+/* ---- options --------------------------------------------------------- */
+
+typedef struct coli_options coli_options;
+
+/* Storage of weights in memory. AUTO keeps what the checkpoint stores
+ * (bf16/f16 are widened row by row as they are used); F32 widens everything
+ * once at load. */
+typedef enum coli_weight_format {
+    COLI_WEIGHTS_AUTO = 0,
+    COLI_WEIGHTS_F32 = 1,
+    COLI_WEIGHTS_BF16 = 2
+} coli_weight_format;
+
+typedef enum coli_option {
+    COLI_OPT_WEIGHTS = 1,   /* coli_weight_format; default AUTO */
+    COLI_OPT_THREADS = 2,   /* worker threads; 0 = number of online cores */
+    COLI_OPT_CONTEXT = 3,   /* KV cache positions per context; 0 = model max, capped at 4096 */
+    COLI_OPT_MEM_BUDGET_MB = 4 /* reserved for the expert store; 0 = no limit */
+} coli_option;
+
+COLI_API coli_status coli_options_create(coli_options **out);
+COLI_API void coli_options_free(coli_options *opts);
+/* Sets an integer option. COLI_ERANGE if value is outside coli_option_bounds. */
+COLI_API coli_status coli_options_set(coli_options *opts, coli_option opt, int64_t value);
+COLI_API coli_status coli_options_get(const coli_options *opts, coli_option opt, int64_t *value);
+COLI_API coli_status coli_option_bounds(coli_option opt, int64_t *min, int64_t *max);
+/* Log callback used by models opened with these options (and their contexts).
+ * max_level filters: messages above it are not formatted at all. */
+COLI_API coli_status coli_options_set_log(coli_options *opts, coli_log_fn fn, void *user,
+                                          coli_log_level max_level);
+
+/* ---- model ----------------------------------------------------------- */
+
+typedef struct coli_model coli_model;
+
+/*
+ * Opens a Hugging Face model directory (config.json, model.safetensors or a
+ * sharded index, tokenizer.json, optional generation_config.json and
+ * tokenizer_config.json). opts may be NULL for defaults.
+ *
+ * Like sqlite3_open: unless memory runs out, *out receives a handle even when
+ * opening fails, so that coli_model_errmsg() can say what went wrong; such a
+ * handle refuses every other call with COLI_ESTATE. Always coli_model_free().
+ */
+COLI_API coli_status coli_model_open(const char *dir, const coli_options *opts, coli_model **out);
+COLI_API void coli_model_free(coli_model *model);
+/* Detail of the last failure on this model ("" if none); valid until the next call. */
+COLI_API const char *coli_model_errmsg(const coli_model *model);
+
+typedef struct coli_model_info {
+    size_t struct_size;          /* set by the caller to sizeof(coli_model_info) */
+    const char *architecture;    /* e.g. "Qwen3MoeForCausalLM" */
+    int n_layers;
+    int n_moe_layers;
+    int hidden_size;
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;
+    int vocab_size;
+    int n_experts;               /* per MoE layer */
+    int n_experts_active;        /* experts per token */
+    int moe_intermediate_size;
+    int max_positions;
+    int64_t n_params_total;
+    int64_t n_params_active;     /* parameters touched per token */
+    uint64_t weight_bytes;       /* bytes of weights held, in the loaded format */
+    coli_weight_format weights;  /* the format in use (AUTO resolved) */
+    const char *weights_name;    /* "f32", "bf16", "f16" or "mixed" */
+    int32_t bos_id;              /* -1 if none */
+    int32_t eos_id;              /* first end-of-sequence id, -1 if none */
+} coli_model_info;
+
+COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);
+/* 1 if id ends generation (any of the eos ids of the model's config files). */
+COLI_API int coli_model_is_eos(const coli_model *model, int32_t id);
+
+/* ---- tokenizer ------------------------------------------------------- */
+
+/*
+ * Encodes UTF-8 text. add_special: apply the tokenizer's post-processor
+ * (e.g. a leading <s>) as Hugging Face does by default.
+ * Writes at most cap ids; *n_ids receives the number needed. If cap is too
+ * small, returns COLI_ENOSPC (ids holds the first cap ids).
+ */
+COLI_API coli_status coli_tokenize(coli_model *model, const char *text, size_t len,
+                                   int add_special, int32_t *ids, size_t cap, size_t *n_ids);
+/*
+ * Decodes ids to UTF-8, skipping special tokens if skip_special. Writes at
+ * most cap bytes plus a terminating NUL when room allows; *len receives the
+ * full length (without NUL). COLI_ENOSPC if buf is too small.
+ */
+COLI_API coli_status coli_detokenize(coli_model *model, const int32_t *ids, size_t n_ids,
+                                     int skip_special, char *buf, size_t cap, size_t *len);
+
+/* ---- context --------------------------------------------------------- */
+
+typedef struct coli_context coli_context;
+
+/* A context holds a KV cache and scratch; opts may be NULL (model's options). */
+COLI_API coli_status coli_context_create(coli_model *model, const coli_options *opts,
+                                         coli_context **out);
+COLI_API void coli_context_free(coli_context *ctx);
+COLI_API const char *coli_context_errmsg(const coli_context *ctx);
+
+/*
+ * Appends n tokens at the current position and runs the model on them
+ * (prefill when n > 1, decode when n == 1). Afterwards coli_context_logits()
+ * gives the next-token logits of the last of them.
+ */
+COLI_API coli_status coli_eval(coli_context *ctx, const int32_t *tokens, size_t n);
+/* vocab_size floats of the last evaluated position, or NULL before any eval. */
+COLI_API const float *coli_context_logits(const coli_context *ctx);
+COLI_API size_t coli_context_position(const coli_context *ctx);
+COLI_API size_t coli_context_capacity(const coli_context *ctx);
+/* Forgets all positions at or after n (n <= position). */
+COLI_API coli_status coli_context_truncate(coli_context *ctx, size_t n);
+COLI_API void coli_context_reset(coli_context *ctx);
+
+/* ---- sampling -------------------------------------------------------- */
+
+typedef struct coli_sampling {
+    float temperature; /* <= 0: greedy */
+    int top_k;         /* <= 0: off */
+    float top_p;       /* >= 1: off */
+    uint64_t seed;
+} coli_sampling;
+
+/* Greedy, top_k 0, top_p 1, seed 0. */
+COLI_API void coli_sampling_default(coli_sampling *s);
+
+typedef struct coli_sampler coli_sampler;
+
+COLI_API coli_status coli_sampler_create(const coli_sampling *params, coli_sampler **out);
+COLI_API void coli_sampler_free(coli_sampler *s);
+/* Picks a token from the context's current logits. */
+COLI_API coli_status coli_sample(coli_sampler *s, const coli_context *ctx, int32_t *token);
+
+/*
+ * Called once per generated token with the newly decodable UTF-8 text
+ * (possibly empty while a multi-byte character is incomplete). Return
+ * nonzero to stop generation.
+ */
+typedef int (*coli_token_fn)(void *user, int32_t token, const char *text, size_t len);
+
+/*
+ * Evaluates the prompt, then samples and evaluates up to max_tokens tokens,
+ * stopping early at an end-of-sequence token (which is reported but not
+ * evaluated). Generated ids are written to out (if not NULL, up to cap) and
+ * counted in *n_out. on_token may be NULL.
+ */
+COLI_API coli_status coli_generate(coli_context *ctx, const int32_t *prompt, size_t n_prompt,
+                                   size_t max_tokens, coli_sampler *sampler,
+                                   coli_token_fn on_token, void *user,
+                                   int32_t *out, size_t cap, size_t *n_out);
+
+/* ---- statistics ------------------------------------------------------ */
+
+typedef struct coli_stats {
+    uint64_t prefill_tokens;   /* tokens evaluated in batches of more than one */
+    uint64_t decode_tokens;    /* tokens evaluated one at a time */
+    double prefill_seconds;
+    double decode_seconds;
+    double prefill_tok_s;      /* 0 if nothing was prefilled */
+    double decode_tok_s;
+} coli_stats;
+
+COLI_API coli_status coli_context_stats(const coli_context *ctx, coli_stats *stats);
+COLI_API void coli_context_stats_reset(coli_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLIBRI_H */

@@ -1,0 +1,160 @@
+/* api.c - version, status strings, features and options. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "threadpool.h"
+
+COLI_API unsigned coli_version_number(void)
+{
+    return COLI_VERSION_NUMBER;
+}
+
+COLI_API const char *coli_version_string(void)
+{
+    return COLI_VERSION_STRING;
+}
+
+COLI_API const char *coli_strerror(int status)
+{
+    switch (status) {
+#define COLI_STATUS_MSG_(name, val, msg) \
+    case val:                            \
+        return msg;
+        COLI_STATUS_MAP(COLI_STATUS_MSG_)
+#undef COLI_STATUS_MSG_
+    }
+    return "unknown status";
+}
+
+COLI_API const char *coli_status_name(int status)
+{
+    switch (status) {
+#define COLI_STATUS_NAME_(name, val, msg) \
+    case val:                             \
+        return "COLI_" #name;
+        COLI_STATUS_MAP(COLI_STATUS_NAME_)
+#undef COLI_STATUS_NAME_
+    }
+    return "COLI_UNKNOWN";
+}
+
+COLI_API int coli_has_feature(coli_feature feature)
+{
+    switch (feature) {
+    case COLI_FEATURE_THREADS:
+        return 1;
+    case COLI_FEATURE_GPU:
+    case COLI_FEATURE_CUDA:
+    case COLI_FEATURE_HIP:
+        return 0;
+    }
+    return 0;
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+void coli__opts_default(coli__opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->weights = COLI_WEIGHTS_AUTO;
+    o->threads = 0;
+    o->context = 0;
+    o->mem_budget_mb = 0;
+    o->log.max_level = COLI_LOG_WARN;
+}
+
+COLI_API coli_status coli_options_create(coli_options **out)
+{
+    if (!out)
+        return COLI_EINVAL;
+    coli_options *o = malloc(sizeof *o);
+    *out = o;
+    if (!o)
+        return COLI_ENOMEM;
+    coli__opts_default(&o->o);
+    return COLI_OK;
+}
+
+COLI_API void coli_options_free(coli_options *opts)
+{
+    free(opts);
+}
+
+COLI_API coli_status coli_option_bounds(coli_option opt, int64_t *min, int64_t *max)
+{
+    int64_t lo, hi;
+    switch (opt) {
+    case COLI_OPT_WEIGHTS:
+        lo = COLI_WEIGHTS_AUTO;
+        hi = COLI_WEIGHTS_BF16;
+        break;
+    case COLI_OPT_THREADS:
+        lo = 0;
+        hi = 1024;
+        break;
+    case COLI_OPT_CONTEXT:
+        lo = 0;
+        hi = 1 << 24;
+        break;
+    case COLI_OPT_MEM_BUDGET_MB:
+        lo = 0;
+        hi = INT64_C(1) << 40;
+        break;
+    default:
+        return COLI_EINVAL;
+    }
+    if (min)
+        *min = lo;
+    if (max)
+        *max = hi;
+    return COLI_OK;
+}
+
+static int64_t *opt_slot(coli__opts *o, coli_option opt)
+{
+    switch (opt) {
+    case COLI_OPT_WEIGHTS:
+        return &o->weights;
+    case COLI_OPT_THREADS:
+        return &o->threads;
+    case COLI_OPT_CONTEXT:
+        return &o->context;
+    case COLI_OPT_MEM_BUDGET_MB:
+        return &o->mem_budget_mb;
+    }
+    return NULL;
+}
+
+COLI_API coli_status coli_options_set(coli_options *opts, coli_option opt, int64_t value)
+{
+    int64_t lo, hi;
+    if (!opts || coli_option_bounds(opt, &lo, &hi) != COLI_OK)
+        return COLI_EINVAL;
+    if (value < lo || value > hi)
+        return COLI_ERANGE;
+    *opt_slot(&opts->o, opt) = value;
+    return COLI_OK;
+}
+
+COLI_API coli_status coli_options_get(const coli_options *opts, coli_option opt, int64_t *value)
+{
+    if (!opts || !value)
+        return COLI_EINVAL;
+    int64_t *slot = opt_slot((coli__opts *)&opts->o, opt);
+    if (!slot)
+        return COLI_EINVAL;
+    *value = *slot;
+    return COLI_OK;
+}
+
+COLI_API coli_status coli_options_set_log(coli_options *opts, coli_log_fn fn, void *user,
+                                          coli_log_level max_level)
+{
+    if (!opts || max_level < COLI_LOG_ERROR || max_level > COLI_LOG_DEBUG)
+        return COLI_EINVAL;
+    opts->o.log.fn = fn;
+    opts->o.log.user = user;
+    opts->o.log.max_level = max_level;
+    return COLI_OK;
+}

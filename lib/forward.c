@@ -1,0 +1,330 @@
+/* forward.c - one decoder stack for Qwen3-MoE, OLMoE and Mixtral.
+ *
+ * Activations are f32 throughout and follow transformers' order of
+ * operations (RMSNorm in f32, rotate-half RoPE, softmax attention, router
+ * softmax then top-k), so f32 weights reproduce its float32 results. Tokens
+ * are processed in chunks; within a chunk every weight row is loaded once and
+ * applied to all tokens. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+
+#define CHUNK 64 /* tokens per pass; bounds scratch memory */
+
+coli_status coli__kv_init(coli__kv *kv, const coli__config *c, int n_ctx, coli__err *err)
+{
+    memset(kv, 0, sizeof *kv);
+    kv->n_ctx = n_ctx;
+    kv->kv_dim = c->n_kv_heads * c->head_dim;
+    size_t n = (size_t)c->n_layers * (size_t)n_ctx * (size_t)kv->kv_dim;
+    if (n / (size_t)n_ctx != (size_t)c->n_layers * (size_t)kv->kv_dim)
+        return coli__fail(err, COLI_ERANGE, "option context: %d positions overflow the KV cache size", n_ctx);
+    kv->k = malloc(n * sizeof(float));
+    kv->v = malloc(n * sizeof(float));
+    if (!kv->k || !kv->v) {
+        coli__kv_free(kv);
+        return coli__fail(err, COLI_ENOMEM, "option context: no memory for a KV cache of %d positions (%zu MiB)",
+                          n_ctx, (2 * n * sizeof(float)) >> 20);
+    }
+    return COLI_OK;
+}
+
+void coli__kv_free(coli__kv *kv)
+{
+    free(kv->k);
+    free(kv->v);
+    kv->k = kv->v = NULL;
+}
+
+void coli__scratch_free(coli__scratch *s)
+{
+    free(s->p);
+    s->p = NULL;
+    s->cap = 0;
+}
+
+static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float r = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (int i = 0; i < n; i++)
+        out[i] = w[i] * (x[i] * r);
+}
+
+static float silu(float x)
+{
+    return x / (1.0f + expf(-x));
+}
+
+/* Rotate-half RoPE on the first rot dims of a head vector. */
+static void rope(float *v, int rot, int pos, double theta)
+{
+    int half = rot / 2;
+    for (int i = 0; i < half; i++) {
+        /* transformers computes the frequencies in float32 */
+        float inv = 1.0f / powf((float)theta, (float)(2 * i) / (float)rot);
+        float ang = (float)pos * inv;
+        float c = cosf(ang), s = sinf(ang);
+        float a = v[i], b = v[i + half];
+        v[i] = a * c - b * s;
+        v[i + half] = b * c + a * s;
+    }
+}
+
+/* ---- attention ------------------------------------------------------- */
+
+typedef struct attn_job {
+    const coli__config *c;
+    const float *q;     /* [S, nh*hd] */
+    float *out;         /* [S, nh*hd] */
+    const float *kc, *vc; /* this layer's cache: [n_ctx, kv_dim] */
+    int kv_dim, pos0, S;
+    float *scores;      /* per thread: n_ctx */
+    int n_ctx;
+} attn_job;
+
+static void attn_task(void *arg, int64_t b, int64_t e, int thread)
+{
+    attn_job *j = arg;
+    const coli__config *c = j->c;
+    const int hd = c->head_dim, nh = c->n_heads, group = nh / c->n_kv_heads;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *sc = j->scores + (size_t)thread * (size_t)j->n_ctx;
+    for (int64_t it = b; it < e; it++) {
+        int t = (int)(it / nh), h = (int)(it % nh);
+        int pos = j->pos0 + t;
+        int lo = 0;
+        if (c->sliding_window > 0 && pos - c->sliding_window + 1 > 0)
+            lo = pos - c->sliding_window + 1;
+        const float *q = j->q + (size_t)t * (size_t)(nh * hd) + (size_t)h * hd;
+        const float *kbase = j->kc + (size_t)(h / group) * hd;
+        const float *vbase = j->vc + (size_t)(h / group) * hd;
+        float mx = -INFINITY;
+        for (int p = lo; p <= pos; p++) {
+            float s = coli__dot_f32(q, kbase + (size_t)p * j->kv_dim, hd) * scale;
+            sc[p] = s;
+            if (s > mx)
+                mx = s;
+        }
+        float sum = 0;
+        for (int p = lo; p <= pos; p++) {
+            sc[p] = expf(sc[p] - mx);
+            sum += sc[p];
+        }
+        float inv = 1.0f / sum;
+        float *o = j->out + (size_t)t * (size_t)(nh * hd) + (size_t)h * hd;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int p = lo; p <= pos; p++)
+            coli__axpy(o, sc[p] * inv, vbase + (size_t)p * j->kv_dim, hd);
+    }
+}
+
+/* ---- the pass ---------------------------------------------------------- */
+
+typedef struct bufs {
+    float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *rl, *xe, *ye, *scores, *wts;
+    int *sel, *rows;
+} bufs;
+
+static coli_status grab(coli__scratch *s, size_t floats, coli__err *err)
+{
+    if (s->cap >= floats)
+        return COLI_OK;
+    float *p = realloc(s->p, floats * sizeof(float));
+    if (!p)
+        return coli__fail(err, COLI_ENOMEM, "out of memory for %zu MiB of activations", floats >> 18);
+    s->p = p;
+    s->cap = floats;
+    return COLI_OK;
+}
+
+static coli_status layout(const coli__config *c, coli__scratch *s, int S, int n_ctx, int threads, bufs *b,
+                          coli__err *err)
+{
+    const size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
+    const size_t KV = (size_t)c->n_kv_heads * c->head_dim;
+    size_t I = (size_t)(c->inter > c->moe_inter ? c->inter : c->moe_inter);
+    size_t E = (size_t)(c->n_experts > 0 ? c->n_experts : 1), K = (size_t)(c->top_k > 0 ? c->top_k : 1);
+    size_t sizes[] = {
+        S * H, S * H, S * QD, S * KV, S * KV, S * QD, S * H, S * I, S * I, S * E, S * H, S * H,
+        (size_t)threads * (size_t)n_ctx, S * K, S * K, (size_t)S,
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        total += (sizes[i] + 15) & ~(size_t)15; /* keep each buffer 64-byte spaced */
+    COLI_TRY(grab(s, total, err));
+    float *p = s->p;
+    float **dst[] = {&b->x, &b->xn, &b->q, &b->k, &b->v, &b->att, &b->o, &b->g, &b->u, &b->rl,
+                     &b->xe, &b->ye, &b->scores, &b->wts};
+    size_t i = 0;
+    for (; i < sizeof dst / sizeof dst[0]; i++) {
+        *dst[i] = p;
+        p += (sizes[i] + 15) & ~(size_t)15;
+    }
+    b->sel = (int *)p;
+    p += (sizes[i++] + 15) & ~(size_t)15;
+    b->rows = (int *)p;
+    return COLI_OK;
+}
+
+/* Top-k of router probabilities, highest first; ties keep the lower index. */
+static void topk(const float *prob, int n, int k, int *sel, float *w)
+{
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < n; e++) {
+            int taken = 0;
+            for (int q = 0; q < j; q++)
+                taken |= sel[q] == e;
+            if (!taken && (best < 0 || prob[e] > prob[best]))
+                best = e;
+        }
+        sel[j] = best;
+        w[j] = prob[best];
+    }
+}
+
+static coli_status moe(const coli__config *c, const coli__layer *ly, coli__pool *pool, bufs *b, int S)
+{
+    const int H = c->hidden, E = c->n_experts, K = c->top_k, I = c->moe_inter;
+    COLI_TRY(coli__matmul(pool, &ly->router, b->xn, S, b->rl));
+    for (int t = 0; t < S; t++) {
+        float *rl = b->rl + (size_t)t * E;
+        float mx = -INFINITY, sum = 0;
+        for (int e = 0; e < E; e++)
+            mx = rl[e] > mx ? rl[e] : mx;
+        for (int e = 0; e < E; e++) {
+            rl[e] = expf(rl[e] - mx);
+            sum += rl[e];
+        }
+        for (int e = 0; e < E; e++)
+            rl[e] /= sum;
+        int *sel = b->sel + (size_t)t * K;
+        float *w = b->wts + (size_t)t * K;
+        topk(rl, E, K, sel, w);
+        if (c->norm_topk_prob) {
+            float s = 0;
+            for (int j = 0; j < K; j++)
+                s += w[j];
+            for (int j = 0; j < K; j++)
+                w[j] /= s;
+        }
+    }
+    /* out accumulates into xn's twin b->o, then joins the residual. */
+    memset(b->o, 0, (size_t)S * H * sizeof(float));
+    for (int e = 0; e < E; e++) {
+        int n = 0;
+        for (int t = 0; t < S; t++)
+            for (int j = 0; j < K; j++)
+                if (b->sel[(size_t)t * K + j] == e) {
+                    b->rows[n] = t * K + j;
+                    memcpy(b->xe + (size_t)n * H, b->xn + (size_t)t * H, (size_t)H * sizeof(float));
+                    n++;
+                }
+        if (n == 0)
+            continue;
+        COLI_TRY(coli__matmul(pool, &ly->e_gate[e], b->xe, n, b->g));
+        COLI_TRY(coli__matmul(pool, &ly->e_up[e], b->xe, n, b->u));
+        for (size_t i = 0; i < (size_t)n * I; i++)
+            b->g[i] = silu(b->g[i]) * b->u[i];
+        COLI_TRY(coli__matmul(pool, &ly->e_down[e], b->g, n, b->ye));
+        for (int r = 0; r < n; r++) {
+            int t = b->rows[r] / K;
+            coli__axpy(b->o + (size_t)t * H, b->wts[b->rows[r]], b->ye + (size_t)r * H, H);
+        }
+    }
+    return COLI_OK;
+}
+
+static coli_status dense(const coli__config *c, const coli__layer *ly, coli__pool *pool, bufs *b, int S)
+{
+    COLI_TRY(coli__matmul(pool, &ly->gate, b->xn, S, b->g));
+    COLI_TRY(coli__matmul(pool, &ly->up, b->xn, S, b->u));
+    for (size_t i = 0; i < (size_t)S * c->inter; i++)
+        b->g[i] = silu(b->g[i]) * b->u[i];
+    return coli__matmul(pool, &ly->down, b->g, S, b->o);
+}
+
+static coli_status layer(const coli__config *c, const coli__layer *ly, int l, coli__kv *kv,
+                         coli__pool *pool, bufs *b, int S, int pos0)
+{
+    const int H = c->hidden, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    const int QD = nh * hd, KVD = nkv * hd;
+    for (int t = 0; t < S; t++)
+        rmsnorm(b->xn + (size_t)t * H, b->x + (size_t)t * H, ly->attn_norm, H, c->rms_eps);
+    COLI_TRY(coli__matmul(pool, &ly->wq, b->xn, S, b->q));
+    COLI_TRY(coli__matmul(pool, &ly->wk, b->xn, S, b->k));
+    COLI_TRY(coli__matmul(pool, &ly->wv, b->xn, S, b->v));
+    for (int t = 0; t < S; t++) {
+        float *q = b->q + (size_t)t * QD, *k = b->k + (size_t)t * KVD, *v = b->v + (size_t)t * KVD;
+        if (c->qk_norm == COLI_QK_NORM_FULL) {
+            rmsnorm(q, q, ly->q_norm, QD, c->rms_eps);
+            rmsnorm(k, k, ly->k_norm, KVD, c->rms_eps);
+        } else if (c->qk_norm == COLI_QK_NORM_HEAD) {
+            for (int h = 0; h < nh; h++)
+                rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, ly->q_norm, hd, c->rms_eps);
+            for (int h = 0; h < nkv; h++)
+                rmsnorm(k + (size_t)h * hd, k + (size_t)h * hd, ly->k_norm, hd, c->rms_eps);
+        }
+        if (c->clip_qkv > 0) {
+            float m = c->clip_qkv;
+            for (int i = 0; i < QD; i++)
+                q[i] = q[i] < -m ? -m : q[i] > m ? m : q[i];
+            for (int i = 0; i < KVD; i++) {
+                k[i] = k[i] < -m ? -m : k[i] > m ? m : k[i];
+                v[i] = v[i] < -m ? -m : v[i] > m ? m : v[i];
+            }
+        }
+        for (int h = 0; h < nh; h++)
+            rope(q + (size_t)h * hd, c->rot_dim, pos0 + t, c->rope_theta);
+        for (int h = 0; h < nkv; h++)
+            rope(k + (size_t)h * hd, c->rot_dim, pos0 + t, c->rope_theta);
+        size_t at = ((size_t)l * kv->n_ctx + (size_t)(pos0 + t)) * (size_t)KVD;
+        memcpy(kv->k + at, k, (size_t)KVD * sizeof(float));
+        memcpy(kv->v + at, v, (size_t)KVD * sizeof(float));
+    }
+    attn_job aj = {c, b->q, b->att, kv->k + (size_t)l * kv->n_ctx * KVD, kv->v + (size_t)l * kv->n_ctx * KVD,
+                   KVD, pos0, S, b->scores, kv->n_ctx};
+    coli__pool_run(pool, (int64_t)S * nh, 1, attn_task, &aj);
+    COLI_TRY(coli__matmul(pool, &ly->wo, b->att, S, b->o));
+    for (size_t i = 0; i < (size_t)S * H; i++)
+        b->x[i] += b->o[i];
+
+    for (int t = 0; t < S; t++)
+        rmsnorm(b->xn + (size_t)t * H, b->x + (size_t)t * H, ly->ffn_norm, H, c->rms_eps);
+    COLI_TRY(ly->is_moe ? moe(c, ly, pool, b, S) : dense(c, ly, pool, b, S));
+    for (size_t i = 0; i < (size_t)S * H; i++)
+        b->x[i] += b->o[i];
+    return COLI_OK;
+}
+
+coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
+                          const int32_t *tokens, int n, int pos0, float *logits, coli__err *err)
+{
+    const coli__config *c = &m->cfg;
+    const coli__weights *w = &m->w;
+    const int H = c->hidden;
+    for (int done = 0; done < n;) {
+        int S = n - done < CHUNK ? n - done : CHUNK;
+        bufs b;
+        COLI_TRY(layout(c, s, S, kv->n_ctx, coli__pool_size(pool), &b, err));
+        for (int t = 0; t < S; t++)
+            coli__mat_row(&w->embed, tokens[done + t], b.x + (size_t)t * H);
+        for (int l = 0; l < c->n_layers; l++) {
+            coli_status st = layer(c, &w->layers[l], l, kv, pool, &b, S, pos0 + done);
+            if (st != COLI_OK)
+                return coli__fail(err, st, "layer %d: %s", l, coli_strerror(st));
+        }
+        done += S;
+        if (done == n) {
+            float *last = b.x + (size_t)(S - 1) * H;
+            rmsnorm(b.xn, last, w->final_norm, H, c->rms_eps);
+            COLI_TRY(coli__matmul(pool, &w->lm_head, b.xn, 1, logits));
+        }
+    }
+    return COLI_OK;
+}

@@ -1,0 +1,40 @@
+/* kernels.h - dense compute kernels on float activations (internal).
+ *
+ * Weights are row-major [rows, cols] matrices kept in the dtype they were
+ * loaded in; bf16 and f16 rows are widened to f32 as they are used. A SIMD
+ * path (AVX2+FMA) is picked at run time, with a portable scalar fallback. */
+#ifndef COLI_KERNELS_H
+#define COLI_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "safetensors.h"
+#include "threadpool.h"
+
+typedef struct coli__mat {
+    int rows, cols;
+    coli__dtype dt;   /* COLI_DT_F32, COLI_DT_BF16 or COLI_DT_F16 */
+    const void *data;
+} coli__mat;
+
+float coli__bf16_to_f32(uint16_t v);
+float coli__f16_to_f32(uint16_t v);
+
+/* Widens row r of w into out[cols]. */
+void coli__mat_row(const coli__mat *w, int r, float *out);
+
+/* y[t*rows + o] = sum_i w[o,i] * x[t*cols + i] for t < n_tok.
+ * Every output element is computed by one thread in a fixed order, so the
+ * result does not depend on the thread count. Returns COLI_ENOMEM only. */
+coli_status coli__matmul(coli__pool *pool, const coli__mat *w, const float *x, int n_tok, float *y);
+
+/* Scalar building blocks shared by the forward pass. */
+float coli__dot_f32(const float *a, const float *b, int n);
+/* y += a * x */
+void coli__axpy(float *y, float a, const float *x, int n);
+
+/* Name of the SIMD path in use ("avx2" or "scalar"). */
+const char *coli__kernels_name(void);
+
+#endif

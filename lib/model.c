@@ -1,0 +1,238 @@
+/* model.c - opening a model directory, model info, tokenizer calls. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "json.h"
+#include "model.h"
+
+/* Fails the model: the message goes to the handle and to the log. */
+static coli_status model_fail(coli_model *m, coli_status st)
+{
+    coli__log(&m->opts.log, COLI_LOG_ERROR, "%s", m->err.msg);
+    return st;
+}
+
+/* eos from tokenizer_config.json when the config files name none. */
+static coli_status eos_from_tokenizer_config(coli_model *m)
+{
+    char *path = coli__path_join(m->dir, "tokenizer_config.json");
+    if (!path)
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory");
+    coli__json_doc *doc = NULL;
+    coli_status st = coli__json_parse_file(path, &doc, &m->err);
+    free(path);
+    if (st == COLI_ENOENT) {
+        coli__err_clear(&m->err);
+        return COLI_OK;
+    }
+    if (st != COLI_OK)
+        return st;
+    const coli__json *e = coli__json_get(coli__json_root(doc), "eos_token");
+    const char *s = NULL;
+    if (e && e->type == COLI_JSON_STRING)
+        s = e->str;
+    else if (e && e->type == COLI_JSON_OBJECT)
+        s = coli__json_get_str(e, "content", NULL);
+    int32_t id = s ? coli__tok_find(m->tok, s) : -1;
+    if (id >= 0)
+        m->cfg.eos[m->cfg.n_eos++] = id;
+    coli__json_free(doc);
+    return COLI_OK;
+}
+
+static coli_status open_model(coli_model *m, const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return coli__fail(&m->err, COLI_ENOENT, "model directory '%s' does not exist", dir);
+    if (!S_ISDIR(sb.st_mode))
+        return coli__fail(&m->err, COLI_EINVAL, "model path '%s' is not a directory", dir);
+    COLI_TRY(coli__config_load(dir, &m->cfg, &m->err));
+    COLI_TRY(coli__st_open_dir(dir, &m->ts, &m->err));
+
+    m->wfmt = (coli_weight_format)m->opts.weights;
+    COLI_TRY(coli__weights_load(&m->w, &m->cfg, m->ts, m->wfmt, &m->err));
+
+    char *tpath = coli__path_join(dir, "tokenizer.json");
+    if (!tpath)
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory");
+    coli_status st = coli__tok_load(tpath, &m->tok, &m->err);
+    if (st == COLI_ENOENT) {
+        coli__log(&m->opts.log, COLI_LOG_WARN, "%s: not found; the model works on token ids only", tpath);
+        coli__err_clear(&m->err);
+        st = COLI_OK;
+    }
+    free(tpath);
+    COLI_TRY(st);
+    if (m->tok && coli__tok_vocab_size(m->tok) > (size_t)m->cfg.vocab)
+        return coli__fail(&m->err, COLI_EFORMAT,
+                          "%s/tokenizer.json: %zu token ids exceed config.json vocab_size %d", dir,
+                          coli__tok_vocab_size(m->tok), m->cfg.vocab);
+    if (m->tok && m->cfg.n_eos == 0)
+        COLI_TRY(eos_from_tokenizer_config(m));
+    coli__log(&m->opts.log, COLI_LOG_INFO,
+              "%s: %s, %d layers (%d MoE), %d experts (%d active), %llu MiB of weights", dir,
+              m->cfg.arch_name, m->cfg.n_layers, m->cfg.n_moe_layers, m->cfg.n_experts, m->cfg.top_k,
+              (unsigned long long)(m->w.bytes >> 20));
+    return COLI_OK;
+}
+
+COLI_API coli_status coli_model_open(const char *dir, const coli_options *opts, coli_model **out)
+{
+    if (!out)
+        return COLI_EINVAL;
+    coli_model *m = calloc(1, sizeof *m);
+    *out = m;
+    if (!m)
+        return COLI_ENOMEM;
+    if (opts)
+        m->opts = opts->o;
+    else
+        coli__opts_default(&m->opts);
+    if (!dir)
+        return model_fail(m, coli__fail(&m->err, COLI_EINVAL, "model directory is NULL"));
+    m->dir = strdup(dir);
+    if (!m->dir)
+        return model_fail(m, coli__fail(&m->err, COLI_ENOMEM, "out of memory"));
+    coli_status st = open_model(m, dir);
+    if (st != COLI_OK) {
+        /* Keep only the message: release what was loaded. */
+        coli__weights_free(&m->w, &m->cfg);
+        coli__tok_free(m->tok);
+        m->tok = NULL;
+        coli__st_close(m->ts);
+        m->ts = NULL;
+        coli__config_free(&m->cfg);
+        return model_fail(m, st);
+    }
+    m->ok = 1;
+    return COLI_OK;
+}
+
+COLI_API void coli_model_free(coli_model *m)
+{
+    if (!m)
+        return;
+    coli__weights_free(&m->w, &m->cfg);
+    coli__tok_free(m->tok);
+    coli__st_close(m->ts);
+    coli__config_free(&m->cfg);
+    free(m->dir);
+    free(m);
+}
+
+COLI_API const char *coli_model_errmsg(const coli_model *m)
+{
+    return m ? m->err.msg : "model handle is NULL";
+}
+
+static coli_status usable(const coli_model *m)
+{
+    if (!m)
+        return COLI_EINVAL;
+    if (!m->ok)
+        return COLI_ESTATE;
+    return COLI_OK;
+}
+
+COLI_API coli_status coli_model_get_info(const coli_model *m, coli_model_info *info)
+{
+    COLI_TRY(usable(m));
+    if (!info || info->struct_size < sizeof *info)
+        return COLI_EINVAL;
+    const coli__config *c = &m->cfg;
+    memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+    info->architecture = c->arch_name;
+    info->n_layers = c->n_layers;
+    info->n_moe_layers = c->n_moe_layers;
+    info->hidden_size = c->hidden;
+    info->n_heads = c->n_heads;
+    info->n_kv_heads = c->n_kv_heads;
+    info->head_dim = c->head_dim;
+    info->vocab_size = c->vocab;
+    info->n_experts = c->n_experts;
+    info->n_experts_active = c->top_k;
+    info->moe_intermediate_size = c->moe_inter;
+    info->max_positions = c->max_pos;
+    info->n_params_total = m->w.n_params_total;
+    info->n_params_active = m->w.n_params_active;
+    info->weight_bytes = m->w.bytes;
+    int kinds = (m->w.n_f32 > 0) + (m->w.n_bf16 > 0) + (m->w.n_f16 > 0);
+    if (kinds > 1) {
+        info->weights = COLI_WEIGHTS_AUTO;
+        info->weights_name = "mixed";
+    } else if (m->w.n_f32) {
+        info->weights = COLI_WEIGHTS_F32;
+        info->weights_name = "f32";
+    } else if (m->w.n_bf16) {
+        info->weights = COLI_WEIGHTS_BF16;
+        info->weights_name = "bf16";
+    } else {
+        info->weights = COLI_WEIGHTS_AUTO;
+        info->weights_name = "f16";
+    }
+    info->bos_id = c->bos;
+    info->eos_id = c->n_eos > 0 ? c->eos[0] : -1;
+    return COLI_OK;
+}
+
+COLI_API int coli_model_is_eos(const coli_model *m, int32_t id)
+{
+    if (usable(m) != COLI_OK)
+        return 0;
+    for (int i = 0; i < m->cfg.n_eos; i++)
+        if (m->cfg.eos[i] == id)
+            return 1;
+    return 0;
+}
+
+static coli_status need_tokenizer(coli_model *m)
+{
+    COLI_TRY(usable(m));
+    if (!m->tok)
+        return coli__fail(&m->err, COLI_ESTATE, "%s: the model has no tokenizer.json", m->dir);
+    return COLI_OK;
+}
+
+COLI_API coli_status coli_tokenize(coli_model *m, const char *text, size_t len, int add_special,
+                                   int32_t *ids, size_t cap, size_t *n_ids)
+{
+    COLI_TRY(need_tokenizer(m));
+    if ((!text && len) || (!ids && cap) || !n_ids)
+        return coli__fail(&m->err, COLI_EINVAL, "coli_tokenize: NULL argument");
+    coli__ids v = {0};
+    coli_status st = coli__tok_encode(m->tok, text ? text : "", len, add_special, &v, &m->err);
+    if (st == COLI_OK) {
+        *n_ids = v.n;
+        memcpy(ids, v.v, (v.n < cap ? v.n : cap) * sizeof *ids);
+        if (v.n > cap)
+            st = coli__fail(&m->err, COLI_ENOSPC, "coli_tokenize: %zu ids do not fit in %zu", v.n, cap);
+    }
+    coli__ids_free(&v);
+    return st;
+}
+
+COLI_API coli_status coli_detokenize(coli_model *m, const int32_t *ids, size_t n_ids, int skip_special,
+                                     char *buf, size_t cap, size_t *len)
+{
+    COLI_TRY(need_tokenizer(m));
+    if ((!ids && n_ids) || (!buf && cap) || !len)
+        return coli__fail(&m->err, COLI_EINVAL, "coli_detokenize: NULL argument");
+    coli__buf b = {0};
+    coli_status st = coli__tok_decode(m->tok, ids, n_ids, skip_special, &b, &m->err);
+    if (st == COLI_OK) {
+        *len = b.n;
+        if (cap > 0) {
+            size_t k = b.n < cap ? b.n : cap;
+            memcpy(buf, b.p ? b.p : "", k);
+            if (k < cap)
+                buf[k] = '\0';
+        }
+        if (b.n > cap)
+            st = coli__fail(&m->err, COLI_ENOSPC, "coli_detokenize: %zu bytes do not fit in %zu", b.n, cap);
+    }
+    coli__buf_free(&b);
+    return st;
+}

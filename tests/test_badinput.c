@@ -1,0 +1,440 @@
+/* test_badinput.c - bad model directories are refused cleanly.
+ *
+ * Each case builds a tiny synthetic Qwen3-MoE checkpoint with one defect and
+ * checks that coli_model_open returns the expected status with a message
+ * naming the file and the tensor or field at fault. Under ASan this also
+ * proves that nothing leaks or is read out of bounds on the way out. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "colibri/colibri.h"
+#include "testutil.h"
+
+/* Tiny dimensions: hidden 8, 2 heads of 4, 1 KV head, 2 experts of 4. */
+static const char *CONFIG =
+    "{\n"
+    "  \"architectures\": [\"Qwen3MoeForCausalLM\"],\n"
+    "  \"model_type\": \"qwen3_moe\",\n"
+    "  \"hidden_size\": 8,\n"
+    "  \"num_hidden_layers\": 1,\n"
+    "  \"num_attention_heads\": 2,\n"
+    "  \"num_key_value_heads\": 1,\n"
+    "  \"head_dim\": 4,\n"
+    "  \"vocab_size\": 16,\n"
+    "  \"num_experts\": 2,\n"
+    "  \"num_experts_per_tok\": 1,\n"
+    "  \"moe_intermediate_size\": 4,\n"
+    "  \"intermediate_size\": 12,\n"
+    "  \"norm_topk_prob\": true,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_theta\": 10000.0,\n"
+    "  \"max_position_embeddings\": 64,\n"
+    "  \"tie_word_embeddings\": false\n"
+    "}\n";
+
+typedef struct spec {
+    const char *name;
+    int64_t d0, d1; /* d1 < 0: a vector */
+} spec;
+
+static const spec TENSORS[] = {
+    {"model.embed_tokens.weight", 16, 8},
+    {"model.layers.0.input_layernorm.weight", 8, -1},
+    {"model.layers.0.post_attention_layernorm.weight", 8, -1},
+    {"model.layers.0.self_attn.q_proj.weight", 8, 8},
+    {"model.layers.0.self_attn.k_proj.weight", 4, 8},
+    {"model.layers.0.self_attn.v_proj.weight", 4, 8},
+    {"model.layers.0.self_attn.o_proj.weight", 8, 8},
+    {"model.layers.0.self_attn.q_norm.weight", 4, -1},
+    {"model.layers.0.self_attn.k_norm.weight", 4, -1},
+    {"model.layers.0.mlp.gate.weight", 2, 8},
+    {"model.layers.0.mlp.experts.0.gate_proj.weight", 4, 8},
+    {"model.layers.0.mlp.experts.0.up_proj.weight", 4, 8},
+    {"model.layers.0.mlp.experts.0.down_proj.weight", 8, 4},
+    {"model.layers.0.mlp.experts.1.gate_proj.weight", 4, 8},
+    {"model.layers.0.mlp.experts.1.up_proj.weight", 4, 8},
+    {"model.layers.0.mlp.experts.1.down_proj.weight", 8, 4},
+    {"model.norm.weight", 8, -1},
+    {"lm_head.weight", 16, 8},
+};
+#define N_TENSORS (sizeof TENSORS / sizeof TENSORS[0])
+
+/* A defect to plant: tensor `victim` is left out, given `shape`, or `dtype`. */
+typedef struct defect {
+    const char *victim;
+    int omit;
+    int64_t shape0;       /* non-zero: replaces the first dimension */
+    const char *dtype;    /* non-NULL: replaces "BF16" */
+} defect;
+
+static char *make_model(const defect *d)
+{
+    char *dir = tu_mkdtemp();
+    char *p = tu_path(dir, "config.json");
+    ck_assert_int_eq(tu_write_file(p, CONFIG, strlen(CONFIG)), 0);
+    free(p);
+    tu_st *w = tu_st_new();
+    for (size_t i = 0; i < N_TENSORS; i++) {
+        const spec *t = &TENSORS[i];
+        int is_victim = d && d->victim && strcmp(d->victim, t->name) == 0;
+        if (is_victim && d->omit)
+            continue;
+        int64_t shape[2] = {t->d0, t->d1};
+        if (is_victim && d->shape0)
+            shape[0] = d->shape0;
+        int nd = t->d1 < 0 ? 1 : 2;
+        size_t n = (size_t)shape[0] * (size_t)(nd == 2 ? shape[1] : 1);
+        uint16_t *v = malloc(n * 2 + 2);
+        for (size_t k = 0; k < n; k++)
+            v[k] = tu_f32_to_bf16((float)((int)(k * 7 % 13) - 6) / 16.0f);
+        tu_st_add(w, t->name, is_victim && d->dtype ? d->dtype : "BF16", nd, shape, v, n * 2);
+        free(v);
+    }
+    p = tu_path(dir, "model.safetensors");
+    ck_assert_int_eq(tu_st_write(w, p), 0);
+    free(p);
+    tu_st_free(w);
+    return dir;
+}
+
+/* Opens dir and expects status want with every needle in the message. */
+static void expect_fail(const char *dir, coli_status want, const char *n1, const char *n2)
+{
+    coli_model *m = NULL;
+    coli_status st = coli_model_open(dir, NULL, &m);
+    ck_assert_ptr_nonnull(m);
+    const char *msg = coli_model_errmsg(m);
+    ck_assert_msg(st == want, "status %s, wanted %s (%s)", coli_status_name(st), coli_status_name(want), msg);
+    ck_assert_msg(!n1 || strstr(msg, n1), "message '%s' does not name '%s'", msg, n1);
+    ck_assert_msg(!n2 || strstr(msg, n2), "message '%s' does not name '%s'", msg, n2);
+    /* A failed handle refuses further use. */
+    coli_context *c = NULL;
+    ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_ESTATE);
+    ck_assert_ptr_null(c);
+    coli_model_free(m);
+}
+
+static void replace_in_file(const char *dir, const char *file, const char *from, const char *to)
+{
+    char *p = tu_path(dir, file);
+    size_t n;
+    char *s = tu_read_file(p, &n);
+    ck_assert_ptr_nonnull(s);
+    char *at = strstr(s, from);
+    ck_assert_msg(at != NULL, "'%s' not in %s", from, file);
+    size_t a = (size_t)(at - s), fl = strlen(from), tl = strlen(to);
+    char *o = malloc(n - fl + tl + 1);
+    memcpy(o, s, a);
+    memcpy(o + a, to, tl);
+    memcpy(o + a + tl, at + fl, n - a - fl);
+    ck_assert_int_eq(tu_write_file(p, o, n - fl + tl), 0);
+    free(o);
+    free(s);
+    free(p);
+}
+
+static void done(char *dir)
+{
+    tu_rmtree(dir);
+    free(dir);
+}
+
+START_TEST(test_good_synthetic_model_opens)
+{
+    /* The control: without a defect the synthetic model opens and runs. */
+    char *dir = make_model(NULL);
+    coli_model *m = NULL;
+    coli_status st = coli_model_open(dir, NULL, &m);
+    ck_assert_msg(st == COLI_OK, "%s", coli_model_errmsg(m));
+    coli_context *c = NULL;
+    ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+    int32_t ids[3] = {1, 5, 15};
+    ck_assert_int_eq(coli_eval(c, ids, 3), COLI_OK);
+    ck_assert_ptr_nonnull(coli_context_logits(c));
+    coli_context_free(c);
+    coli_model_free(m);
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_missing_dir)
+{
+    expect_fail("/nonexistent/colibri-model", COLI_ENOENT, "/nonexistent/colibri-model", NULL);
+}
+END_TEST
+
+START_TEST(test_missing_config)
+{
+    char *dir = make_model(NULL);
+    char *p = tu_path(dir, "config.json");
+    remove(p);
+    free(p);
+    expect_fail(dir, COLI_ENOENT, "config.json", NULL);
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_malformed_config)
+{
+    char *dir = make_model(NULL);
+    replace_in_file(dir, "config.json", "\"head_dim\": 4,", "\"head_dim\": 4,,");
+    expect_fail(dir, COLI_EFORMAT, "config.json", "line 8");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_unknown_architecture)
+{
+    char *dir = make_model(NULL);
+    replace_in_file(dir, "config.json", "Qwen3MoeForCausalLM", "GPTNeoXForCausalLM");
+    expect_fail(dir, COLI_EUNSUPPORTED, "config.json", "GPTNeoXForCausalLM");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_unsupported_rope_scaling)
+{
+    char *dir = make_model(NULL);
+    replace_in_file(dir, "config.json", "\"rope_theta\": 10000.0,",
+                    "\"rope_theta\": 10000.0, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0},");
+    expect_fail(dir, COLI_EUNSUPPORTED, "config.json", "yarn");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_unsupported_activation)
+{
+    char *dir = make_model(NULL);
+    replace_in_file(dir, "config.json", "\"head_dim\": 4,", "\"head_dim\": 4, \"hidden_act\": \"gelu\",");
+    expect_fail(dir, COLI_EUNSUPPORTED, "hidden_act", "gelu");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_wrong_field_type)
+{
+    char *dir = make_model(NULL);
+    replace_in_file(dir, "config.json", "\"hidden_size\": 8", "\"hidden_size\": \"8\"");
+    expect_fail(dir, COLI_EFORMAT, "config.json", "hidden_size");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_huge_dimensions)
+{
+    /* Sizes whose products would overflow are refused before any allocation. */
+    char *dir = make_model(NULL);
+    replace_in_file(dir, "config.json", "\"head_dim\": 4", "\"head_dim\": 65536");
+    replace_in_file(dir, "config.json", "\"num_attention_heads\": 2", "\"num_attention_heads\": 4096");
+    expect_fail(dir, COLI_ERANGE, "config.json", "head_dim");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_missing_weights_file)
+{
+    char *dir = make_model(NULL);
+    char *p = tu_path(dir, "model.safetensors");
+    remove(p);
+    free(p);
+    expect_fail(dir, COLI_ENOENT, "model.safetensors", NULL);
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_truncated_weights)
+{
+    char *dir = make_model(NULL);
+    char *p = tu_path(dir, "model.safetensors");
+    size_t n;
+    char *s = tu_read_file(p, &n);
+    ck_assert_int_eq(tu_write_file(p, s, n / 2), 0);
+    free(s);
+    free(p);
+    expect_fail(dir, COLI_EFORMAT, "model.safetensors", NULL);
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_header_beyond_file)
+{
+    char *dir = make_model(NULL);
+    char *p = tu_path(dir, "model.safetensors");
+    ck_assert_int_eq(tu_st_write_raw_len(p, 1u << 20, "{}", "", 0), 0);
+    free(p);
+    expect_fail(dir, COLI_EFORMAT, "model.safetensors", NULL);
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_offsets_out_of_range)
+{
+    char *dir = make_model(NULL);
+    char *p = tu_path(dir, "model.safetensors");
+    ck_assert_int_eq(tu_st_write_raw(p,
+                                     "{\"model.norm.weight\":{\"dtype\":\"BF16\",\"shape\":[8],"
+                                     "\"data_offsets\":[0,16000]}}",
+                                     "0123456789abcdef", 16),
+                     0);
+    free(p);
+    expect_fail(dir, COLI_EFORMAT, "model.safetensors", "model.norm.weight");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_overlapping_tensors)
+{
+    char *dir = make_model(NULL);
+    char *p = tu_path(dir, "model.safetensors");
+    ck_assert_int_eq(tu_st_write_raw(p,
+                                     "{\"a\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[0,8]},"
+                                     "\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[4,12]}}",
+                                     "0123456789abcdef", 16),
+                     0);
+    free(p);
+    expect_fail(dir, COLI_EFORMAT, "model.safetensors", NULL);
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_overflowing_shape)
+{
+    char *dir = make_model(NULL);
+    char *p = tu_path(dir, "model.safetensors");
+    ck_assert_int_eq(tu_st_write_raw(p,
+                                     "{\"model.norm.weight\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,"
+                                     "4611686018427387904],\"data_offsets\":[0,16]}}",
+                                     "0123456789abcdef", 16),
+                     0);
+    free(p);
+    expect_fail(dir, COLI_EFORMAT, "model.safetensors", "model.norm.weight");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_unknown_dtype)
+{
+    defect d = {"model.layers.0.self_attn.k_proj.weight", 0, 0, "Q4"};
+    char *dir = make_model(&d);
+    expect_fail(dir, COLI_EFORMAT, "model.safetensors", "Q4");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_unsupported_dtype)
+{
+    /* A valid safetensors dtype we cannot compute with. */
+    defect d = {"model.layers.0.self_attn.k_proj.weight", 0, 0, "I16"};
+    char *dir = make_model(&d);
+    expect_fail(dir, COLI_EUNSUPPORTED, "model.layers.0.self_attn.k_proj.weight", "I16");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_shape_disagrees_with_config)
+{
+    defect d = {"model.layers.0.mlp.experts.1.up_proj.weight", 0, 5, NULL};
+    char *dir = make_model(&d);
+    expect_fail(dir, COLI_EFORMAT, "model.layers.0.mlp.experts.1.up_proj.weight", "[5, 8]");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_missing_tensor)
+{
+    defect d = {"model.layers.0.self_attn.q_norm.weight", 1, 0, NULL};
+    char *dir = make_model(&d);
+    expect_fail(dir, COLI_ENOENT, "model.layers.0.self_attn.q_norm.weight", "missing");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_malformed_tokenizer)
+{
+    char *dir = make_model(NULL);
+    char *p = tu_path(dir, "tokenizer.json");
+    ck_assert_int_eq(tu_write_file(p, "{\"model\": {\"type\": \"BPE\", ", 27), 0);
+    free(p);
+    expect_fail(dir, COLI_EFORMAT, "tokenizer.json", NULL);
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_index_names_missing_shard)
+{
+    char *dir = make_model(NULL);
+    char *p = tu_path(dir, "model.safetensors");
+    remove(p);
+    free(p);
+    p = tu_path(dir, "model.safetensors.index.json");
+    const char *idx = "{\"metadata\": {}, \"weight_map\": {\"model.norm.weight\": \"model-00001-of-00002.safetensors\"}}";
+    ck_assert_int_eq(tu_write_file(p, idx, strlen(idx)), 0);
+    free(p);
+    expect_fail(dir, COLI_ENOENT, "model-00001-of-00002.safetensors", NULL);
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_bad_token_ids)
+{
+    char *dir = make_model(NULL);
+    coli_model *m = NULL;
+    ck_assert_int_eq(coli_model_open(dir, NULL, &m), COLI_OK);
+    coli_context *c = NULL;
+    ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+    int32_t ids[2] = {3, 16};
+    ck_assert_int_eq(coli_eval(c, ids, 2), COLI_EINVAL);
+    ck_assert_ptr_nonnull(strstr(coli_context_errmsg(c), "16"));
+    ck_assert_int_eq(coli_context_position(c), 0);
+    ids[1] = -1;
+    ck_assert_int_eq(coli_eval(c, ids, 2), COLI_EINVAL);
+    /* The context still works after refusing. */
+    ids[1] = 4;
+    ck_assert_int_eq(coli_eval(c, ids, 2), COLI_OK);
+    ck_assert_int_eq(coli_context_position(c), 2);
+    coli_context_free(c);
+    coli_model_free(m);
+    done(dir);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("badinput");
+    TCase *tc = tcase_create("open");
+    tcase_add_test(tc, test_good_synthetic_model_opens);
+    tcase_add_test(tc, test_missing_dir);
+    tcase_add_test(tc, test_missing_config);
+    tcase_add_test(tc, test_malformed_config);
+    tcase_add_test(tc, test_unknown_architecture);
+    tcase_add_test(tc, test_unsupported_rope_scaling);
+    tcase_add_test(tc, test_unsupported_activation);
+    tcase_add_test(tc, test_wrong_field_type);
+    tcase_add_test(tc, test_huge_dimensions);
+    tcase_add_test(tc, test_missing_weights_file);
+    tcase_add_test(tc, test_truncated_weights);
+    tcase_add_test(tc, test_header_beyond_file);
+    tcase_add_test(tc, test_offsets_out_of_range);
+    tcase_add_test(tc, test_overlapping_tensors);
+    tcase_add_test(tc, test_overflowing_shape);
+    tcase_add_test(tc, test_unknown_dtype);
+    tcase_add_test(tc, test_unsupported_dtype);
+    tcase_add_test(tc, test_shape_disagrees_with_config);
+    tcase_add_test(tc, test_missing_tensor);
+    tcase_add_test(tc, test_malformed_tokenizer);
+    tcase_add_test(tc, test_index_names_missing_shard);
+    tcase_add_test(tc, test_bad_token_ids);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,590 @@
+#!/bin/sh
+# test_cli.sh - exercises the coli tool end to end on the test fixtures.
+#
+# Run by `make check` from the build directory; $srcdir is the source
+# directory (read-only under distcheck). Missing fixtures are a failure, not
+# a skip: the fixtures are part of the distribution.
+set -u
+
+LC_ALL=C
+export LC_ALL
+srcdir=${srcdir:-.}
+builddir=${builddir:-.}
+COLI=$builddir/coli
+data=${COLI_TEST_DATA:-${COLI_FIXTURE_FILES:-$srcdir/tests/data}}
+header=$srcdir/include/colibri/colibri.h
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_cli.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+out=$tmp/out
+err=$tmp/err
+
+failures=0
+checks=0
+
+pass() {
+	checks=$((checks + 1))
+	echo "ok: $1"
+}
+
+fail() {
+	checks=$((checks + 1))
+	failures=$((failures + 1))
+	echo "FAIL: $1"
+	if [ -s "$err" ]; then
+		echo "  stderr:"
+		sed -n '1,20s/^/    /p' "$err"
+	fi
+}
+
+# run EXPECTED_STATUS DESCRIPTION COMMAND...: runs the command with stdout in
+# $out and stderr in $err; returns 0 if it exited with EXPECTED_STATUS.
+run() {
+	expected=$1
+	what=$2
+	shift 2
+	"$@" >"$out" 2>"$err" </dev/null
+	status=$?
+	if [ "$status" -ne "$expected" ]; then
+		fail "$what: exit status $status, expected $expected"
+		return 1
+	fi
+	return 0
+}
+
+# Checks that $1 (a file) contains the fixed string $2.
+contains() {
+	grep -F -e "$2" "$1" >/dev/null 2>&1
+}
+
+# A minimal JSON syntax checker (RFC 8259) in awk, so that the test depends
+# on no interpreter beyond POSIX tools. Exit status 0 if stdin is one valid
+# JSON value.
+json_valid() {
+	awk '
+	function ws() {
+		while (pos <= n && index(" \t\r\n", substr(s, pos, 1)) > 0)
+			pos++
+	}
+	function digits(   start) {
+		start = pos
+		while (pos <= n && index("0123456789", substr(s, pos, 1)) > 0)
+			pos++
+		return pos > start
+	}
+	function number() {
+		if (substr(s, pos, 1) == "-")
+			pos++
+		if (substr(s, pos, 1) == "0")
+			pos++
+		else if (!digits())
+			return 0
+		if (substr(s, pos, 1) == ".") {
+			pos++
+			if (!digits())
+				return 0
+		}
+		if (substr(s, pos, 1) == "e" || substr(s, pos, 1) == "E") {
+			pos++
+			if (substr(s, pos, 1) == "+" || substr(s, pos, 1) == "-")
+				pos++
+			if (!digits())
+				return 0
+		}
+		return 1
+	}
+	function string(   c, k) {
+		pos++
+		while (pos <= n) {
+			c = substr(s, pos, 1)
+			if (c == "\"") {
+				pos++
+				return 1
+			}
+			if (index(ctrl, c) > 0)
+				return 0
+			if (c == "\\") {
+				c = substr(s, pos + 1, 1)
+				if (c == "u") {
+					for (k = 2; k <= 5; k++)
+						if (index("0123456789abcdefABCDEF", substr(s, pos + k, 1)) == 0)
+							return 0
+					pos += 6
+				} else if (index("\"\\/bfnrt", c) > 0) {
+					pos += 2
+				} else {
+					return 0
+				}
+				continue
+			}
+			pos++
+		}
+		return 0
+	}
+	function value(   c) {
+		ws()
+		c = substr(s, pos, 1)
+		if (c == "{")
+			return object()
+		if (c == "[")
+			return array()
+		if (c == "\"")
+			return string()
+		if (substr(s, pos, 4) == "true" || substr(s, pos, 4) == "null") {
+			pos += 4
+			return 1
+		}
+		if (substr(s, pos, 5) == "false") {
+			pos += 5
+			return 1
+		}
+		return number()
+	}
+	function array() {
+		pos++
+		ws()
+		if (substr(s, pos, 1) == "]") {
+			pos++
+			return 1
+		}
+		for (;;) {
+			if (!value())
+				return 0
+			ws()
+			if (substr(s, pos, 1) == "]") {
+				pos++
+				return 1
+			}
+			if (substr(s, pos, 1) != ",")
+				return 0
+			pos++
+		}
+	}
+	function object() {
+		pos++
+		ws()
+		if (substr(s, pos, 1) == "}") {
+			pos++
+			return 1
+		}
+		for (;;) {
+			ws()
+			if (substr(s, pos, 1) != "\"" || !string())
+				return 0
+			ws()
+			if (substr(s, pos, 1) != ":")
+				return 0
+			pos++
+			if (!value())
+				return 0
+			ws()
+			if (substr(s, pos, 1) == "}") {
+				pos++
+				return 1
+			}
+			if (substr(s, pos, 1) != ",")
+				return 0
+			pos++
+		}
+	}
+	BEGIN {
+		for (i = 1; i < 32; i++)
+			ctrl = ctrl sprintf("%c", i)
+	}
+	{ s = (NR == 1) ? $0 : s "\n" $0 }
+	END {
+		n = length(s)
+		pos = 1
+		if (n == 0 || !value())
+			exit 1
+		ws()
+		exit (pos <= n)
+	}'
+}
+
+# Prints the members of the JSON array under key $2 in file $1, one per line
+# (for arrays of numbers, as coli prints them: no blanks inside).
+json_array() {
+	sed -n "s/.*\"$2\":\\[\\([^]]*\\)\\].*/\\1/p" "$1" | tr ',' '\n' | sed '/^$/d'
+}
+
+# Prints the value of the JSON integer member $2 in file $1.
+json_int() {
+	sed -n "s/.*\"$2\":\\(-\\{0,1\\}[0-9][0-9]*\\).*/\\1/p" "$1"
+}
+
+# Decodes a hex string to bytes on stdout.
+unhex() {
+	printf '%s' "$1" | awk '
+	BEGIN { h = "0123456789abcdef" }
+	{
+		s = tolower($0)
+		for (i = 1; i < length(s); i += 2) {
+			v = (index(h, substr(s, i, 1)) - 1) * 16 + index(h, substr(s, i + 1, 1)) - 1
+			printf "\\0%03o", v
+		}
+	}' | {
+		read -r esc
+		printf "%b" "$esc"
+	}
+}
+
+# ---- the binary and version --------------------------------------------------
+
+if [ ! -x "$COLI" ]; then
+	echo "FAIL: $COLI is not built"
+	exit 1
+fi
+
+hdr_string=$(sed -n 's/^#define COLI_VERSION_STRING "\(.*\)"$/\1/p' "$header")
+hdr_major=$(sed -n 's/^#define COLI_VERSION_MAJOR \([0-9][0-9]*\)$/\1/p' "$header")
+hdr_minor=$(sed -n 's/^#define COLI_VERSION_MINOR \([0-9][0-9]*\)$/\1/p' "$header")
+hdr_patch=$(sed -n 's/^#define COLI_VERSION_PATCH \([0-9][0-9]*\)$/\1/p' "$header")
+if [ -n "$hdr_string" ] && [ "$hdr_string" = "$hdr_major.$hdr_minor.$hdr_patch" ]; then
+	pass "header version string $hdr_string matches its major/minor/patch"
+else
+	fail "header version string '$hdr_string' vs '$hdr_major.$hdr_minor.$hdr_patch'"
+fi
+pkg_version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "$builddir/config.h" 2>/dev/null)
+if [ "$pkg_version" = "$hdr_string" ]; then
+	pass "package version $pkg_version matches the header"
+else
+	fail "package version '$pkg_version' differs from the header's '$hdr_string'"
+fi
+
+if run 0 "coli --version" "$COLI" --version; then
+	if [ "$(cat "$out")" = "coli (libcolibri) $hdr_string" ]; then
+		pass "coli --version"
+	else
+		fail "coli --version printed '$(cat "$out")'"
+	fi
+fi
+
+# ---- help and usage errors -------------------------------------------------
+
+if run 0 "coli --help" "$COLI" --help; then
+	ok=1
+	for c in generate logits tokenize detokenize info; do
+		contains "$out" "$c" || { ok=0; fail "coli --help does not mention $c"; }
+	done
+	[ "$ok" = 1 ] && pass "coli --help"
+fi
+
+check_help() {
+	cmd=$1
+	shift
+	if run 0 "coli $cmd --help" "$COLI" "$cmd" --help; then
+		ok=1
+		contains "$out" "Usage: coli $cmd" || { ok=0; fail "coli $cmd --help: no usage line"; }
+		for o in "$@"; do
+			contains "$out" "$o" || { ok=0; fail "coli $cmd --help does not mention $o"; }
+		done
+		[ -s "$err" ] && { ok=0; fail "coli $cmd --help wrote to stderr"; }
+		[ "$ok" = 1 ] && pass "coli $cmd --help"
+	fi
+}
+check_help generate --model --prompt --prompt-ids --max-tokens --temperature --top-k \
+	--top-p --seed --weights --threads --context --no-special --format
+check_help logits --model --prompt-ids --weights --threads --format
+check_help tokenize --model --text --no-special --format
+check_help detokenize --model --ids --skip-special --format
+check_help info --model --weights --format
+
+# usage_error DESCRIPTION WORD COMMAND...: must exit 2 and name WORD on stderr.
+usage_error() {
+	what=$1
+	word=$2
+	shift 2
+	if run 2 "$what" "$@"; then
+		if contains "$err" "$word"; then
+			pass "$what"
+		else
+			fail "$what: stderr does not name '$word'"
+		fi
+	fi
+}
+usage_error "unknown subcommand" frobnicate "$COLI" frobnicate
+usage_error "unknown top-level option" --frob "$COLI" --frob
+usage_error "no subcommand" Usage "$COLI"
+usage_error "unknown option" --bogus "$COLI" generate --bogus
+usage_error "unknown option with value" --bogus "$COLI" tokenize --bogus=1 --text x
+usage_error "option of another subcommand" --prompt "$COLI" tokenize --prompt x
+usage_error "missing value" --model "$COLI" info --model
+usage_error "bad integer" 12x "$COLI" generate --prompt-ids 1 --max-tokens 12x
+usage_error "bad integer (=)" 12x "$COLI" generate --prompt-ids 1 --max-tokens=12x
+usage_error "negative max-tokens" -3 "$COLI" generate --prompt-ids 1 --max-tokens -3
+usage_error "bad real" abc "$COLI" generate --prompt-ids 1 --temperature abc
+usage_error "top-p out of range" 1.5 "$COLI" generate --prompt-ids 1 --top-p=1.5
+usage_error "bad seed" -1 "$COLI" generate --prompt-ids 1 --seed -1
+usage_error "bad format" xml "$COLI" tokenize --text x --format=xml
+usage_error "bad weights" f8 "$COLI" info --weights f8
+usage_error "bad threads" many "$COLI" info --threads many
+usage_error "threads out of range" 99999999999 "$COLI" info --threads 99999999999
+usage_error "bad id list" 1,,2 "$COLI" detokenize --ids 1,,2
+usage_error "both prompts" --prompt-ids "$COLI" generate --prompt x --prompt-ids 1
+usage_error "no prompt" prompt "$COLI" generate --max-tokens 1
+usage_error "flag with value" --no-special "$COLI" tokenize --text x --no-special=1
+usage_error "stray argument" stray "$COLI" info stray
+
+# ---- runtime failures --------------------------------------------------------
+
+missing=$tmp/no-such-model
+if run 1 "missing model directory" "$COLI" info --model "$missing"; then
+	if contains "$err" "$missing" && grep '^coli: ' "$err" >/dev/null; then
+		pass "missing model directory names the path"
+	else
+		fail "missing model directory: message does not name $missing"
+	fi
+fi
+if run 1 "missing model directory (generate)" "$COLI" generate --model="$missing" --prompt-ids 1; then
+	if contains "$err" "$missing"; then
+		pass "missing model directory (generate) names the path"
+	else
+		fail "missing model directory (generate): message does not name $missing"
+	fi
+fi
+
+# ---- fixtures ------------------------------------------------------------------
+
+for arch in qwen3_moe olmoe mixtral; do
+	if [ ! -s "$data/$arch/reference.txt" ] || [ ! -s "$data/$arch/config.json" ]; then
+		fail "fixture $data/$arch is missing or empty"
+	fi
+done
+
+# The tokenizer cases of a fixture (add_special=False), through the CLI.
+check_tokenize() {
+	arch=$1
+	model=$data/$arch
+	ref=$model/reference.txt
+	[ -s "$ref" ] || return
+	ncase=0
+	# Cases whose text survives a shell round trip (no NUL, no trailing newline).
+	awk '$1 == "tok_case" && NF == 3 && $3 !~ /^(..)*00/ && $3 !~ /0[aA]$/ { print $2 }' "$ref" >"$tmp/cases"
+	while read -r k; do
+		hex=$(awk -v k="$k" '$1 == "tok_case" && $2 == k { print $3; exit }' "$ref")
+		want=$(awk -v k="$k" '$1 == "tok_ids" && $2 == k { s = ""; for (i = 4; i <= NF; i++) s = s (i > 4 ? " " : "") $i; print s; exit }' "$ref")
+		text=$(unhex "$hex"; printf x)
+		text=${text%x}
+		if run 0 "$arch tokenize case $k" "$COLI" tokenize --model "$model" --no-special --text="$text"; then
+			got=$(cat "$out")
+			if [ "$got" = "$want" ]; then
+				pass "$arch tokenize case $k"
+			else
+				fail "$arch tokenize case $k: got '$got', want '$want'"
+			fi
+		fi
+		ncase=$((ncase + 1))
+		[ "$ncase" -ge 12 ] && break
+	done <"$tmp/cases"
+	if [ "$ncase" -eq 0 ]; then
+		fail "$arch: no tok_case/tok_ids lines in $ref"
+	fi
+}
+
+# The next-token logits of the first reference prompt, within 1e-4 of the
+# range of the reference logits.
+check_logits() {
+	arch=$1
+	weights=$2
+	model=$data/$arch
+	ref=$model/reference.txt
+	[ -s "$ref" ] || return
+	p=$(awk '$1 == "prompt" { print $2; exit }' "$ref")
+	ids=$(awk -v p="$p" '$1 == "prompt" && $2 == p { s = ""; for (i = 4; i <= NF; i++) s = s (i > 4 ? "," : "") $i; print s; exit }' "$ref")
+	if [ -z "$ids" ]; then
+		fail "$arch: no prompt line in $ref"
+		return
+	fi
+	awk -v p="$p" '$1 == "logits" && $2 == p { for (i = 4; i <= NF; i++) print $i; exit }' "$ref" >"$tmp/ref_logits"
+	if [ ! -s "$tmp/ref_logits" ]; then
+		fail "$arch: no logits line for prompt $p in $ref"
+		return
+	fi
+	if run 0 "$arch logits ($weights)" "$COLI" logits --model "$model" --prompt-ids "$ids" --weights "$weights" --format json; then
+		if ! json_valid <"$out"; then
+			fail "$arch logits ($weights): output is not valid JSON"
+			return
+		fi
+		json_array "$out" logits >"$tmp/got_logits"
+		verdict=$(awk '
+			NR == FNR { ref[NR] = $1 + 0; nref = NR; next }
+			{ got[FNR] = $1 + 0; ngot = FNR }
+			END {
+				if (ngot != nref) { printf "count %d, expected %d\n", ngot, nref; exit }
+				lo = ref[1]; hi = ref[1]
+				for (i = 1; i <= nref; i++) { if (ref[i] < lo) lo = ref[i]; if (ref[i] > hi) hi = ref[i] }
+				tol = 1e-4 * (hi - lo)
+				worst = 0; at = 0
+				for (i = 1; i <= nref; i++) {
+					d = got[i] - ref[i]; if (d < 0) d = -d
+					if (d > worst) { worst = d; at = i - 1 }
+				}
+				if (worst > tol) printf "max difference %g at id %d exceeds %g\n", worst, at, tol
+				else print "ok"
+			}' "$tmp/ref_logits" "$tmp/got_logits")
+		if [ "$verdict" = ok ]; then
+			pass "$arch logits ($weights) match the reference"
+		else
+			fail "$arch logits ($weights): $verdict"
+		fi
+	fi
+}
+
+for arch in qwen3_moe olmoe mixtral; do
+	check_tokenize "$arch"
+	check_logits "$arch" f32
+done
+check_logits qwen3_moe auto
+
+# Both option spellings give the same result.
+q=$data/qwen3_moe
+if run 0 "tokenize --text VALUE" "$COLI" tokenize --model "$q" --text "In the beginning" --format json; then
+	cp "$out" "$tmp/a"
+	if run 0 "tokenize --text=VALUE" "$COLI" tokenize "--model=$q" "--text=In the beginning" --format=json; then
+		if cmp -s "$tmp/a" "$out" && json_valid <"$out" && grep '^{"ids":\[[0-9,]*\]}$' "$out" >/dev/null; then
+			pass "tokenize: --opt VALUE and --opt=VALUE agree, JSON output"
+		else
+			fail "tokenize: --opt VALUE and --opt=VALUE disagree or bad JSON: $(cat "$tmp/a") / $(cat "$out")"
+		fi
+		ids=$(json_array "$out" ids | paste -sd, -)
+		if run 0 "detokenize" "$COLI" detokenize --model "$q" --ids "$ids" --skip-special; then
+			if [ "$(cat "$out")" = "In the beginning" ]; then
+				pass "detokenize(tokenize(text)) round trip"
+			else
+				fail "detokenize round trip gave '$(cat "$out")'"
+			fi
+		fi
+		if run 0 "detokenize --format json" "$COLI" detokenize --model "$q" --ids "$ids" --skip-special --format json; then
+			if json_valid <"$out" && [ "$(cat "$out")" = '{"text":"In the beginning"}' ]; then
+				pass "detokenize --format json"
+			else
+				fail "detokenize --format json gave '$(cat "$out")'"
+			fi
+		fi
+	fi
+fi
+
+# An id outside the vocabulary is a runtime failure naming the id.
+if run 1 "logits with an out-of-range id" "$COLI" logits --model "$q" --prompt-ids 1,987654321; then
+	if contains "$err" 987654321; then
+		pass "logits with an out-of-range id names it"
+	else
+		fail "logits with an out-of-range id: message does not name it"
+	fi
+fi
+
+# info: the numbers of config.json.
+if run 0 "info --format json" "$COLI" info --model "$q" --format json; then
+	if json_valid <"$out"; then
+		ok=1
+		for key in num_hidden_layers:n_layers hidden_size:hidden_size num_attention_heads:n_heads \
+			num_key_value_heads:n_kv_heads vocab_size:vocab_size num_experts:n_experts \
+			num_experts_per_tok:n_experts_active moe_intermediate_size:moe_intermediate_size; do
+			ck=${key%%:*}
+			ik=${key#*:}
+			want=$(tr ',{}' '\n' <"$q/config.json" | sed -n "s/^[[:space:]]*\"$ck\"[[:space:]]*:[[:space:]]*\\([0-9][0-9]*\\).*/\\1/p" | head -n 1)
+			got=$(json_int "$out" "$ik")
+			if [ -z "$want" ] || [ "$want" != "$got" ]; then
+				ok=0
+				fail "info: $ik is '$got', config.json's $ck is '$want'"
+			fi
+		done
+		[ "$ok" = 1 ] && pass "info --format json agrees with config.json"
+	else
+		fail "info --format json: not valid JSON"
+	fi
+fi
+if run 0 "info (text)" "$COLI" info --model "$q"; then
+	if contains "$out" "architecture:" && contains "$out" "Qwen3Moe"; then
+		pass "info (text)"
+	else
+		fail "info (text): no architecture line"
+	fi
+fi
+# The end-of-sequence ids: eos_token_id of config.json and
+# generation_config.json, each a number or a list of numbers.
+eos=$(cat "$q/config.json" "$q/generation_config.json" 2>/dev/null | tr -d ' \t\r\n' |
+	sed 's/"eos_token_id":/\n&/g' | sed -n 's/^"eos_token_id":\[\{0,1\}\([0-9,]*\).*/\1/p' |
+	tr ',' ' ')
+
+# Greedy generation equals the reference continuation (a prefix of it when
+# the model stops at its end-of-sequence token).
+ref=$q/reference.txt
+p=$(awk '$1 == "greedy" { print $2; exit }' "$ref" 2>/dev/null)
+if [ -z "$p" ]; then
+	fail "qwen3_moe: no greedy line in $ref"
+else
+	ids=$(awk -v p="$p" '$1 == "prompt" && $2 == p { s = ""; for (i = 4; i <= NF; i++) s = s (i > 4 ? "," : "") $i; print s; exit }' "$ref")
+	want=$(awk -v p="$p" '$1 == "greedy" && $2 == p { s = ""; for (i = 4; i <= NF; i++) s = s (i > 4 ? "," : "") $i; print s; exit }' "$ref")
+	nwant=$(awk -v p="$p" '$1 == "greedy" && $2 == p { print $3; exit }' "$ref")
+	if run 0 "generate greedy" "$COLI" generate --model "$q" --prompt-ids "$ids" --temperature 0 \
+		--max-tokens "$nwant" --weights f32 --format json; then
+		if ! json_valid <"$out"; then
+			fail "generate --format json: not valid JSON: $(cat "$out")"
+		else
+			got=$(json_array "$out" tokens | paste -sd, -)
+			got_prompt=$(json_array "$out" prompt_ids | paste -sd, -)
+			verdict=$(awk -v got="$got" -v want="$want" -v eos="$eos" 'BEGIN {
+				ng = split(got, g, ","); nw = split(want, w, ",")
+				ne = split(eos, e, " "); for (i = 1; i <= ne; i++) is_eos[e[i]] = 1
+				if (ng == 0) { print "no tokens"; exit }
+				for (i = 1; i <= ng; i++)
+					if (i > nw || g[i] != w[i]) { printf "token %d differs\n", i - 1; exit }
+				if (ng < nw && !(g[ng] in is_eos) && !(w[ng + 1] in is_eos)) { printf "stopped after %d tokens without end-of-sequence\n", ng; exit }
+				print "ok"
+			}')
+			if [ "$verdict" = ok ]; then
+				pass "generate greedy equals the reference"
+			else
+				fail "generate greedy: $verdict: got $got, want $want"
+			fi
+			if [ "$got_prompt" = "$ids" ]; then
+				pass "generate json prompt_ids"
+			else
+				fail "generate json prompt_ids '$got_prompt', expected '$ids'"
+			fi
+			ok=1
+			for key in '"model":' '"text":' '"prefill_tok_s":' '"decode_tok_s":' \
+				'"prefill_tokens":' '"decode_tokens":' '"seed":'; do
+				contains "$out" "$key" || { ok=0; fail "generate json lacks $key"; }
+			done
+			[ "$ok" = 1 ] && pass "generate json has every member"
+		fi
+	fi
+fi
+
+# Text output streams the tokens, then a newline; speeds go to stderr.
+# The same seed gives the same text.
+if run 0 "generate (text, sampled)" "$COLI" generate --model "$q" --prompt "In the beginning" \
+	--max-tokens 8 --seed 7 --temperature 1; then
+	cp "$out" "$tmp/first"
+	if grep '^prefill: [0-9]* tok, .* tok/s; decode: [0-9]* tok, .* tok/s$' "$err" >/dev/null; then
+		pass "generate (text) reports speeds on stderr"
+	else
+		fail "generate (text): no speed line on stderr"
+	fi
+	if run 0 "generate (text, same seed)" "$COLI" generate --model "$q" --prompt "In the beginning" \
+		--max-tokens 8 --seed=7 --temperature=1; then
+		if cmp -s "$tmp/first" "$out"; then
+			pass "generate: same seed, same text"
+		else
+			fail "generate: same seed, different text"
+		fi
+	fi
+fi
+
+# Without --model the demo model is found (here: the one in the source tree,
+# or $COLI_DEMO_MODEL).
+if run 0 "generate with the demo model" "$COLI" generate --prompt "In the beginning" \
+	--max-tokens 8 --temperature 0 --format json; then
+	if json_valid <"$out" && grep '"model":"[^"]*/demo"' "$out" >/dev/null &&
+		[ -n "$(json_array "$out" tokens)" ]; then
+		pass "generate with the demo model"
+	else
+		fail "generate with the demo model: $(cat "$out")"
+	fi
+fi
+
+echo "$checks checks, $failures failures"
+[ "$failures" -eq 0 ]

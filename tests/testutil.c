@@ -1,0 +1,410 @@
+/* testutil.c - helpers shared by the Check tests (see testutil.h). */
+#include <config.h> /* autoconf; <> because lib/config.h shadows "config.h" */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#ifndef COLI_SRCDIR
+#define COLI_SRCDIR "."
+#endif
+
+/* ---- files and directories ------------------------------------------- */
+
+char *tu_path(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    int slash = la > 0 && a[la - 1] != '/';
+    char *p = malloc(la + (size_t)slash + lb + 1);
+    if (p == NULL)
+        return NULL;
+    memcpy(p, a, la);
+    if (slash)
+        p[la] = '/';
+    memcpy(p + la + slash, b, lb + 1);
+    return p;
+}
+
+char *tu_mkdtemp(void)
+{
+    const char *base = getenv("TMPDIR");
+    if (base == NULL || base[0] == '\0')
+        base = "/tmp";
+    char *tmpl = tu_path(base, "colitest-XXXXXX");
+    if (tmpl == NULL)
+        return NULL;
+    if (mkdtemp(tmpl) == NULL) {
+        free(tmpl);
+        return NULL;
+    }
+    return tmpl;
+}
+
+void tu_rmtree(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return;
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        if (d != NULL) {
+            struct dirent *de;
+            while ((de = readdir(d)) != NULL) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                    continue;
+                char *sub = tu_path(path, de->d_name);
+                if (sub != NULL) {
+                    tu_rmtree(sub);
+                    free(sub);
+                }
+            }
+            closedir(d);
+        }
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static int write_all(int fd, const void *data, size_t n)
+{
+    const char *p = data;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int tu_write_file(const char *path, const void *data, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    int rc = write_all(fd, data, n);
+    if (close(fd) != 0)
+        rc = -1;
+    return rc;
+}
+
+char *tu_read_file(const char *path, size_t *n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf != NULL) {
+        if (len + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (nb == NULL) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + len, cap - len - 1);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        if (r == 0) {
+            buf[len] = '\0';
+            if (n != NULL)
+                *n = len;
+            break;
+        }
+        len += (size_t)r;
+    }
+    close(fd);
+    return buf;
+}
+
+int tu_copy_dir(const char *src, const char *dst)
+{
+    if (mkdir(dst, 0755) != 0 && errno != EEXIST)
+        return -1;
+    DIR *d = opendir(src);
+    if (d == NULL)
+        return -1;
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        char *from = tu_path(src, de->d_name);
+        char *to = tu_path(dst, de->d_name);
+        struct stat sb;
+        if (from == NULL || to == NULL) {
+            rc = -1;
+        } else if (stat(from, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            size_t n = 0;
+            char *data = tu_read_file(from, &n);
+            if (data == NULL || tu_write_file(to, data, n) != 0)
+                rc = -1;
+            free(data);
+        }
+        free(from);
+        free(to);
+    }
+    closedir(d);
+    return rc;
+}
+
+const char *tu_data_dir(void)
+{
+    const char *env = getenv("COLI_TEST_DATA");
+    if (env != NULL && env[0] != '\0')
+        return env;
+    return COLI_SRCDIR "/tests/data";
+}
+
+/* ---- safetensors writer ----------------------------------------------- */
+
+typedef struct tu_st_tensor {
+    char *name, *dtype;
+    int ndim;
+    int64_t *shape;
+    unsigned char *data;
+    size_t nbytes;
+} tu_st_tensor;
+
+struct tu_st {
+    tu_st_tensor *t;
+    size_t n, cap;
+    int failed; /* an allocation failed in tu_st_add */
+};
+
+/* A growable string for the header. */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int failed;
+} sbuf;
+
+static void sb_putn(sbuf *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (b->len + n + 1 > cap)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (np == NULL) {
+            b->failed = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_puts(sbuf *b, const char *s)
+{
+    sb_putn(b, s, strlen(s));
+}
+
+#ifdef __GNUC__
+__attribute__((format(printf, 2, 3)))
+#endif
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    char tmp[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        b->failed = 1;
+    else
+        sb_putn(b, tmp, (size_t)n);
+}
+
+static void sb_json_str(sbuf *b, const char *s)
+{
+    sb_puts(b, "\"");
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            sb_putn(b, e, 2);
+        } else if (c < 0x20) {
+            sb_printf(b, "\\u%04x", c);
+        } else {
+            sb_putn(b, (const char *)&c, 1);
+        }
+    }
+    sb_puts(b, "\"");
+}
+
+tu_st *tu_st_new(void)
+{
+    return calloc(1, sizeof(tu_st));
+}
+
+static char *dup_s(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p != NULL)
+        memcpy(p, s, n);
+    return p;
+}
+
+void tu_st_add(tu_st *w, const char *name, const char *dtype, int ndim, const int64_t *shape,
+               const void *data, size_t nbytes)
+{
+    if (w == NULL)
+        return;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 8;
+        tu_st_tensor *nt = realloc(w->t, cap * sizeof *nt);
+        if (nt == NULL) {
+            w->failed = 1;
+            return;
+        }
+        w->t = nt;
+        w->cap = cap;
+    }
+    tu_st_tensor *t = &w->t[w->n];
+    memset(t, 0, sizeof *t);
+    t->name = dup_s(name);
+    t->dtype = dup_s(dtype);
+    t->ndim = ndim > 0 ? ndim : 0;
+    t->shape = malloc((size_t)(t->ndim ? t->ndim : 1) * sizeof *t->shape);
+    t->data = malloc(nbytes ? nbytes : 1);
+    t->nbytes = nbytes;
+    w->n++; /* counted even on failure so that tu_st_free releases it */
+    if (t->name == NULL || t->dtype == NULL || t->shape == NULL || t->data == NULL) {
+        w->failed = 1;
+        return;
+    }
+    if (t->ndim > 0)
+        memcpy(t->shape, shape, (size_t)t->ndim * sizeof *t->shape);
+    if (nbytes > 0)
+        memcpy(t->data, data, nbytes);
+}
+
+void tu_st_free(tu_st *w)
+{
+    if (w == NULL)
+        return;
+    for (size_t i = 0; i < w->n; i++) {
+        free(w->t[i].name);
+        free(w->t[i].dtype);
+        free(w->t[i].shape);
+        free(w->t[i].data);
+    }
+    free(w->t);
+    free(w);
+}
+
+static int write_st(const char *path, uint64_t header_len, const char *header, size_t hlen,
+                    const void *data, size_t nbytes)
+{
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)(header_len >> (8 * i));
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    int rc = write_all(fd, le, 8);
+    if (rc == 0)
+        rc = write_all(fd, header, hlen);
+    if (rc == 0 && nbytes > 0)
+        rc = write_all(fd, data, nbytes);
+    if (close(fd) != 0)
+        rc = -1;
+    return rc;
+}
+
+int tu_st_write(tu_st *w, const char *path)
+{
+    if (w == NULL || w->failed)
+        return -1;
+    sbuf h = {0};
+    size_t total = 0;
+    sb_puts(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (size_t i = 0; i < w->n; i++) {
+        const tu_st_tensor *t = &w->t[i];
+        sb_puts(&h, ",");
+        sb_json_str(&h, t->name);
+        sb_puts(&h, ":{\"dtype\":");
+        sb_json_str(&h, t->dtype);
+        sb_puts(&h, ",\"shape\":[");
+        for (int d = 0; d < t->ndim; d++)
+            sb_printf(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        sb_printf(&h, "],\"data_offsets\":[%zu,%zu]}", total, total + t->nbytes);
+        total += t->nbytes;
+    }
+    sb_puts(&h, "}");
+    while (!h.failed && (8 + h.len) % 8 != 0)
+        sb_puts(&h, " ");
+    unsigned char *data = malloc(total ? total : 1);
+    int rc = -1;
+    if (!h.failed && data != NULL) {
+        size_t off = 0;
+        for (size_t i = 0; i < w->n; i++) {
+            if (w->t[i].nbytes > 0)
+                memcpy(data + off, w->t[i].data, w->t[i].nbytes);
+            off += w->t[i].nbytes;
+        }
+        rc = write_st(path, h.len, h.p, h.len, data, total);
+    }
+    free(data);
+    free(h.p);
+    return rc;
+}
+
+int tu_st_write_raw(const char *path, const char *header_json, const void *data, size_t nbytes)
+{
+    size_t n = strlen(header_json);
+    return write_st(path, n, header_json, n, data, nbytes);
+}
+
+int tu_st_write_raw_len(const char *path, uint64_t header_len, const char *header_json,
+                        const void *data, size_t nbytes)
+{
+    return write_st(path, header_len, header_json, strlen(header_json), data, nbytes);
+}
+
+/* ---- floats ------------------------------------------------------------ */
+
+uint16_t tu_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: keep it quiet, keep the sign */
+        return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest, ties to even */
+    return (uint16_t)(u >> 16);
+}
+
+float tu_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}

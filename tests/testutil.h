@@ -1,0 +1,66 @@
+/* testutil.h - helpers shared by the Check tests.
+ *
+ * Conventions: functions returning int give 0 on success and -1 on failure
+ * (errno may tell why); functions returning char * give a malloc'd string the
+ * caller frees, or NULL on failure. Nothing here prints or exits, so a test
+ * asserts on the result (ck_assert_int_eq(tu_write_file(...), 0)). */
+#ifndef COLI_TESTUTIL_H
+#define COLI_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- files and directories ------------------------------------------- */
+
+/* Creates a fresh private directory under $TMPDIR (or /tmp); its path. */
+char *tu_mkdtemp(void);
+/* Removes path and, for a directory, everything below it (symlinks are
+ * removed, never followed). Missing paths are fine. */
+void tu_rmtree(const char *path);
+/* Writes n bytes to path, creating or truncating it. */
+int tu_write_file(const char *path, const void *data, size_t n);
+/* Copies the regular files directly inside src into dst (created if
+ * missing); subdirectories are skipped. */
+int tu_copy_dir(const char *src, const char *dst);
+/* Reads a whole file. The buffer has an extra NUL after the data, so text
+ * files can be used as strings. *n (if n is not NULL) gets the size. */
+char *tu_read_file(const char *path, size_t *n);
+/* The test fixture directory: $COLI_TEST_DATA, else <srcdir>/tests/data.
+ * Static storage; do not free. */
+const char *tu_data_dir(void);
+/* a "/" b, without doubling a trailing slash of a. */
+char *tu_path(const char *a, const char *b);
+
+/* ---- safetensors writer ----------------------------------------------- */
+
+/* Builds a safetensors file in memory: tensors are laid out one after the
+ * other in the order added, the header starts with
+ * "__metadata__":{"format":"pt"} and is padded with spaces so that the data
+ * starts at a multiple of 8. Names are JSON-escaped. */
+typedef struct tu_st tu_st;
+
+tu_st *tu_st_new(void);
+/* Copies name, dtype (any string, even an invalid one), shape[0..ndim) and
+ * data[0..nbytes). nbytes need not match the shape, which lets tests write
+ * lying files. A failed allocation is remembered and reported by write. */
+void tu_st_add(tu_st *w, const char *name, const char *dtype, int ndim, const int64_t *shape,
+               const void *data, size_t nbytes);
+/* Writes the file. */
+int tu_st_write(tu_st *w, const char *path);
+void tu_st_free(tu_st *w);
+
+/* Writes 8-byte little-endian strlen(header_json), the header verbatim (no
+ * padding) and the data: for corrupt-file tests. */
+int tu_st_write_raw(const char *path, const char *header_json, const void *data, size_t nbytes);
+/* Same with an explicit, possibly lying, header length. */
+int tu_st_write_raw_len(const char *path, uint64_t header_len, const char *header_json,
+                        const void *data, size_t nbytes);
+
+/* ---- floats ------------------------------------------------------------ */
+
+/* float -> bfloat16, rounding to nearest even (NaN stays a quiet NaN). */
+uint16_t tu_f32_to_bf16(float f);
+/* bfloat16 -> float (exact). */
+float tu_bf16_to_f32(uint16_t h);
+
+#endif

@@ -1,0 +1,1187 @@
+/*
+ * coli.c - the coli command-line tool.
+ *
+ * A plain client of libcolibri: it uses the public header only, so every
+ * thing it does can be done by any other program linked to the library.
+ *
+ * Exit status: 0 on success, 1 when the library reports a failure (the
+ * message is "coli: <coli_strerror>: <detail>"), 2 for a usage error (an
+ * unknown subcommand or option, a missing or malformed value).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <colibri/colibri.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Where the demo model is looked for when --model is not given. The
+ * Makefile defines both; the fallbacks keep a stand-alone compile working. */
+#ifndef COLI_PKGDATADIR
+#define COLI_PKGDATADIR "/usr/local/share/libcolibri"
+#endif
+#ifndef COLI_SRCDIR
+#define COLI_SRCDIR "."
+#endif
+
+#define EXIT_USAGE 2
+
+/* ---- small utilities ---------------------------------------------------- */
+
+static const char *g_cmd = "coli"; /* "coli generate" etc., for messages */
+
+/* Reports a usage error and returns EXIT_USAGE. */
+static int usage_error(const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", g_cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry '%s --help'.\n", g_cmd);
+    return EXIT_USAGE;
+}
+
+/* Reports a failure of the library and returns 1. */
+static int runtime_error(int status, const char *detail)
+{
+    if (detail != NULL && detail[0] != '\0')
+        fprintf(stderr, "coli: %s: %s\n", coli_strerror(status), detail);
+    else
+        fprintf(stderr, "coli: %s\n", coli_strerror(status));
+    return 1;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (q == NULL) {
+        fprintf(stderr, "coli: %s\n", coli_strerror(COLI_ENOMEM));
+        exit(1);
+    }
+    return q;
+}
+
+/* Strict integer: the whole string, no blanks, within [min, max]. */
+static int parse_int64(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    char *end = NULL;
+    long long v;
+
+    errno = 0;
+    if (s[0] == '\0' || s[0] == ' ' || s[0] == '\t')
+        return usage_error("invalid value '%s' for %s: not an integer", s, opt);
+    v = strtoll(s, &end, 10);
+    if (*end != '\0')
+        return usage_error("invalid value '%s' for %s: not an integer", s, opt);
+    if (errno == ERANGE || v < min || v > max)
+        return usage_error("value '%s' for %s is out of range [%" PRId64 ", %" PRId64 "]", s,
+                           opt, min, max);
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int parse_uint64(const char *opt, const char *s, uint64_t *out)
+{
+    char *end = NULL;
+    unsigned long long v;
+
+    errno = 0;
+    if (s[0] < '0' || s[0] > '9')
+        return usage_error("invalid value '%s' for %s: not a non-negative integer", s, opt);
+    v = strtoull(s, &end, 10);
+    if (*end != '\0')
+        return usage_error("invalid value '%s' for %s: not a non-negative integer", s, opt);
+    if (errno == ERANGE)
+        return usage_error("value '%s' for %s is out of range", s, opt);
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* Strict finite real number within [min, max]. */
+static int parse_real(const char *opt, const char *s, double min, double max, double *out)
+{
+    char *end = NULL;
+    double v;
+
+    errno = 0;
+    if (s[0] == '\0' || s[0] == ' ' || s[0] == '\t')
+        return usage_error("invalid value '%s' for %s: not a number", s, opt);
+    v = strtod(s, &end);
+    if (*end != '\0' || !isfinite(v))
+        return usage_error("invalid value '%s' for %s: not a number", s, opt);
+    if (errno == ERANGE || v < min || v > max)
+        return usage_error("value '%s' for %s is out of range [%g, %g]", s, opt, min, max);
+    *out = v;
+    return 0;
+}
+
+/* A comma-separated list of token ids ("1,2,3"). */
+static int parse_ids(const char *opt, const char *s, int allow_empty, int32_t **ids_out,
+                     size_t *n_out)
+{
+    int32_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    const char *p = s;
+
+    *ids_out = NULL;
+    *n_out = 0;
+    if (*p == '\0') {
+        if (allow_empty)
+            return 0;
+        return usage_error("%s needs at least one token id", opt);
+    }
+    for (;;) {
+        char *end = NULL;
+        long long v;
+
+        if (*p < '0' || *p > '9') {
+            free(ids);
+            return usage_error("invalid token id list '%s' for %s", s, opt);
+        }
+        errno = 0;
+        v = strtoll(p, &end, 10);
+        if (errno == ERANGE || v > INT32_MAX) {
+            free(ids);
+            return usage_error("token id out of range in '%s' for %s", s, opt);
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            ids = xrealloc(ids, cap * sizeof *ids);
+        }
+        ids[n++] = (int32_t)v;
+        if (*end == '\0')
+            break;
+        if (*end != ',') {
+            free(ids);
+            return usage_error("invalid token id list '%s' for %s", s, opt);
+        }
+        p = end + 1;
+    }
+    *ids_out = ids;
+    *n_out = n;
+    return 0;
+}
+
+/* ---- JSON output ---------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 if it is not valid
+ * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
+static size_t utf8_valid_len(const unsigned char *s, size_t avail)
+{
+    unsigned c = s[0];
+    size_t len, i;
+    uint32_t cp;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (avail < len)
+        return 0;
+    for (i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* Writes s as a JSON string: quotes, backslashes and control characters are
+ * escaped, valid UTF-8 passes through, invalid bytes become U+FFFD. */
+static void json_string(FILE *f, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+
+    fputc('"', f);
+    while (i < len) {
+        unsigned c = p[i];
+        size_t n;
+
+        switch (c) {
+        case '"': fputs("\\\"", f); i++; continue;
+        case '\\': fputs("\\\\", f); i++; continue;
+        case '\n': fputs("\\n", f); i++; continue;
+        case '\r': fputs("\\r", f); i++; continue;
+        case '\t': fputs("\\t", f); i++; continue;
+        case '\b': fputs("\\b", f); i++; continue;
+        case '\f': fputs("\\f", f); i++; continue;
+        default: break;
+        }
+        if (c < 0x20 || c == 0x7f) {
+            fprintf(f, "\\u%04x", c);
+            i++;
+            continue;
+        }
+        n = utf8_valid_len(p + i, len - i);
+        if (n == 0) {
+            fputs("\\ufffd", f);
+            i++;
+            continue;
+        }
+        fwrite(p + i, 1, n, f);
+        i += n;
+    }
+    fputc('"', f);
+}
+
+static void json_ids(FILE *f, const int32_t *ids, size_t n)
+{
+    size_t i;
+
+    fputc('[', f);
+    for (i = 0; i < n; i++)
+        fprintf(f, "%s%" PRId32, i ? "," : "", ids[i]);
+    fputc(']', f);
+}
+
+/* A JSON number; JSON has no NaN or infinity, so those become null. */
+static void json_real(FILE *f, double v, const char *fmt)
+{
+    if (isfinite(v))
+        fprintf(f, fmt, v);
+    else
+        fputs("null", f);
+}
+
+/* ---- options -------------------------------------------------------------- */
+
+enum opt_id {
+    O_HELP,
+    O_MODEL,
+    O_PROMPT,
+    O_PROMPT_IDS,
+    O_MAX_TOKENS,
+    O_TEMPERATURE,
+    O_TOP_K,
+    O_TOP_P,
+    O_SEED,
+    O_WEIGHTS,
+    O_THREADS,
+    O_CONTEXT,
+    O_NO_SPECIAL,
+    O_SKIP_SPECIAL,
+    O_FORMAT,
+    O_TEXT,
+    O_IDS,
+    O_VERBOSE,
+    O_COUNT
+};
+
+static const struct optdef {
+    const char *name;
+    int has_value;
+} g_opts[O_COUNT] = {
+    [O_HELP] = {"--help", 0},
+    [O_MODEL] = {"--model", 1},
+    [O_PROMPT] = {"--prompt", 1},
+    [O_PROMPT_IDS] = {"--prompt-ids", 1},
+    [O_MAX_TOKENS] = {"--max-tokens", 1},
+    [O_TEMPERATURE] = {"--temperature", 1},
+    [O_TOP_K] = {"--top-k", 1},
+    [O_TOP_P] = {"--top-p", 1},
+    [O_SEED] = {"--seed", 1},
+    [O_WEIGHTS] = {"--weights", 1},
+    [O_THREADS] = {"--threads", 1},
+    [O_CONTEXT] = {"--context", 1},
+    [O_NO_SPECIAL] = {"--no-special", 0},
+    [O_SKIP_SPECIAL] = {"--skip-special", 0},
+    [O_FORMAT] = {"--format", 1},
+    [O_TEXT] = {"--text", 1},
+    [O_IDS] = {"--ids", 1},
+    [O_VERBOSE] = {"--verbose", 0},
+};
+
+/* The parsed command line of a subcommand: raw values, converted later. */
+typedef struct args {
+    const char *value[O_COUNT];
+    int given[O_COUNT];
+} args;
+
+typedef struct command {
+    const char *name;
+    const char *summary;
+    const char *usage;
+    const unsigned char *allowed; /* O_COUNT flags */
+    int (*run)(const args *a);
+} command;
+
+/*
+ * Parses argv (after the subcommand name) into a. Accepts "--opt VALUE" and
+ * "--opt=VALUE"; "-h" means --help. Returns 0, EXIT_USAGE, or -1 when --help
+ * was seen (the caller prints the usage).
+ */
+static int parse_args(const command *cmd, int argc, char **argv, args *a)
+{
+    int i;
+
+    memset(a, 0, sizeof *a);
+    for (i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *eq;
+        size_t name_len;
+        int id, found = -1;
+
+        if (strcmp(arg, "-h") == 0)
+            return -1;
+        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
+            return usage_error("unexpected argument '%s'", arg);
+        eq = strchr(arg, '=');
+        name_len = eq ? (size_t)(eq - arg) : strlen(arg);
+        for (id = 0; id < O_COUNT; id++) {
+            if (cmd->allowed[id] && strlen(g_opts[id].name) == name_len &&
+                strncmp(g_opts[id].name, arg, name_len) == 0) {
+                found = id;
+                break;
+            }
+        }
+        if (found < 0)
+            return usage_error("unknown option '%.*s'", (int)name_len, arg);
+        if (found == O_HELP)
+            return -1;
+        if (g_opts[found].has_value) {
+            if (eq != NULL) {
+                a->value[found] = eq + 1;
+            } else if (i + 1 < argc) {
+                a->value[found] = argv[++i];
+            } else {
+                return usage_error("option '%s' needs a value", g_opts[found].name);
+            }
+        } else if (eq != NULL) {
+            return usage_error("option '%s' takes no value", g_opts[found].name);
+        }
+        a->given[found] = 1;
+    }
+    return 0;
+}
+
+/* --format text|json */
+static int parse_format(const args *a, int default_json, int *json)
+{
+    const char *v = a->value[O_FORMAT];
+
+    *json = default_json;
+    if (v == NULL)
+        return 0;
+    if (strcmp(v, "text") == 0)
+        *json = 0;
+    else if (strcmp(v, "json") == 0)
+        *json = 1;
+    else
+        return usage_error("invalid value '%s' for --format (expected text or json)", v);
+    return 0;
+}
+
+/* ---- opening the model ---------------------------------------------------- */
+
+/* Settings shared by every subcommand that opens a model. */
+typedef struct model_args {
+    const char *dir;
+    int have_weights, have_threads, have_context;
+    int64_t weights, threads, context;
+    int verbose;
+} model_args;
+
+static int file_exists(const char *dir, const char *name)
+{
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/%s", dir, name);
+
+    return n > 0 && (size_t)n < sizeof path && access(path, R_OK) == 0;
+}
+
+/* The demo model: $COLI_DEMO_MODEL, else the installed copy, else the one in
+ * the source tree (so that ./coli works straight after make). */
+static const char *demo_model_dir(void)
+{
+    const char *env = getenv("COLI_DEMO_MODEL");
+
+    if (env != NULL && env[0] != '\0')
+        return env;
+    if (file_exists(COLI_PKGDATADIR "/demo", "config.json"))
+        return COLI_PKGDATADIR "/demo";
+    return COLI_SRCDIR "/data/demo";
+}
+
+static int option_in_bounds(const char *name, coli_option opt, const char *s, int64_t *out)
+{
+    int64_t min = 0, max = 0;
+    coli_status st = coli_option_bounds(opt, &min, &max);
+
+    if (st != COLI_OK) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "no bounds for option %s", name);
+        return runtime_error(st, msg);
+    }
+    return parse_int64(name, s, min, max, out);
+}
+
+static int parse_model_args(const args *a, model_args *m)
+{
+    int rc;
+
+    memset(m, 0, sizeof *m);
+    m->dir = a->value[O_MODEL] ? a->value[O_MODEL] : demo_model_dir();
+    if (m->dir[0] == '\0')
+        return usage_error("--model needs a directory");
+    m->verbose = a->given[O_VERBOSE];
+    if (a->value[O_WEIGHTS] != NULL) {
+        const char *w = a->value[O_WEIGHTS];
+        m->have_weights = 1;
+        if (strcmp(w, "auto") == 0)
+            m->weights = COLI_WEIGHTS_AUTO;
+        else if (strcmp(w, "f32") == 0)
+            m->weights = COLI_WEIGHTS_F32;
+        else if (strcmp(w, "bf16") == 0)
+            m->weights = COLI_WEIGHTS_BF16;
+        else
+            return usage_error("invalid value '%s' for --weights (expected auto, f32 or bf16)",
+                               w);
+    }
+    if (a->value[O_THREADS] != NULL) {
+        rc = option_in_bounds("--threads", COLI_OPT_THREADS, a->value[O_THREADS], &m->threads);
+        if (rc != 0)
+            return rc;
+        m->have_threads = 1;
+    }
+    if (a->value[O_CONTEXT] != NULL) {
+        rc = option_in_bounds("--context", COLI_OPT_CONTEXT, a->value[O_CONTEXT], &m->context);
+        if (rc != 0)
+            return rc;
+        m->have_context = 1;
+    }
+    return 0;
+}
+
+static void log_to_stderr(void *user, coli_log_level level, const char *message)
+{
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    int verbose = *(const int *)user;
+
+    /* Errors also come back as the status of the failing call, which is
+     * printed once; show them here only when asked to be verbose. */
+    if (level == COLI_LOG_ERROR && !verbose)
+        return;
+    fprintf(stderr, "coli: %s: %s\n", (unsigned)level < 4 ? names[level] : "log", message);
+}
+
+/* Opens m->dir. On failure prints the message and returns 1. */
+static int open_model(model_args *m, coli_model **out)
+{
+    coli_options *opts = NULL;
+    coli_model *model = NULL;
+    coli_status st;
+    int rc = 1;
+
+    *out = NULL;
+    st = coli_options_create(&opts);
+    if (st != COLI_OK)
+        return runtime_error(st, "cannot create options");
+    if (m->have_weights && (st = coli_options_set(opts, COLI_OPT_WEIGHTS, m->weights)) != COLI_OK) {
+        runtime_error(st, "--weights");
+        goto done;
+    }
+    if (m->have_threads && (st = coli_options_set(opts, COLI_OPT_THREADS, m->threads)) != COLI_OK) {
+        runtime_error(st, "--threads");
+        goto done;
+    }
+    if (m->have_context && (st = coli_options_set(opts, COLI_OPT_CONTEXT, m->context)) != COLI_OK) {
+        runtime_error(st, "--context");
+        goto done;
+    }
+    st = coli_options_set_log(opts, log_to_stderr, &m->verbose,
+                              m->verbose ? COLI_LOG_DEBUG : COLI_LOG_WARN);
+    if (st != COLI_OK) {
+        runtime_error(st, "cannot set the log callback");
+        goto done;
+    }
+    st = coli_model_open(m->dir, opts, &model);
+    if (st != COLI_OK) {
+        const char *msg = model ? coli_model_errmsg(model) : "";
+        if (msg == NULL || msg[0] == '\0') {
+            fprintf(stderr, "coli: %s: %s\n", coli_strerror(st), m->dir);
+        } else if (strstr(msg, m->dir) == NULL) {
+            fprintf(stderr, "coli: %s: %s: %s\n", coli_strerror(st), m->dir, msg);
+        } else {
+            runtime_error(st, msg);
+        }
+        coli_model_free(model);
+        model = NULL;
+        goto done;
+    }
+    *out = model;
+    rc = 0;
+done:
+    coli_options_free(opts);
+    return rc;
+}
+
+static int get_info(coli_model *model, coli_model_info *info)
+{
+    coli_status st;
+
+    memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+    st = coli_model_get_info(model, info);
+    if (st != COLI_OK)
+        return runtime_error(st, coli_model_errmsg(model));
+    return 0;
+}
+
+/* Tokenizes text, growing the buffer as coli_tokenize asks. */
+static int tokenize_text(coli_model *model, const char *text, int add_special, int32_t **ids_out,
+                         size_t *n_out)
+{
+    size_t len = strlen(text);
+    size_t cap = len + 8, need = 0;
+    int32_t *ids = xrealloc(NULL, cap * sizeof *ids);
+    coli_status st;
+
+    for (;;) {
+        st = coli_tokenize(model, text, len, add_special, ids, cap, &need);
+        if (st != COLI_ENOSPC || need <= cap)
+            break;
+        cap = need;
+        ids = xrealloc(ids, cap * sizeof *ids);
+    }
+    if (st != COLI_OK) {
+        free(ids);
+        return runtime_error(st, coli_model_errmsg(model));
+    }
+    *ids_out = ids;
+    *n_out = need;
+    return 0;
+}
+
+/* Detokenizes ids into a NUL-terminated string, growing the buffer as asked. */
+static int detokenize_ids(coli_model *model, const int32_t *ids, size_t n, int skip_special,
+                          char **text_out, size_t *len_out)
+{
+    size_t cap = 256, need = 0;
+    char *buf = xrealloc(NULL, cap);
+    coli_status st;
+
+    for (;;) {
+        st = coli_detokenize(model, ids, n, skip_special, buf, cap, &need);
+        if (st == COLI_OK && need < cap)
+            break;
+        if (st != COLI_OK && st != COLI_ENOSPC)
+            break;
+        /* ENOSPC, or exactly full with no room for the NUL: grow. */
+        if (need + 1 <= cap) {
+            st = COLI_ENOSPC; /* the library said too small without a size */
+            break;
+        }
+        cap = need + 1;
+        buf = xrealloc(buf, cap);
+    }
+    if (st != COLI_OK) {
+        free(buf);
+        return runtime_error(st, coli_model_errmsg(model));
+    }
+    buf[need] = '\0';
+    *text_out = buf;
+    *len_out = need;
+    return 0;
+}
+
+/* ---- coli generate -------------------------------------------------------- */
+
+static const unsigned char generate_allowed[O_COUNT] = {
+    [O_HELP] = 1, [O_MODEL] = 1, [O_PROMPT] = 1, [O_PROMPT_IDS] = 1, [O_MAX_TOKENS] = 1,
+    [O_TEMPERATURE] = 1, [O_TOP_K] = 1, [O_TOP_P] = 1, [O_SEED] = 1, [O_WEIGHTS] = 1,
+    [O_THREADS] = 1, [O_CONTEXT] = 1, [O_NO_SPECIAL] = 1, [O_FORMAT] = 1, [O_VERBOSE] = 1,
+};
+
+static const char generate_usage[] =
+    "Usage: coli generate [--model DIR] (--prompt TEXT | --prompt-ids ID,ID,...) [OPTION]...\n"
+    "Generate text from a prompt. The text is streamed to standard output as it\n"
+    "is produced; speeds are reported on standard error.\n"
+    "\n"
+    "  --model DIR           Hugging Face model directory (default: the demo model:\n"
+    "                        $COLI_DEMO_MODEL, else the installed one)\n"
+    "  --prompt TEXT         prompt text, tokenized with the model's tokenizer\n"
+    "  --prompt-ids LIST     prompt as comma-separated token ids\n"
+    "  --max-tokens N        generate at most N tokens (default 64)\n"
+    "  --temperature T       sampling temperature; 0 = greedy (default 0.8)\n"
+    "  --top-k K             keep the K most likely tokens; 0 = off (default 40)\n"
+    "  --top-p P             nucleus sampling mass; 1 = off (default 0.95)\n"
+    "  --seed S              random seed (default: taken from the clock; printed\n"
+    "                        with --format json)\n"
+    "  --weights FMT         weights in memory: auto, f32 or bf16 (default auto)\n"
+    "  --threads N           worker threads; 0 = all cores (default 0)\n"
+    "  --context N           KV cache positions; 0 = model maximum (default 0)\n"
+    "  --no-special          do not add the tokenizer's special tokens to --prompt\n"
+    "  --format FMT          text or json (default text)\n"
+    "  --verbose             print the library's log messages on standard error\n"
+    "  --help                show this help and exit\n";
+
+typedef struct gen_state {
+    int stream;        /* text mode: write as we go */
+    int write_failed;
+    char *text;        /* json mode: collected text */
+    size_t len, cap;
+} gen_state;
+
+static int on_token(void *user, int32_t token, const char *text, size_t len)
+{
+    gen_state *g = user;
+
+    (void)token;
+    if (g->stream) {
+        if (len > 0 && fwrite(text, 1, len, stdout) != len)
+            g->write_failed = 1;
+        if (fflush(stdout) != 0)
+            g->write_failed = 1;
+        return g->write_failed; /* stop when nobody reads any more */
+    }
+    if (g->len + len + 1 > g->cap) {
+        g->cap = 2 * (g->len + len + 1);
+        g->text = xrealloc(g->text, g->cap);
+    }
+    if (len > 0)
+        memcpy(g->text + g->len, text, len);
+    g->len += len;
+    g->text[g->len] = '\0';
+    return 0;
+}
+
+static uint64_t clock_seed(void)
+{
+    struct timespec ts;
+    uint64_t z;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    z = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    z ^= (uint64_t)getpid() << 32;
+    /* splitmix64 finalizer: spread the bits. */
+    z += 0x9e3779b97f4a7c15u;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+static int cmd_generate(const args *a)
+{
+    model_args m;
+    coli_sampling sp;
+    coli_model *model = NULL;
+    coli_context *ctx = NULL;
+    coli_sampler *sampler = NULL;
+    coli_stats stats;
+    gen_state g;
+    int32_t *prompt = NULL, *out = NULL;
+    size_t n_prompt = 0, n_out = 0;
+    int64_t max_tokens = 64, top_k = 40;
+    double temperature = 0.8, top_p = 0.95;
+    uint64_t seed;
+    int json, rc;
+    coli_status st;
+
+    memset(&g, 0, sizeof g);
+    if ((rc = parse_format(a, 0, &json)) != 0)
+        return rc;
+    if ((rc = parse_model_args(a, &m)) != 0)
+        return rc;
+    if (a->value[O_PROMPT] != NULL && a->value[O_PROMPT_IDS] != NULL)
+        return usage_error("--prompt and --prompt-ids cannot be used together");
+    if (a->value[O_PROMPT] == NULL && a->value[O_PROMPT_IDS] == NULL)
+        return usage_error("a prompt is needed: --prompt TEXT or --prompt-ids LIST");
+    if (a->value[O_MAX_TOKENS] &&
+        (rc = parse_int64("--max-tokens", a->value[O_MAX_TOKENS], 0, 1 << 24, &max_tokens)))
+        return rc;
+    if (a->value[O_TEMPERATURE] &&
+        (rc = parse_real("--temperature", a->value[O_TEMPERATURE], 0.0, 1e6, &temperature)))
+        return rc;
+    if (a->value[O_TOP_K] && (rc = parse_int64("--top-k", a->value[O_TOP_K], 0, INT_MAX, &top_k)))
+        return rc;
+    if (a->value[O_TOP_P] && (rc = parse_real("--top-p", a->value[O_TOP_P], 0.0, 1.0, &top_p)))
+        return rc;
+    if (a->value[O_SEED] != NULL) {
+        if ((rc = parse_uint64("--seed", a->value[O_SEED], &seed)) != 0)
+            return rc;
+    } else {
+        seed = clock_seed();
+    }
+    if (a->value[O_PROMPT_IDS] != NULL &&
+        (rc = parse_ids("--prompt-ids", a->value[O_PROMPT_IDS], 0, &prompt, &n_prompt)) != 0)
+        return rc;
+
+    rc = 1;
+    if (open_model(&m, &model) != 0)
+        goto done;
+    if (a->value[O_PROMPT] != NULL) {
+        if (tokenize_text(model, a->value[O_PROMPT], !a->given[O_NO_SPECIAL], &prompt,
+                          &n_prompt) != 0)
+            goto done;
+        if (n_prompt == 0) {
+            runtime_error(COLI_EINVAL, "the prompt is empty after tokenization");
+            goto done;
+        }
+    }
+    st = coli_context_create(model, NULL, &ctx);
+    if (st != COLI_OK) {
+        runtime_error(st, ctx ? coli_context_errmsg(ctx) : coli_model_errmsg(model));
+        goto done;
+    }
+    coli_sampling_default(&sp);
+    sp.temperature = (float)temperature;
+    sp.top_k = (int)top_k;
+    sp.top_p = (float)top_p;
+    sp.seed = seed;
+    st = coli_sampler_create(&sp, &sampler);
+    if (st != COLI_OK) {
+        runtime_error(st, "cannot create the sampler");
+        goto done;
+    }
+    out = xrealloc(NULL, (size_t)(max_tokens ? max_tokens : 1) * sizeof *out);
+    g.stream = !json;
+    st = coli_generate(ctx, prompt, n_prompt, (size_t)max_tokens, sampler, on_token, &g, out,
+                       (size_t)max_tokens, &n_out);
+    if (g.stream)
+        fputc('\n', stdout);
+    if (st != COLI_OK) {
+        fflush(stdout);
+        runtime_error(st, coli_context_errmsg(ctx));
+        goto done;
+    }
+    if (n_out > (size_t)max_tokens)
+        n_out = (size_t)max_tokens;
+    memset(&stats, 0, sizeof stats);
+    st = coli_context_stats(ctx, &stats);
+    if (st != COLI_OK) {
+        runtime_error(st, coli_context_errmsg(ctx));
+        goto done;
+    }
+    if (json) {
+        printf("{\"model\":");
+        json_string(stdout, m.dir, strlen(m.dir));
+        printf(",\"prompt_ids\":");
+        json_ids(stdout, prompt, n_prompt);
+        printf(",\"tokens\":");
+        json_ids(stdout, out, n_out);
+        printf(",\"text\":");
+        json_string(stdout, g.text ? g.text : "", g.len);
+        printf(",\"prefill_tok_s\":");
+        json_real(stdout, stats.prefill_tok_s, "%.3f");
+        printf(",\"decode_tok_s\":");
+        json_real(stdout, stats.decode_tok_s, "%.3f");
+        printf(",\"prefill_tokens\":%" PRIu64 ",\"decode_tokens\":%" PRIu64
+               ",\"seed\":%" PRIu64 "}\n",
+               stats.prefill_tokens, stats.decode_tokens, seed);
+    } else {
+        fprintf(stderr, "prefill: %" PRIu64 " tok, %.2f tok/s; decode: %" PRIu64
+                        " tok, %.2f tok/s\n",
+                stats.prefill_tokens, stats.prefill_tok_s, stats.decode_tokens,
+                stats.decode_tok_s);
+    }
+    rc = 0;
+done:
+    coli_sampler_free(sampler);
+    coli_context_free(ctx);
+    coli_model_free(model);
+    free(prompt);
+    free(out);
+    free(g.text);
+    return rc;
+}
+
+/* ---- coli logits ---------------------------------------------------------- */
+
+static const unsigned char logits_allowed[O_COUNT] = {
+    [O_HELP] = 1, [O_MODEL] = 1, [O_PROMPT_IDS] = 1, [O_WEIGHTS] = 1, [O_THREADS] = 1,
+    [O_CONTEXT] = 1, [O_FORMAT] = 1, [O_VERBOSE] = 1,
+};
+
+static const char logits_usage[] =
+    "Usage: coli logits --model DIR --prompt-ids ID,ID,... [OPTION]...\n"
+    "Run the model on the prompt and print the next-token logits of its last\n"
+    "position, for the whole vocabulary.\n"
+    "\n"
+    "  --model DIR           Hugging Face model directory (default: the demo model)\n"
+    "  --prompt-ids LIST     prompt as comma-separated token ids\n"
+    "  --weights FMT         weights in memory: auto, f32 or bf16 (default auto)\n"
+    "  --threads N           worker threads; 0 = all cores (default 0)\n"
+    "  --context N           KV cache positions; 0 = model maximum (default 0)\n"
+    "  --format FMT          json ({\"logits\":[...]}) or text (one per line)\n"
+    "                        (default json)\n"
+    "  --verbose             print the library's log messages on standard error\n"
+    "  --help                show this help and exit\n";
+
+static int cmd_logits(const args *a)
+{
+    model_args m;
+    coli_model_info info;
+    coli_model *model = NULL;
+    coli_context *ctx = NULL;
+    int32_t *prompt = NULL;
+    size_t n_prompt = 0;
+    const float *logits;
+    int json, rc, i;
+    coli_status st;
+
+    if ((rc = parse_format(a, 1, &json)) != 0)
+        return rc;
+    if ((rc = parse_model_args(a, &m)) != 0)
+        return rc;
+    if (a->value[O_PROMPT_IDS] == NULL)
+        return usage_error("--prompt-ids is required");
+    if ((rc = parse_ids("--prompt-ids", a->value[O_PROMPT_IDS], 0, &prompt, &n_prompt)) != 0)
+        return rc;
+
+    rc = 1;
+    if (open_model(&m, &model) != 0 || get_info(model, &info) != 0)
+        goto done;
+    st = coli_context_create(model, NULL, &ctx);
+    if (st != COLI_OK) {
+        runtime_error(st, ctx ? coli_context_errmsg(ctx) : coli_model_errmsg(model));
+        goto done;
+    }
+    st = coli_eval(ctx, prompt, n_prompt);
+    if (st != COLI_OK) {
+        runtime_error(st, coli_context_errmsg(ctx));
+        goto done;
+    }
+    logits = coli_context_logits(ctx);
+    if (logits == NULL) {
+        runtime_error(COLI_ESTATE, "no logits after evaluation");
+        goto done;
+    }
+    if (json) {
+        fputs("{\"logits\":[", stdout);
+        for (i = 0; i < info.vocab_size; i++) {
+            if (i)
+                fputc(',', stdout);
+            json_real(stdout, logits[i], "%.9g");
+        }
+        fputs("]}\n", stdout);
+    } else {
+        for (i = 0; i < info.vocab_size; i++)
+            printf("%.9g\n", logits[i]);
+    }
+    rc = 0;
+done:
+    coli_context_free(ctx);
+    coli_model_free(model);
+    free(prompt);
+    return rc;
+}
+
+/* ---- coli tokenize -------------------------------------------------------- */
+
+static const unsigned char tokenize_allowed[O_COUNT] = {
+    [O_HELP] = 1, [O_MODEL] = 1, [O_TEXT] = 1, [O_NO_SPECIAL] = 1, [O_FORMAT] = 1,
+    [O_VERBOSE] = 1,
+};
+
+static const char tokenize_usage[] =
+    "Usage: coli tokenize --model DIR --text STR [OPTION]...\n"
+    "Print the token ids of a text.\n"
+    "\n"
+    "  --model DIR           Hugging Face model directory (default: the demo model)\n"
+    "  --text STR            the UTF-8 text to encode\n"
+    "  --no-special          do not add the tokenizer's special tokens\n"
+    "  --format FMT          text (ids separated by spaces) or json ({\"ids\":[...]})\n"
+    "                        (default text)\n"
+    "  --verbose             print the library's log messages on standard error\n"
+    "  --help                show this help and exit\n";
+
+static int cmd_tokenize(const args *a)
+{
+    model_args m;
+    coli_model *model = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0, i;
+    int json, rc;
+
+    if ((rc = parse_format(a, 0, &json)) != 0)
+        return rc;
+    if ((rc = parse_model_args(a, &m)) != 0)
+        return rc;
+    if (a->value[O_TEXT] == NULL)
+        return usage_error("--text is required");
+
+    rc = 1;
+    if (open_model(&m, &model) != 0)
+        goto done;
+    if (tokenize_text(model, a->value[O_TEXT], !a->given[O_NO_SPECIAL], &ids, &n) != 0)
+        goto done;
+    if (json) {
+        fputs("{\"ids\":", stdout);
+        json_ids(stdout, ids, n);
+        fputs("}\n", stdout);
+    } else {
+        for (i = 0; i < n; i++)
+            printf("%s%" PRId32, i ? " " : "", ids[i]);
+        putchar('\n');
+    }
+    rc = 0;
+done:
+    coli_model_free(model);
+    free(ids);
+    return rc;
+}
+
+/* ---- coli detokenize ------------------------------------------------------ */
+
+static const unsigned char detokenize_allowed[O_COUNT] = {
+    [O_HELP] = 1, [O_MODEL] = 1, [O_IDS] = 1, [O_SKIP_SPECIAL] = 1, [O_FORMAT] = 1,
+    [O_VERBOSE] = 1,
+};
+
+static const char detokenize_usage[] =
+    "Usage: coli detokenize --model DIR --ids ID,ID,... [OPTION]...\n"
+    "Print the text of a list of token ids.\n"
+    "\n"
+    "  --model DIR           Hugging Face model directory (default: the demo model)\n"
+    "  --ids LIST            comma-separated token ids\n"
+    "  --skip-special        leave special tokens out of the text\n"
+    "  --format FMT          text or json ({\"text\":\"...\"}) (default text)\n"
+    "  --verbose             print the library's log messages on standard error\n"
+    "  --help                show this help and exit\n";
+
+static int cmd_detokenize(const args *a)
+{
+    model_args m;
+    coli_model *model = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0, len = 0;
+    char *text = NULL;
+    int json, rc;
+
+    if ((rc = parse_format(a, 0, &json)) != 0)
+        return rc;
+    if ((rc = parse_model_args(a, &m)) != 0)
+        return rc;
+    if (a->value[O_IDS] == NULL)
+        return usage_error("--ids is required");
+    if ((rc = parse_ids("--ids", a->value[O_IDS], 1, &ids, &n)) != 0)
+        return rc;
+
+    rc = 1;
+    if (open_model(&m, &model) != 0)
+        goto done;
+    if (detokenize_ids(model, ids, n, a->given[O_SKIP_SPECIAL], &text, &len) != 0)
+        goto done;
+    if (json) {
+        fputs("{\"text\":", stdout);
+        json_string(stdout, text, len);
+        fputs("}\n", stdout);
+    } else {
+        fwrite(text, 1, len, stdout);
+        putchar('\n');
+    }
+    rc = 0;
+done:
+    coli_model_free(model);
+    free(ids);
+    free(text);
+    return rc;
+}
+
+/* ---- coli info ------------------------------------------------------------ */
+
+static const unsigned char info_allowed[O_COUNT] = {
+    [O_HELP] = 1, [O_MODEL] = 1, [O_WEIGHTS] = 1, [O_THREADS] = 1, [O_FORMAT] = 1,
+    [O_VERBOSE] = 1,
+};
+
+static const char info_usage[] =
+    "Usage: coli info --model DIR [OPTION]...\n"
+    "Load a model and describe it: architecture, sizes, parameters, weights.\n"
+    "\n"
+    "  --model DIR           Hugging Face model directory (default: the demo model)\n"
+    "  --weights FMT         weights in memory: auto, f32 or bf16 (default auto)\n"
+    "  --threads N           worker threads; 0 = all cores (default 0)\n"
+    "  --format FMT          text or json (default text)\n"
+    "  --verbose             print the library's log messages on standard error\n"
+    "  --help                show this help and exit\n";
+
+static const char *weights_label(const coli_model_info *info)
+{
+    if (info->weights_name != NULL)
+        return info->weights_name;
+    switch (info->weights) {
+    case COLI_WEIGHTS_F32: return "f32";
+    case COLI_WEIGHTS_BF16: return "bf16";
+    default: return "auto";
+    }
+}
+
+static int cmd_info(const args *a)
+{
+    model_args m;
+    coli_model_info info;
+    coli_model *model = NULL;
+    const char *arch;
+    int json, rc;
+
+    if ((rc = parse_format(a, 0, &json)) != 0)
+        return rc;
+    if ((rc = parse_model_args(a, &m)) != 0)
+        return rc;
+
+    rc = 1;
+    if (open_model(&m, &model) != 0 || get_info(model, &info) != 0)
+        goto done;
+    arch = info.architecture ? info.architecture : "";
+    if (json) {
+        printf("{\"model\":");
+        json_string(stdout, m.dir, strlen(m.dir));
+        printf(",\"architecture\":");
+        json_string(stdout, arch, strlen(arch));
+        printf(",\"n_layers\":%d,\"n_moe_layers\":%d,\"hidden_size\":%d,\"n_heads\":%d,"
+               "\"n_kv_heads\":%d,\"head_dim\":%d,\"vocab_size\":%d,\"n_experts\":%d,"
+               "\"n_experts_active\":%d,\"moe_intermediate_size\":%d,\"max_positions\":%d,"
+               "\"n_params_total\":%" PRId64 ",\"n_params_active\":%" PRId64
+               ",\"weight_bytes\":%" PRIu64 ",\"weights\":",
+               info.n_layers, info.n_moe_layers, info.hidden_size, info.n_heads,
+               info.n_kv_heads, info.head_dim, info.vocab_size, info.n_experts,
+               info.n_experts_active, info.moe_intermediate_size, info.max_positions,
+               info.n_params_total, info.n_params_active, info.weight_bytes);
+        json_string(stdout, weights_label(&info), strlen(weights_label(&info)));
+        printf(",\"bos_id\":%" PRId32 ",\"eos_id\":%" PRId32 "}\n", info.bos_id, info.eos_id);
+    } else {
+        printf("model:              %s\n", m.dir);
+        printf("architecture:       %s\n", arch);
+        printf("layers:             %d (%d MoE)\n", info.n_layers, info.n_moe_layers);
+        printf("hidden size:        %d\n", info.hidden_size);
+        printf("attention heads:    %d (%d KV heads, head dim %d)\n", info.n_heads,
+               info.n_kv_heads, info.head_dim);
+        printf("vocabulary:         %d\n", info.vocab_size);
+        printf("experts:            %d per MoE layer, %d active per token\n", info.n_experts,
+               info.n_experts_active);
+        printf("moe intermediate:   %d\n", info.moe_intermediate_size);
+        printf("max positions:      %d\n", info.max_positions);
+        printf("parameters:         %" PRId64 " total, %" PRId64 " active per token\n",
+               info.n_params_total, info.n_params_active);
+        printf("weights:            %s, %" PRIu64 " bytes (%.1f MiB)\n", weights_label(&info),
+               info.weight_bytes, (double)info.weight_bytes / (1024.0 * 1024.0));
+        if (info.bos_id >= 0)
+            printf("bos id:             %" PRId32 "\n", info.bos_id);
+        else
+            printf("bos id:             none\n");
+        if (info.eos_id >= 0)
+            printf("eos id:             %" PRId32 "\n", info.eos_id);
+        else
+            printf("eos id:             none\n");
+    }
+    rc = 0;
+done:
+    coli_model_free(model);
+    return rc;
+}
+
+/* ---- main ----------------------------------------------------------------- */
+
+static const command g_commands[] = {
+    {"generate", "generate text from a prompt", generate_usage, generate_allowed, cmd_generate},
+    {"logits", "print the next-token logits of a prompt", logits_usage, logits_allowed,
+     cmd_logits},
+    {"tokenize", "print the token ids of a text", tokenize_usage, tokenize_allowed,
+     cmd_tokenize},
+    {"detokenize", "print the text of token ids", detokenize_usage, detokenize_allowed,
+     cmd_detokenize},
+    {"info", "describe a model", info_usage, info_allowed, cmd_info},
+};
+
+#define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])
+
+static void main_usage(FILE *f)
+{
+    size_t i;
+
+    fprintf(f, "Usage: coli COMMAND [OPTION]...\n"
+               "       coli --version | --help\n"
+               "Run Mixture-of-Experts language models from Hugging Face checkpoint\n"
+               "directories on the CPU.\n"
+               "\n"
+               "Commands:\n");
+    for (i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-12s %s\n", g_commands[i].name, g_commands[i].summary);
+    fprintf(f, "\n"
+               "'coli COMMAND --help' describes the options of a command.\n"
+               "Without --model the bundled demo model is used ($COLI_DEMO_MODEL overrides).\n"
+               "Exit status: 0 success, 1 failure reported by the library, 2 usage error.\n");
+}
+
+int main(int argc, char **argv)
+{
+    char name_buf[64];
+    const command *cmd = NULL;
+    args a;
+    size_t i;
+    int rc;
+
+    if (argc < 2) {
+        main_usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+        printf("coli (libcolibri) %s\n", coli_version_string());
+        return 0;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        main_usage(stdout);
+        return 0;
+    }
+    for (i = 0; i < N_COMMANDS; i++)
+        if (strcmp(argv[1], g_commands[i].name) == 0)
+            cmd = &g_commands[i];
+    if (cmd == NULL) {
+        if (argv[1][0] == '-')
+            fprintf(stderr, "coli: unknown option '%s'\n", argv[1]);
+        else
+            fprintf(stderr, "coli: unknown command '%s'\n", argv[1]);
+        fprintf(stderr, "Try 'coli --help'.\n");
+        return EXIT_USAGE;
+    }
+    snprintf(name_buf, sizeof name_buf, "coli %s", cmd->name);
+    g_cmd = name_buf;
+    rc = parse_args(cmd, argc - 2, argv + 2, &a);
+    if (rc < 0) {
+        fputs(cmd->usage, stdout);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    if (rc != 0)
+        return rc;
+    rc = cmd->run(&a);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (rc == 0)
+            fprintf(stderr, "coli: %s: standard output\n", coli_strerror(COLI_EIO));
+        rc = 1;
+    }
+    return rc;
+}
