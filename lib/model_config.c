@@ -241,7 +241,9 @@ static coli_status parse_config(cfg_reader *r, coli__config *c)
     switch (c->arch) {
     case COLI_ARCH_QWEN3_MOE: {
         int step = 1;
-        COLI_TRY(get_int(r, "num_experts", 1, 0, 0, 1 << 16, &c->n_experts));
+        /* Published configs say num_experts; transformers 5 writes num_local_experts. */
+        COLI_TRY(get_int(r, coli__json_get(root, "num_experts") ? "num_experts" : "num_local_experts", 1, 0,
+                         0, 1 << 16, &c->n_experts));
         COLI_TRY(get_int(r, "num_experts_per_tok", 1, 0, 1, 1 << 16, &c->top_k));
         COLI_TRY(get_int(r, "moe_intermediate_size", 1, 0, 1, DIM_MAX, &c->moe_inter));
         COLI_TRY(get_int(r, "intermediate_size", 0, 0, 0, DIM_MAX, &c->inter));

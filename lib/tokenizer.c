@@ -111,11 +111,13 @@ static int ids_add(coli__ids *ids, const int32_t *v, size_t n)
     return 0;
 }
 
-/* Grows *v (elements of size sz) to hold at least need elements. */
-static int vec_grow(void **v, size_t *cap, size_t need, size_t sz)
+/* Grows the array whose pointer is at pp (elements of size sz) to hold at
+ * least need elements. The pointer is moved with memcpy so that any pointer
+ * type can be passed without type punning. */
+static int vec_grow(void *pp, size_t *cap, size_t need, size_t sz)
 {
     size_t nc;
-    void *nv;
+    void *v, *nv;
     if (need <= *cap)
         return 0;
     nc = *cap ? *cap : 16;
@@ -123,10 +125,11 @@ static int vec_grow(void **v, size_t *cap, size_t need, size_t sz)
         nc *= 2;
     if (nc > SIZE_MAX / sz)
         return -1;
-    nv = realloc(*v, nc * sz);
+    memcpy(&v, pp, sizeof v);
+    nv = realloc(v, nc * sz);
     if (!nv)
         return -1;
-    *v = nv;
+    memcpy(pp, &nv, sizeof nv);
     *cap = nc;
     return 0;
 }
@@ -162,7 +165,7 @@ static void plist_free(plist *l)
  * as the Rust crate drops empty splits). */
 static int plist_open(plist *l, int first)
 {
-    if (vec_grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v))
+    if (vec_grow(&l->v, &l->cap, l->n + 1, sizeof *l->v))
         return -1;
     l->v[l->n].off = l->text.n;
     l->v[l->n].len = 0;
@@ -183,6 +186,21 @@ static int plist_add(plist *l, const char *p, size_t n, int first)
     if (plist_open(l, first) || buf_add(&l->text, p, n))
         return -1;
     plist_close(l);
+    return 0;
+}
+
+/* Decoders keep empty tokens (a later step may count positions). */
+static void plist_close_keep(plist *l)
+{
+    l->v[l->n].len = l->text.n - l->v[l->n].off;
+    l->n++;
+}
+
+static int plist_add_keep(plist *l, const char *p, size_t n)
+{
+    if (plist_open(l, 0) || buf_add(&l->text, p, n))
+        return -1;
+    plist_close_keep(l);
     return 0;
 }
 
@@ -249,6 +267,13 @@ typedef struct mslot {
 
 enum { IDF_ADDED = 1, IDF_SPECIAL = 2 };
 
+/* The byte-level alphabet (GPT-2's bytes_to_unicode) both ways. */
+typedef struct bytemap {
+    char enc[256][2]; /* UTF-8 of each byte's character */
+    unsigned char enc_len[256];
+    short dec[0x144]; /* character -> byte, or -1 */
+} bytemap;
+
 struct coli__tokenizer {
     char *path;
     coli__buf strs; /* every token string, NUL-separated */
@@ -285,7 +310,10 @@ struct coli__tokenizer {
     int has_decoder;
 
     coli__ids post_prefix, post_suffix;
+    bytemap bm;
 };
+
+static void bytemap_init(bytemap *m);
 
 static coli_status tfail(const coli__tokenizer *t, coli__err *err, coli_status st,
                          const char *fmt, ...)
@@ -762,7 +790,7 @@ static coli_status load_normalizer(coli__tokenizer *t, const coli__json *j, coli
     } else {
         return tfail(t, err, COLI_EUNSUPPORTED, "normalizer \"%.40s\" is not supported", type);
     }
-    if (vec_grow((void **)&t->norm, &t->cap_norm, t->n_norm + 1, sizeof *t->norm)) {
+    if (vec_grow(&t->norm, &t->cap_norm, t->n_norm + 1, sizeof *t->norm)) {
         free(st.a);
         free(st.b);
         return oom(t, err);
@@ -868,7 +896,7 @@ static coli_status load_pre(coli__tokenizer *t, const coli__json *j, coli__err *
     } else {
         return tfail(t, err, COLI_EUNSUPPORTED, "pre_tokenizer \"%.40s\" is not supported", type);
     }
-    if (vec_grow((void **)&t->pre, &t->cap_pre, t->n_pre + 1, sizeof *t->pre))
+    if (vec_grow(&t->pre, &t->cap_pre, t->n_pre + 1, sizeof *t->pre))
         return oom(t, err);
     t->pre[t->n_pre++] = st;
     return COLI_OK;
@@ -1041,7 +1069,7 @@ static coli_status load_decoder(coli__tokenizer *t, const coli__json *j, coli__e
     } else {
         return tfail(t, err, COLI_EUNSUPPORTED, "decoder \"%.40s\" is not supported", type);
     }
-    if (vec_grow((void **)&t->dec, &t->cap_dec, t->n_dec + 1, sizeof *t->dec)) {
+    if (vec_grow(&t->dec, &t->cap_dec, t->n_dec + 1, sizeof *t->dec)) {
         free(st.a);
         free(st.b);
         return oom(t, err);
@@ -1160,7 +1188,7 @@ static coli_status normalize(const coli__tokenizer *t, const char *s, size_t n, 
 
 /* ---- added-token matching -------------------------------------------- */
 
-static int cmp_len_desc_ctx_helper(const added_tok *x, const added_tok *y, int norm)
+static int len_order(const added_tok *x, const added_tok *y, int norm)
 {
     uint32_t lx = norm ? x->nlen : x->len, ly = norm ? y->nlen : y->len;
     return lx > ly ? -1 : lx < ly ? 1 : 0;
@@ -1192,7 +1220,7 @@ static coli_status build_matcher(coli__tokenizer *t, matcher *m, int norm, coli_
                 continue;
             /* insertion keeps the bucket longest first, stable */
             j = k++;
-            while (j > m->start[b] && cmp_len_desc_ctx_helper(&t->added[m->idx[j - 1]], a, norm) > 0) {
+            while (j > m->start[b] && len_order(&t->added[m->idx[j - 1]], a, norm) > 0) {
                 m->idx[j] = m->idx[j - 1];
                 j--;
             }
@@ -1239,7 +1267,7 @@ typedef struct segv {
 
 static int segv_add(segv *s, size_t off, size_t len, int32_t id)
 {
-    if (vec_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v))
+    if (vec_grow(&s->v, &s->cap, s->n + 1, sizeof *s->v))
         return -1;
     s->v[s->n].off = off;
     s->v[s->n].len = len;
@@ -1370,6 +1398,7 @@ coli_status coli__tok_load(const char *path, coli__tokenizer **out, coli__err *e
     if (!t)
         return coli__fail(err, COLI_ENOMEM, "%s: out of memory", path);
     t->unk_id = -1;
+    bytemap_init(&t->bm);
     if (!(t->path = dupn(path, strlen(path)))) {
         free(t);
         return coli__fail(err, COLI_ENOMEM, "%s: out of memory", path);
@@ -1465,12 +1494,6 @@ static int char_to_byte(uint32_t cp)
     return -1;
 }
 
-typedef struct bytemap {
-    char enc[256][2]; /* UTF-8 of each byte's character */
-    unsigned char enc_len[256];
-    short dec[0x144]; /* character -> byte, -1 */
-} bytemap;
-
 static void bytemap_init(bytemap *m)
 {
     for (unsigned b = 0; b < 256; b++)
@@ -1496,8 +1519,6 @@ typedef struct scratch {
     size_t scap;
     struct hent *heap;
     size_t hcap;
-    bytemap bm;
-    int bm_ready;
 } scratch;
 
 static void scratch_free(scratch *sc)
@@ -1515,15 +1536,6 @@ static void scratch_free(scratch *sc)
     free(sc->rs);
     free(sc->syms);
     free(sc->heap);
-}
-
-static const bytemap *get_bytemap(scratch *sc)
-{
-    if (!sc->bm_ready) {
-        bytemap_init(&sc->bm);
-        sc->bm_ready = 1;
-    }
-    return &sc->bm;
 }
 
 /* Decodes s[0..n) into sc->cps / cls / offs (offs has n_cp + 1 entries). */
@@ -1665,7 +1677,7 @@ static int rx_split(scratch *sc, int rx, const char *s, size_t n)
         return -1;
     while (i < n_cp) {
         size_t k = rx_match(rx, sc->cps, sc->cls, n_cp, i);
-        if (vec_grow((void **)&sc->rs, &sc->rs_cap, sc->rs_n + 1, sizeof *sc->rs))
+        if (vec_grow(&sc->rs, &sc->rs_cap, sc->rs_n + 1, sizeof *sc->rs))
             return -1;
         sc->rs[sc->rs_n].off = sc->offs[i];
         sc->rs[sc->rs_n].len = sc->offs[i + k] - sc->offs[i];
@@ -1678,9 +1690,8 @@ static int rx_split(scratch *sc, int rx, const char *s, size_t n)
 
 /* ---- pre-tokenization ------------------------------------------------ */
 
-static int byte_level_append(scratch *sc, plist *out, const char *s, size_t n, int first)
+static int byte_level_append(const bytemap *bm, plist *out, const char *s, size_t n, int first)
 {
-    const bytemap *bm = get_bytemap(sc);
     if (plist_open(out, first) || buf_reserve(&out->text, n * 2))
         return -1;
     for (size_t i = 0; i < n; i++) {
@@ -1693,8 +1704,8 @@ static int byte_level_append(scratch *sc, plist *out, const char *s, size_t n, i
     return 0;
 }
 
-static int pre_step_apply(const pre_step *ps, scratch *sc, const char *s, size_t n, int first,
-                          plist *out)
+static int pre_step_apply(const pre_step *ps, const bytemap *bm, scratch *sc, const char *s,
+                          size_t n, int first, plist *out)
 {
     switch (ps->type) {
     case PRE_BYTELEVEL: {
@@ -1708,11 +1719,11 @@ static int pre_step_apply(const pre_step *ps, scratch *sc, const char *s, size_t
             sn = sc->tmp.n;
         }
         if (!ps->use_regex)
-            return byte_level_append(sc, out, src, sn, first);
+            return byte_level_append(bm, out, src, sn, first);
         if (rx_split(sc, RX_GPT2, src, sn))
             return -1;
         for (size_t k = 0; k < sc->rs_n; k++)
-            if (byte_level_append(sc, out, src + sc->rs[k].off, sc->rs[k].len,
+            if (byte_level_append(bm, out, src + sc->rs[k].off, sc->rs[k].len,
                                   first && sc->rs[k].off == 0))
                 return -1;
         return 0;
@@ -1728,31 +1739,26 @@ static int pre_step_apply(const pre_step *ps, scratch *sc, const char *s, size_t
         char rep[4];
         size_t rl = coli__utf8_encode(ps->repl, rep);
         coli__buf *b = &sc->tmp;
-        int starts = n >= rl && memcmp(s, rep, rl) == 0;
+        /* spaces become the replacement, then it is prepended unless the
+         * piece already starts with it */
+        int starts = n > 0 && (s[0] == ' ' || (n >= rl && memcmp(s, rep, rl) == 0));
         size_t i, last;
         buf_reset(b);
-        /* replace spaces, then maybe prepend */
-        if ((ps->scheme == SCHEME_ALWAYS || (ps->scheme == SCHEME_FIRST && first)) &&
-            !(starts || (n > 0 && s[0] == ' ' && rl == 1 && rep[0] == ' ')) &&
-            !(n > 0 && s[0] == ' ' && 0)) {
-            /* the check is made after the replacement: a leading space has
-             * become the replacement, so it counts as starting with it */
-            if (!(n > 0 && s[0] == ' ') && buf_add(b, rep, rl))
-                return -1;
-        }
+        if ((ps->scheme == SCHEME_ALWAYS || (ps->scheme == SCHEME_FIRST && first)) && !starts &&
+            buf_add(b, rep, rl))
+            return -1;
         if (replace_into(b, s, n, " ", 1, rep, rl))
             return -1;
         if (!ps->split)
             return plist_add(out, b->p, b->n, first);
-        /* split before every replacement character (MergedWithNext) */
+        /* a piece starts at every replacement character (MergedWithNext) */
         last = 0;
-        for (i = 0; i + rl <= b->n;) {
-            if (i > last && memcmp(b->p + i, rep, rl) == 0) {
+        for (i = 1; i + rl <= b->n; i++) {
+            if (memcmp(b->p + i, rep, rl) == 0) {
                 if (plist_add(out, b->p + last, i - last, first && last == 0))
                     return -1;
                 last = i;
             }
-            i += (i == last && memcmp(b->p + i, rep, rl) == 0) ? rl : 1;
         }
         return plist_add(out, b->p + last, b->n - last, first && last == 0);
     }
@@ -1781,7 +1787,7 @@ static int hent_less(const struct hent *a, const struct hent *b)
 static int heap_push(scratch *sc, size_t *hn, struct hent e)
 {
     size_t i;
-    if (vec_grow((void **)&sc->heap, &sc->hcap, *hn + 1, sizeof *sc->heap))
+    if (vec_grow(&sc->heap, &sc->hcap, *hn + 1, sizeof *sc->heap))
         return -1;
     i = (*hn)++;
     while (i > 0) {
@@ -1821,7 +1827,7 @@ static struct hent heap_pop(scratch *sc, size_t *hn)
 static int sym_add(scratch *sc, size_t *ns, int32_t id, uint32_t len)
 {
     struct sym *s;
-    if (vec_grow((void **)&sc->syms, &sc->scap, *ns + 1, sizeof *sc->syms))
+    if (vec_grow(&sc->syms, &sc->scap, *ns + 1, sizeof *sc->syms))
         return -1;
     s = &sc->syms[*ns];
     s->id = id;
@@ -1968,7 +1974,7 @@ static coli_status encode_text(const coli__tokenizer *t, scratch *sc, const char
         plist *sw;
         plist_reset(next);
         for (size_t p = 0; p < cur->n; p++)
-            if (pre_step_apply(&t->pre[k], sc, cur->text.p + cur->v[p].off, cur->v[p].len,
+            if (pre_step_apply(&t->pre[k], &t->bm, sc, cur->text.p + cur->v[p].off, cur->v[p].len,
                                cur->v[p].first, next))
                 return oom(t, err);
         sw = cur;
@@ -2012,7 +2018,7 @@ coli_status coli__tok_encode(const coli__tokenizer *t, const char *text, size_t 
 {
     scratch sc;
     coli_status st = COLI_OK;
-    size_t bad;
+    size_t bad, start;
 
     if (!t || !out || (!text && len))
         return coli__fail(err, COLI_EINVAL, "tokenizer: encode needs a tokenizer, text and output");
@@ -2022,6 +2028,7 @@ coli_status coli__tok_encode(const coli__tokenizer *t, const char *text, size_t 
     if (bad != len)
         return tfail(t, err, COLI_EINVAL, "input text is not valid UTF-8 (byte %zu)", bad);
     memset(&sc, 0, sizeof sc);
+    start = out->n;
     if (add_special && ids_add(out, t->post_prefix.v, t->post_prefix.n)) {
         st = oom(t, err);
         goto done;
@@ -2043,6 +2050,8 @@ coli_status coli__tok_encode(const coli__tokenizer *t, const char *text, size_t 
         st = oom(t, err);
 done:
     scratch_free(&sc);
+    if (st != COLI_OK)
+        out->n = start; /* nothing appended on failure */
     return st;
 }
 
@@ -2093,12 +2102,12 @@ static int byte_token(const char *s, size_t n)
     return v;
 }
 
-static int dec_step_apply(const dec_step *d, scratch *sc, const plist *in, plist *out)
+static int dec_step_apply(const dec_step *d, const bytemap *bm, scratch *sc, const plist *in,
+                          plist *out)
 {
     size_t k;
     switch (d->type) {
     case DEC_BYTELEVEL: {
-        const bytemap *bm = get_bytemap(sc);
         buf_reset(&sc->tmp);
         for (k = 0; k < in->n; k++) {
             const char *s = in->text.p + in->v[k].off;
@@ -2124,7 +2133,7 @@ static int dec_step_apply(const dec_step *d, scratch *sc, const plist *in, plist
         }
         if (plist_open(out, 0) || add_lossy(&out->text, sc->tmp.p ? sc->tmp.p : "", sc->tmp.n))
             return -1;
-        plist_close(out);
+        plist_close_keep(out);
         return 0;
     }
     case DEC_FUSE:
@@ -2133,7 +2142,7 @@ static int dec_step_apply(const dec_step *d, scratch *sc, const plist *in, plist
         for (k = 0; k < in->n; k++)
             if (buf_add(&out->text, in->text.p + in->v[k].off, in->v[k].len))
                 return -1;
-        plist_close(out);
+        plist_close_keep(out);
         return 0;
     case DEC_BYTEFALLBACK: {
         size_t run = 0; /* pending byte tokens, collected in sc->tmp */
@@ -2149,17 +2158,17 @@ static int dec_step_apply(const dec_step *d, scratch *sc, const plist *in, plist
             }
             if (run) {
                 if (coli__utf8_check(sc->tmp.p, sc->tmp.n) == sc->tmp.n) {
-                    if (plist_add(out, sc->tmp.p, sc->tmp.n, 0))
+                    if (plist_add_keep(out, sc->tmp.p, sc->tmp.n))
                         return -1;
                 } else {
                     for (size_t r = 0; r < run; r++)
-                        if (plist_add(out, "\xEF\xBF\xBD", 3, 0))
+                        if (plist_add_keep(out, "\xEF\xBF\xBD", 3))
                             return -1;
                 }
                 run = 0;
                 buf_reset(&sc->tmp);
             }
-            if (k < in->n && plist_add(out, in->text.p + in->v[k].off, in->v[k].len, 0))
+            if (k < in->n && plist_add_keep(out, in->text.p + in->v[k].off, in->v[k].len))
                 return -1;
         }
         return 0;
@@ -2169,7 +2178,7 @@ static int dec_step_apply(const dec_step *d, scratch *sc, const plist *in, plist
             if (plist_open(out, 0) || replace_into(&out->text, in->text.p + in->v[k].off,
                                                    in->v[k].len, d->a, d->alen, d->b, d->blen))
                 return -1;
-            plist_close(out);
+            plist_close_keep(out);
         }
         return 0;
     case DEC_STRIP:
@@ -2185,7 +2194,7 @@ static int dec_step_apply(const dec_step *d, scratch *sc, const plist *in, plist
                 b = sc->offs[n_cp - 1 - i];
             if (b < a)
                 b = a;
-            if (plist_add(out, s + a, b - a, 0))
+            if (plist_add_keep(out, s + a, b - a))
                 return -1;
         }
         return 0;
@@ -2198,7 +2207,7 @@ static int dec_step_apply(const dec_step *d, scratch *sc, const plist *in, plist
                                                    in->v[k].len, rep, rl, drop ? "" : " ",
                                                    drop ? 0 : 1))
                 return -1;
-            plist_close(out);
+            plist_close_keep(out);
         }
         return 0;
     }
@@ -2211,6 +2220,7 @@ coli_status coli__tok_decode(const coli__tokenizer *t, const int32_t *ids, size_
     scratch sc;
     plist *cur, *next;
     coli_status st = COLI_OK;
+    size_t start;
 
     if (!t || !out || (!ids && n))
         return coli__fail(err, COLI_EINVAL, "tokenizer: decode needs a tokenizer, ids and output");
@@ -2219,6 +2229,7 @@ coli_status coli__tok_decode(const coli__tokenizer *t, const int32_t *ids, size_
             return tfail(t, err, COLI_EINVAL, "token id %ld (at %zu) is out of range [0, %zu)",
                          (long)ids[k], k, t->n_ids);
     memset(&sc, 0, sizeof sc);
+    start = out->n;
     cur = &sc.pa;
     next = &sc.pb;
     for (size_t k = 0; k < n; k++) {
@@ -2227,17 +2238,15 @@ coli_status coli__tok_decode(const coli__tokenizer *t, const int32_t *ids, size_
             continue;
         if (skip_special && (t->id_flags[id] & IDF_SPECIAL))
             continue;
-        if (plist_open(cur, 0) || buf_add(&cur->text, t->strs.p + t->id_off[id], t->id_len[id])) {
+        if (plist_add_keep(cur, t->strs.p + t->id_off[id], t->id_len[id])) {
             st = oom(t, err);
             goto done;
         }
-        cur->v[cur->n].len = t->id_len[id];
-        cur->n++; /* kept even when empty */
     }
     for (size_t k = 0; k < t->n_dec; k++) {
         plist *sw;
         plist_reset(next);
-        if (dec_step_apply(&t->dec[k], &sc, cur, next)) {
+        if (dec_step_apply(&t->dec[k], &t->bm, &sc, cur, next)) {
             st = oom(t, err);
             goto done;
         }
@@ -2245,7 +2254,7 @@ coli_status coli__tok_decode(const coli__tokenizer *t, const int32_t *ids, size_
         cur = next;
         next = sw;
     }
-    if (buf_reserve(out, 0)) {
+    if (buf_add(out, "", 0)) {
         st = oom(t, err);
         goto done;
     }
@@ -2258,5 +2267,9 @@ coli_status coli__tok_decode(const coli__tokenizer *t, const int32_t *ids, size_
     }
 done:
     scratch_free(&sc);
+    if (st != COLI_OK && out->p) {
+        out->n = start; /* nothing appended on failure */
+        out->p[start] = '\0';
+    }
     return st;
 }

@@ -36,6 +36,7 @@ int main(int argc, char **argv)
     char text[512];
     size_t text_len = 0;
 
+    setvbuf(stdout, NULL, _IOLBF, 0); /* keep stdout and stderr in order */
     if (argc != 2) {
         fprintf(stderr, "usage: %s DEMO_MODEL_DIR\n", argv[0]);
         return 2;

@@ -383,7 +383,6 @@ START_TEST(test_options_invalid)
     ck_assert_int_eq(coli_options_set(NULL, COLI_OPT_THREADS, 1), COLI_EINVAL);
     ck_assert_int_eq(coli_options_get(NULL, COLI_OPT_THREADS, &v), COLI_EINVAL);
     ck_assert_int_eq(coli_options_get(o, COLI_OPT_THREADS, NULL), COLI_EINVAL);
-    ck_assert_int_eq(coli_option_bounds(COLI_OPT_THREADS, NULL, NULL), COLI_EINVAL);
     ck_assert_int_eq(coli_options_set_log(NULL, NULL, NULL, COLI_LOG_ERROR), COLI_EINVAL);
     coli_options_free(o);
 }

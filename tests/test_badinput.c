@@ -116,25 +116,6 @@ static void expect_fail(const char *dir, coli_status want, const char *n1, const
     coli_model_free(m);
 }
 
-static void replace_in_file(const char *dir, const char *file, const char *from, const char *to)
-{
-    char *p = tu_path(dir, file);
-    size_t n;
-    char *s = tu_read_file(p, &n);
-    ck_assert_ptr_nonnull(s);
-    char *at = strstr(s, from);
-    ck_assert_msg(at != NULL, "'%s' not in %s", from, file);
-    size_t a = (size_t)(at - s), fl = strlen(from), tl = strlen(to);
-    char *o = malloc(n - fl + tl + 1);
-    memcpy(o, s, a);
-    memcpy(o + a, to, tl);
-    memcpy(o + a + tl, at + fl, n - a - fl);
-    ck_assert_int_eq(tu_write_file(p, o, n - fl + tl), 0);
-    free(o);
-    free(s);
-    free(p);
-}
-
 static void done(char *dir)
 {
     tu_rmtree(dir);
@@ -179,7 +160,7 @@ END_TEST
 START_TEST(test_malformed_config)
 {
     char *dir = make_model(NULL);
-    replace_in_file(dir, "config.json", "\"head_dim\": 4,", "\"head_dim\": 4,,");
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"head_dim\": 4,", "\"head_dim\": 4,,"), 0);
     expect_fail(dir, COLI_EFORMAT, "config.json", "line 8");
     done(dir);
 }
@@ -188,7 +169,7 @@ END_TEST
 START_TEST(test_unknown_architecture)
 {
     char *dir = make_model(NULL);
-    replace_in_file(dir, "config.json", "Qwen3MoeForCausalLM", "GPTNeoXForCausalLM");
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "Qwen3MoeForCausalLM", "GPTNeoXForCausalLM"), 0);
     expect_fail(dir, COLI_EUNSUPPORTED, "config.json", "GPTNeoXForCausalLM");
     done(dir);
 }
@@ -197,8 +178,8 @@ END_TEST
 START_TEST(test_unsupported_rope_scaling)
 {
     char *dir = make_model(NULL);
-    replace_in_file(dir, "config.json", "\"rope_theta\": 10000.0,",
-                    "\"rope_theta\": 10000.0, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0},");
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"rope_theta\": 10000.0,",
+                    "\"rope_theta\": 10000.0, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0},"), 0);
     expect_fail(dir, COLI_EUNSUPPORTED, "config.json", "yarn");
     done(dir);
 }
@@ -207,7 +188,7 @@ END_TEST
 START_TEST(test_unsupported_activation)
 {
     char *dir = make_model(NULL);
-    replace_in_file(dir, "config.json", "\"head_dim\": 4,", "\"head_dim\": 4, \"hidden_act\": \"gelu\",");
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"head_dim\": 4,", "\"head_dim\": 4, \"hidden_act\": \"gelu\","), 0);
     expect_fail(dir, COLI_EUNSUPPORTED, "hidden_act", "gelu");
     done(dir);
 }
@@ -216,7 +197,7 @@ END_TEST
 START_TEST(test_wrong_field_type)
 {
     char *dir = make_model(NULL);
-    replace_in_file(dir, "config.json", "\"hidden_size\": 8", "\"hidden_size\": \"8\"");
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"hidden_size\": 8", "\"hidden_size\": \"8\""), 0);
     expect_fail(dir, COLI_EFORMAT, "config.json", "hidden_size");
     done(dir);
 }
@@ -226,8 +207,8 @@ START_TEST(test_huge_dimensions)
 {
     /* Sizes whose products would overflow are refused before any allocation. */
     char *dir = make_model(NULL);
-    replace_in_file(dir, "config.json", "\"head_dim\": 4", "\"head_dim\": 65536");
-    replace_in_file(dir, "config.json", "\"num_attention_heads\": 2", "\"num_attention_heads\": 4096");
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"head_dim\": 4", "\"head_dim\": 65536"), 0);
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"num_attention_heads\": 2", "\"num_attention_heads\": 4096"), 0);
     expect_fail(dir, COLI_ERANGE, "config.json", "head_dim");
     done(dir);
 }

@@ -31,10 +31,6 @@ fail() {
 	checks=$((checks + 1))
 	failures=$((failures + 1))
 	echo "FAIL: $1"
-	if [ -s "$err" ]; then
-		echo "  stderr:"
-		sed -n '1,20s/^/    /p' "$err"
-	fi
 }
 
 # run EXPECTED_STATUS DESCRIPTION COMMAND...: runs the command with stdout in
@@ -47,6 +43,10 @@ run() {
 	status=$?
 	if [ "$status" -ne "$expected" ]; then
 		fail "$what: exit status $status, expected $expected"
+		if [ -s "$err" ]; then
+			echo "  stderr:"
+			sed -n '1,20s/^/    /p' "$err"
+		fi
 		return 1
 	fi
 	return 0

@@ -309,6 +309,66 @@ START_TEST(test_f32_checkpoint)
 }
 END_TEST
 
+/* Last-position logits of prompt 1 in f32. */
+static float *logits_of(const char *dir, const ref *r)
+{
+    coli_model *m = open_model(dir, COLI_WEIGHTS_F32, 2);
+    coli_context *c = NULL;
+    ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+    ck_assert_int_eq(coli_eval(c, r->p[1].ids, (size_t)r->p[1].n), COLI_OK);
+    float *out = malloc((size_t)r->vocab * sizeof(float));
+    memcpy(out, coli_context_logits(c), (size_t)r->vocab * sizeof(float));
+    coli_context_free(c);
+    coli_model_free(m);
+    return out;
+}
+
+/* Config spellings real checkpoints use must mean the same model. */
+typedef struct variant {
+    const char *arch;
+    const char *from[2], *to[2];
+    int same; /* 1: logits must be identical; 0: must differ (the edit matters) */
+} variant;
+
+static const variant VARIANTS[] = {
+    /* rope_theta at the top level with rope_scaling null (transformers 4 style),
+     * and the num_experts spelling of published Qwen3 configs */
+    {"qwen3_moe",
+     {"\"rope_parameters\": {\n    \"rope_theta\": 10000.0,\n    \"rope_type\": \"default\"\n  },",
+      "\"num_local_experts\": 8"},
+     {"\"rope_theta\": 10000.0, \"rope_scaling\": null,", "\"num_experts\": 8"},
+     1},
+    /* head_dim given where it equals hidden / heads */
+    {"olmoe", {"\"hidden_act\"", NULL}, {"\"head_dim\": 16, \"hidden_act\"", NULL}, 1},
+    {"mixtral", {"\"head_dim\": null", NULL}, {"\"head_dim\": 16", NULL}, 1},
+    /* controls: a different theta or eps must change the logits */
+    {"qwen3_moe", {"\"rope_theta\": 10000.0", NULL}, {"\"rope_theta\": 500000.0", NULL}, 0},
+    {"mixtral", {"\"rms_norm_eps\": 1e-05", NULL}, {"\"rms_norm_eps\": 0.5", NULL}, 0},
+};
+
+START_TEST(test_config_variants)
+{
+    const variant *v = &VARIANTS[_i];
+    char *src = tu_path(tu_data_dir(), v->arch);
+    char *tmp = tu_mkdtemp();
+    ck_assert_int_eq(tu_copy_dir(src, tmp), 0);
+    for (int k = 0; k < 2 && v->from[k]; k++)
+        ck_assert_msg(tu_replace_in_file(tmp, "config.json", v->from[k], v->to[k]) == 0, "%s: no '%s'",
+                      v->arch, v->from[k]);
+    ref r;
+    ref_load(src, &r);
+    float *a = logits_of(src, &r), *b = logits_of(tmp, &r);
+    int same = memcmp(a, b, (size_t)r.vocab * sizeof(float)) == 0;
+    ck_assert_msg(same == v->same, "variant %d of %s: logits %s", _i, v->arch, same ? "unchanged" : "changed");
+    free(a);
+    free(b);
+    ref_free(&r);
+    tu_rmtree(tmp);
+    free(tmp);
+    free(src);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("reference");
@@ -318,6 +378,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_bf16_matches_transformers, 0, 3);
     tcase_add_loop_test(tc, test_threads_and_batching_invariant, 0, 3);
     tcase_add_test(tc, test_f32_checkpoint);
+    tcase_add_loop_test(tc, test_config_variants, 0, (int)(sizeof VARIANTS / sizeof VARIANTS[0]));
     suite_add_tcase(s, tc);
     return s;
 }

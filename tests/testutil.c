@@ -1,5 +1,5 @@
 /* testutil.c - helpers shared by the Check tests (see testutil.h). */
-#include <config.h> /* autoconf; <> because lib/config.h shadows "config.h" */
+/* autoconf's config.h is force-included by the build (-include) */
 
 #include <dirent.h>
 #include <errno.h>
@@ -407,4 +407,27 @@ float tu_bf16_to_f32(uint16_t h)
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
+}
+
+int tu_replace_in_file(const char *dir, const char *file, const char *from, const char *to)
+{
+    char *p = tu_path(dir, file);
+    size_t n = 0;
+    char *s = p ? tu_read_file(p, &n) : NULL;
+    char *at = s ? strstr(s, from) : NULL;
+    int rc = -1;
+    if (at) {
+        size_t a = (size_t)(at - s), fl = strlen(from), tl = strlen(to);
+        char *o = malloc(n - fl + tl + 1);
+        if (o) {
+            memcpy(o, s, a);
+            memcpy(o + a, to, tl);
+            memcpy(o + a + tl, at + fl, n - a - fl);
+            rc = tu_write_file(p, o, n - fl + tl);
+            free(o);
+        }
+    }
+    free(s);
+    free(p);
+    return rc;
 }

@@ -28,6 +28,9 @@ char *tu_read_file(const char *path, size_t *n);
 /* The test fixture directory: $COLI_TEST_DATA, else <srcdir>/tests/data.
  * Static storage; do not free. */
 const char *tu_data_dir(void);
+/* Replaces the first occurrence of from by to in dir/file; -1 if the file
+ * cannot be read or written or does not contain from. */
+int tu_replace_in_file(const char *dir, const char *file, const char *from, const char *to);
 /* a "/" b, without doubling a trailing slash of a. */
 char *tu_path(const char *a, const char *b);
 

@@ -138,7 +138,7 @@ def train(model, data, args, device):
             hist = []
             el = time.time() - t0
             print("step %5d  %6.1fs  loss %.4f  aux %s  lr %.2e  %.0f tok/s"
-                  % (step, el, l, "%.4f" % float(aux) if aux is not None else "-", lr,
+                  % (step, el, l, "%.4f" % float(aux.detach()) if aux is not None else "-", lr,
                      step * B * T / max(el, 1e-9)), flush=True)
     el = time.time() - t0
     print("trained %d steps in %.1fs (%.0f tokens, %.2f epochs of %d training tokens)"
