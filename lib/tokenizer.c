@@ -1188,49 +1188,62 @@ static coli_status normalize(const coli__tokenizer *t, const char *s, size_t n, 
 
 /* ---- added-token matching -------------------------------------------- */
 
-static int len_order(const added_tok *x, const added_tok *y, int norm)
+/* Sort key of an added token in a matcher: first byte, then longest first,
+ * then file order. */
+typedef struct mkey {
+    uint32_t first, len, idx;
+} mkey;
+
+static int mkey_cmp(const void *pa, const void *pb)
 {
-    uint32_t lx = norm ? x->nlen : x->len, ly = norm ? y->nlen : y->len;
-    return lx > ly ? -1 : lx < ly ? 1 : 0;
+    const mkey *a = pa, *b = pb;
+    if (a->first != b->first)
+        return a->first < b->first ? -1 : 1;
+    if (a->len != b->len)
+        return a->len > b->len ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
 }
 
 static coli_status build_matcher(coli__tokenizer *t, matcher *m, int norm, coli__err *err)
 {
-    size_t cnt = 0, k;
+    size_t cnt = 0, k = 0;
+    mkey *keys;
     for (size_t i = 0; i < t->n_added; i++)
-        if (t->added[i].normalized == (unsigned char)norm && (norm ? t->added[i].nlen : 1))
+        if (t->added[i].normalized == (unsigned char)norm && (!norm || t->added[i].nlen))
             cnt++;
     if (!cnt)
         return COLI_OK;
+    keys = malloc(cnt * sizeof *keys);
     m->idx = malloc(cnt * sizeof *m->idx);
-    if (!m->idx)
+    if (!keys || !m->idx) {
+        free(keys);
         return oom(t, err);
-    memset(m->start, 0, sizeof m->start);
+    }
+    for (size_t i = 0; i < t->n_added; i++) {
+        const added_tok *a = &t->added[i];
+        if (a->normalized != (unsigned char)norm || (norm && !a->nlen))
+            continue;
+        keys[k].first = (unsigned char)t->strs.p[norm ? a->noff : a->off];
+        keys[k].len = norm ? a->nlen : a->len;
+        keys[k].idx = (uint32_t)i;
+        k++;
+    }
+    qsort(keys, cnt, sizeof *keys, mkey_cmp);
     k = 0;
     for (unsigned b = 0; b < 256; b++) {
         m->start[b] = (uint32_t)k;
-        for (size_t i = 0; i < t->n_added; i++) {
-            const added_tok *a = &t->added[i];
-            const char *c;
-            size_t j;
-            if (a->normalized != (unsigned char)norm || (norm && !a->nlen))
-                continue;
-            c = t->strs.p + (norm ? a->noff : a->off);
-            if ((unsigned char)c[0] != b)
-                continue;
-            /* insertion keeps the bucket longest first, stable */
-            j = k++;
-            while (j > m->start[b] && len_order(&t->added[m->idx[j - 1]], a, norm) > 0) {
-                m->idx[j] = m->idx[j - 1];
-                j--;
-            }
-            m->idx[j] = (uint32_t)i;
+        while (k < cnt && keys[k].first == b) {
+            m->idx[k] = keys[k].idx;
+            k++;
         }
     }
     m->start[256] = (uint32_t)k;
+    free(keys);
     return COLI_OK;
 }
 
+/* single_word: is the character before pos / at pos a word character
+ * (regex \w, as the Rust crate checks)? */
 static int word_char_before(const char *s, size_t pos)
 {
     size_t k;
@@ -1242,7 +1255,7 @@ static int word_char_before(const char *s, size_t pos)
     while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
         k--;
     coli__utf8_decode(s + k, pos - k, &cp, &len);
-    return (coli__uni_class(cp) & (COLI_UNI_L | COLI_UNI_N)) != 0;
+    return (coli__uni_class(cp) & COLI_UNI_W) != 0;
 }
 
 static int word_char_at(const char *s, size_t n, size_t pos)
@@ -1252,7 +1265,7 @@ static int word_char_at(const char *s, size_t n, size_t pos)
     if (pos >= n)
         return 0;
     coli__utf8_decode(s + pos, n - pos, &cp, &len);
-    return (coli__uni_class(cp) & (COLI_UNI_L | COLI_UNI_N)) != 0;
+    return (coli__uni_class(cp) & COLI_UNI_W) != 0;
 }
 
 typedef struct seg {
@@ -1560,7 +1573,8 @@ static int decode_cps(scratch *sc, const char *s, size_t n, size_t *n_cp)
     while (i < n) {
         size_t len;
         coli__utf8_decode(s + i, n - i, &sc->cps[k], &len);
-        sc->cls[k] = (unsigned char)coli__uni_class(sc->cps[k]);
+        sc->cls[k] =
+            (unsigned char)(coli__uni_class(sc->cps[k]) & (COLI_UNI_L | COLI_UNI_N | COLI_UNI_S));
         sc->offs[k] = i;
         i += len;
         k++;
@@ -1570,10 +1584,11 @@ static int decode_cps(scratch *sc, const char *s, size_t n, size_t *n_cp)
     return 0;
 }
 
+#define CLS_LNS (COLI_UNI_L | COLI_UNI_N | COLI_UNI_S)
 #define IS_L(i) (cls[i] & COLI_UNI_L)
 #define IS_N(i) (cls[i] & COLI_UNI_N)
 #define IS_S(i) (cls[i] & COLI_UNI_S)
-#define IS_O(i) (cls[i] == 0)
+#define IS_O(i) ((cls[i] & CLS_LNS) == 0)
 
 static size_t run_of(const unsigned char *cls, size_t i, size_t n, unsigned bit)
 {

@@ -138,12 +138,12 @@ unsigned coli__uni_class(uint32_t cp)
 {
     const coli__uni_range *r;
     if (cp < 128) {
-        if (cp >= 'a' && cp <= 'z')
-            return COLI_UNI_L;
-        if (cp >= 'A' && cp <= 'Z')
-            return COLI_UNI_L;
+        if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z'))
+            return COLI_UNI_L | COLI_UNI_W;
         if (cp >= '0' && cp <= '9')
-            return COLI_UNI_N;
+            return COLI_UNI_N | COLI_UNI_W;
+        if (cp == '_')
+            return COLI_UNI_W;
         if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D))
             return COLI_UNI_S;
         return 0;

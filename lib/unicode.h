@@ -12,6 +12,7 @@
 #define COLI_UNI_L 1u /* general category L*: regex \p{L} */
 #define COLI_UNI_N 2u /* general category N*: regex \p{N} */
 #define COLI_UNI_S 4u /* White_Space: regex \s, Rust char::is_whitespace */
+#define COLI_UNI_W 8u /* regex \w: L, M, Nd, Nl, Pc, Join_Control, other alphabetics */
 
 #define COLI_UNI_REPLACEMENT 0xFFFDu
 
@@ -40,7 +41,7 @@ unsigned coli__uni_ccc(uint32_t cp);
  * memory ran out or s is not valid UTF-8 (*out is then NULL). */
 int coli__uni_nfc(const char *s, size_t n, char **out, size_t *out_len);
 
-/* The Unicode version of the tables ("14.0.0"). */
+/* The Unicode version of the tables ("15.1.0"). */
 const char *coli__uni_version(void);
 
 #endif

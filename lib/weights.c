@@ -145,6 +145,7 @@ static coli_status load_vec(loader *L, float **out, const char *name, int n)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory copying tensor '%s'", name);
     coli__mat_row(&m, 0, p);
     *out = p;
+    L->w->bytes += (uint64_t)n * sizeof(float);
     L->w->n_params_total += n;
     L->w->n_params_active += n;
     return COLI_OK;

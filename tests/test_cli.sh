@@ -374,6 +374,17 @@ check_tokenize() {
 				fail "$arch tokenize case $k: got '$got', want '$want'"
 			fi
 		fi
+		# The default adds the special tokens (tok_ids_special).
+		want_sp=$(awk -v k="$k" '$1 == "tok_ids_special" && $2 == k { s = ""; for (i = 4; i <= NF; i++) s = s (i > 4 ? " " : "") $i; print s; exit }' "$ref")
+		if [ "$ncase" -lt 3 ] && [ -n "$want_sp" ] &&
+			run 0 "$arch tokenize case $k (special)" "$COLI" tokenize --model "$model" --text="$text"; then
+			got=$(cat "$out")
+			if [ "$got" = "$want_sp" ]; then
+				pass "$arch tokenize case $k with special tokens"
+			else
+				fail "$arch tokenize case $k with special tokens: got '$got', want '$want_sp'"
+			fi
+		fi
 		ncase=$((ncase + 1))
 		[ "$ncase" -ge 12 ] && break
 	done <"$tmp/cases"
@@ -475,6 +486,10 @@ if run 1 "logits with an out-of-range id" "$COLI" logits --model "$q" --prompt-i
 fi
 
 # info: the numbers of config.json.
+config_int() {
+	tr ',{}' '\n' <"$q/config.json" |
+		sed -n "s/^[[:space:]]*\"$1\"[[:space:]]*:[[:space:]]*\\([0-9][0-9]*\\).*/\\1/p" | head -n 1
+}
 if run 0 "info --format json" "$COLI" info --model "$q" --format json; then
 	if json_valid <"$out"; then
 		ok=1
@@ -483,7 +498,10 @@ if run 0 "info --format json" "$COLI" info --model "$q" --format json; then
 			num_experts_per_tok:n_experts_active moe_intermediate_size:moe_intermediate_size; do
 			ck=${key%%:*}
 			ik=${key#*:}
-			want=$(tr ',{}' '\n' <"$q/config.json" | sed -n "s/^[[:space:]]*\"$ck\"[[:space:]]*:[[:space:]]*\\([0-9][0-9]*\\).*/\\1/p" | head -n 1)
+			want=$(config_int "$ck")
+			if [ -z "$want" ] && [ "$ck" = num_experts ]; then
+				want=$(config_int num_local_experts)
+			fi
 			got=$(json_int "$out" "$ik")
 			if [ -z "$want" ] || [ "$want" != "$got" ]; then
 				ok=0

@@ -705,7 +705,7 @@ static int cmd_generate(const args *a)
     size_t n_prompt = 0, n_out = 0;
     int64_t max_tokens = 64, top_k = 40;
     double temperature = 0.8, top_p = 0.95;
-    uint64_t seed;
+    uint64_t seed = 0;
     int json, rc;
     coli_status st;
 

@@ -8,7 +8,9 @@ It holds, as sorted arrays searched with binary search:
 
   coli__uni_class_ranges  {lo, hi, class}: class is a bit set of
                           COLI_UNI_L (general category L*), COLI_UNI_N (N*),
-                          COLI_UNI_S (White_Space, i.e. regex \\s).
+                          COLI_UNI_S (White_Space, i.e. regex \\s),
+                          COLI_UNI_W (Unicode regex \\w: what the tokenizers
+                          crate calls a word character for single_word).
   coli__uni_ccc_ranges    {lo, hi, ccc}: canonical combining class != 0.
   coli__uni_decomp        {cp, first, second}: one level of canonical
                           decomposition (second = 0 for singletons); Hangul
@@ -16,6 +18,10 @@ It holds, as sorted arrays searched with binary search:
   coli__uni_comp          {first, second, composite}: primary composites
                           (canonical pairs not excluded from composition),
                           sorted by (first, second).
+
+Run it with the newest Python at hand: the Unicode version of its
+unicodedata (recorded in the header) should be as close as possible to the
+one of the Rust tokenizers crate (Unicode 16 in 2025).
 """
 import sys
 import unicodedata
@@ -27,7 +33,14 @@ SBASE, SCOUNT = 0xAC00, 11172
 # equals the separators Zs/Zl/Zp plus these controls.
 WS_CONTROLS = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x85}
 
-L_BIT, N_BIT, S_BIT = 1, 2, 4
+# Other_Alphabetic code points outside the marks (PropList.txt): circled,
+# squared and negative circled/squared Latin letters. With L, M, Nd, Nl, Pc
+# and Join_Control they make up \\w (UTS #18 Annex C).
+OTHER_ALPHABETIC_SO = [(0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169),
+                       (0x1F170, 0x1F189)]
+JOIN_CONTROL = {0x200C, 0x200D}
+
+L_BIT, N_BIT, S_BIT, W_BIT = 1, 2, 4, 8
 
 
 def char_class(cp):
@@ -39,6 +52,9 @@ def char_class(cp):
         c |= N_BIT
     if cp in WS_CONTROLS or cat in ('Zs', 'Zl', 'Zp'):
         c |= S_BIT
+    if (cat[0] in 'LM' or cat in ('Nd', 'Nl', 'Pc') or cp in JOIN_CONTROL or
+            any(lo <= cp <= hi for lo, hi in OTHER_ALPHABETIC_SO)):
+        c |= W_BIT
     return c
 
 
