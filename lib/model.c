@@ -206,7 +206,9 @@ COLI_API coli_status coli_tokenize(coli_model *m, const char *text, size_t len, 
     coli_status st = coli__tok_encode(m->tok, text ? text : "", len, add_special, &v, &m->err);
     if (st == COLI_OK) {
         *n_ids = v.n;
-        memcpy(ids, v.v, (v.n < cap ? v.n : cap) * sizeof *ids);
+        size_t k = v.n < cap ? v.n : cap;
+        if (k > 0)
+            memcpy(ids, v.v, k * sizeof *ids);
         if (v.n > cap)
             st = coli__fail(&m->err, COLI_ENOSPC, "coli_tokenize: %zu ids do not fit in %zu", v.n, cap);
     }
@@ -226,7 +228,8 @@ COLI_API coli_status coli_detokenize(coli_model *m, const int32_t *ids, size_t n
         *len = b.n;
         if (cap > 0) {
             size_t k = b.n < cap ? b.n : cap;
-            memcpy(buf, b.p ? b.p : "", k);
+            if (k > 0)
+                memcpy(buf, b.p, k);
             if (k < cap)
                 buf[k] = '\0';
         }

@@ -228,7 +228,8 @@ coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const 
     COLI_TRY(load_vec(&L, &w->final_norm, "model.norm.weight", H));
     if (cfg->tie_embeddings && !coli__st_find(ts, "lm_head.weight")) {
         w->lm_head = w->embed;
-        w->n_params_active += (int64_t)V * H;
+        /* The output layer reads the whole matrix, the embedding row included. */
+        w->n_params_active += (int64_t)V * H - H;
     } else {
         COLI_TRY(load_mat(&L, &w->lm_head, "lm_head.weight", V, H, 1));
     }
