@@ -178,6 +178,38 @@ COLI_API coli_status coli_model_get_info(const coli_model *m, coli_model_info *i
     return COLI_OK;
 }
 
+COLI_API coli_status coli_model_weight_bytes(const coli_model *m, coli_weight_format fmt, uint64_t *total,
+                                             uint64_t *active)
+{
+    COLI_TRY(usable(m));
+    const coli__weights *w = &m->w;
+    uint64_t vt = 4 * (uint64_t)w->n_vec_params, va = 4 * (uint64_t)w->n_vec_active;
+    uint64_t mt = (uint64_t)(w->n_params_total - w->n_vec_params);
+    uint64_t ma = (uint64_t)(w->n_params_active - w->n_vec_active);
+    uint64_t t, a;
+    switch (fmt) {
+    case COLI_WEIGHTS_AUTO:
+        t = w->stored_bytes + vt;
+        a = w->stored_active_bytes + va;
+        break;
+    case COLI_WEIGHTS_F32:
+        t = 4 * mt + vt;
+        a = 4 * ma + va;
+        break;
+    case COLI_WEIGHTS_BF16:
+        t = 2 * mt + vt;
+        a = 2 * ma + va;
+        break;
+    default:
+        return COLI_EINVAL;
+    }
+    if (total)
+        *total = t;
+    if (active)
+        *active = a;
+    return COLI_OK;
+}
+
 COLI_API int coli_model_is_eos(const coli_model *m, int32_t id)
 {
     if (usable(m) != COLI_OK)

@@ -28,8 +28,12 @@ typedef struct coli__weights {
     coli__layer *layers;
     void **owned;                    /* allocations made while loading */
     size_t n_owned, cap_owned;
-    uint64_t bytes;                  /* bytes of matrices as held */
+    uint64_t bytes;                  /* bytes of weights as held, norms included */
     int64_t n_params_total, n_params_active;
+    /* For coli_model_weight_bytes: parameters of norm vectors (always f32)
+     * and bytes of the matrices in the checkpoint's own dtypes. */
+    int64_t n_vec_params, n_vec_active;
+    uint64_t stored_bytes, stored_active_bytes;
     int n_f32, n_bf16, n_f16;        /* matrices held in each dtype */
 } coli__weights;
 

@@ -124,9 +124,12 @@ static coli_status load_mat(loader *L, coli__mat *m, const char *name, int rows,
     }
     coli__weights *w = L->w;
     w->bytes += n * (m->dt == COLI_DT_F32 ? 4 : 2);
+    w->stored_bytes += t->nbytes;
     w->n_params_total += (int64_t)n;
-    if (active)
+    if (active) {
         w->n_params_active += (int64_t)n;
+        w->stored_active_bytes += t->nbytes;
+    }
     w->n_f32 += m->dt == COLI_DT_F32;
     w->n_bf16 += m->dt == COLI_DT_BF16;
     w->n_f16 += m->dt == COLI_DT_F16;
@@ -148,6 +151,8 @@ static coli_status load_vec(loader *L, float **out, const char *name, int n)
     L->w->bytes += (uint64_t)n * sizeof(float);
     L->w->n_params_total += n;
     L->w->n_params_active += n;
+    L->w->n_vec_params += n;
+    L->w->n_vec_active += n;
     return COLI_OK;
 }
 
@@ -208,6 +213,9 @@ static coli_status load_layer(loader *L, int l)
                           H, I, act));
     }
     L->w->n_params_active += (int64_t)c->top_k * 3 * I * H;
+    /* Experts of one layer share a dtype in every checkpoint we know. */
+    L->w->stored_active_bytes += (uint64_t)c->top_k * 3 * (uint64_t)I * (uint64_t)H *
+                                 coli__dtype_size(coli__st_find(L->ts, name)->dtype);
     return COLI_OK;
 }
 
@@ -223,6 +231,7 @@ coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const 
     COLI_TRY(load_mat(&L, &w->embed, "model.embed_tokens.weight", V, H, 0));
     /* Only one embedding row is read per token. */
     w->n_params_active += H;
+    w->stored_active_bytes += (uint64_t)H * coli__dtype_size(coli__st_find(ts, "model.embed_tokens.weight")->dtype);
     for (int l = 0; l < cfg->n_layers; l++)
         COLI_TRY(load_layer(&L, l));
     COLI_TRY(load_vec(&L, &w->final_norm, "model.norm.weight", H));
@@ -230,6 +239,8 @@ coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const 
         w->lm_head = w->embed;
         /* The output layer reads the whole matrix, the embedding row included. */
         w->n_params_active += (int64_t)V * H - H;
+        w->stored_active_bytes += (uint64_t)(V - 1) * (uint64_t)H *
+                                  coli__dtype_size(coli__st_find(ts, "model.embed_tokens.weight")->dtype);
     } else {
         COLI_TRY(load_mat(&L, &w->lm_head, "lm_head.weight", V, H, 1));
     }

@@ -699,6 +699,24 @@ START_TEST(test_info_f32)
     ck_assert_str_eq(info.weights_name, "f32");
     ck_assert_uint_eq(info.weight_bytes, 4 * (uint64_t)info.n_params_total);
 
+    /* Bytes per format: f32 is 4 bytes a parameter; the fixture is stored in
+     * bf16, so "as stored" equals bf16, and the loaded f32 size is what
+     * weight_bytes reports. bf16 lies between half and all of f32 (norms stay
+     * f32), and the same holds for the bytes read per token. */
+    uint64_t f32_t = 0, f32_a = 0, bf_t = 0, bf_a = 0, st_t = 0, st_a = 0;
+    ck_assert_int_eq(coli_model_weight_bytes(m, COLI_WEIGHTS_F32, &f32_t, &f32_a), COLI_OK);
+    ck_assert_int_eq(coli_model_weight_bytes(m, COLI_WEIGHTS_BF16, &bf_t, &bf_a), COLI_OK);
+    ck_assert_int_eq(coli_model_weight_bytes(m, COLI_WEIGHTS_AUTO, &st_t, &st_a), COLI_OK);
+    ck_assert_uint_eq(f32_t, 4 * (uint64_t)info.n_params_total);
+    ck_assert_uint_eq(f32_a, 4 * (uint64_t)info.n_params_active);
+    ck_assert_uint_eq(f32_t, info.weight_bytes);
+    ck_assert_uint_eq(st_t, bf_t);
+    ck_assert_uint_eq(st_a, bf_a);
+    ck_assert(bf_t > f32_t / 2 && bf_t < f32_t);
+    ck_assert(bf_a > f32_a / 2 && bf_a < f32_a && bf_a < bf_t);
+    ck_assert_int_eq(coli_model_weight_bytes(m, (coli_weight_format)99, &bf_t, NULL), COLI_EINVAL);
+    ck_assert_int_eq(coli_model_weight_bytes(NULL, COLI_WEIGHTS_F32, &bf_t, NULL), COLI_EINVAL);
+
     ck_assert_int_eq(coli_model_get_info(m, NULL), COLI_EINVAL);
     ck_assert_int_eq(coli_model_get_info(NULL, &info), COLI_EINVAL);
 

@@ -769,8 +769,10 @@ static int cmd_generate(const args *a)
     g.stream = !json;
     st = coli_generate(ctx, prompt, n_prompt, (size_t)max_tokens, sampler, on_token, &g, out,
                        (size_t)max_tokens, &n_out);
-    if (g.stream)
+    if (g.stream) {
         fputc('\n', stdout);
+        fflush(stdout); /* before the summary on stderr */
+    }
     if (st != COLI_OK) {
         fflush(stdout);
         runtime_error(st, coli_context_errmsg(ctx));
@@ -1039,6 +1041,37 @@ static const char *weights_label(const coli_model_info *info)
     }
 }
 
+/* Bytes per weight format: what --weights would hold, and read per token. */
+static void print_format_bytes(const coli_model *model)
+{
+    static const struct {
+        coli_weight_format fmt;
+        const char *name;
+    } F[] = {{COLI_WEIGHTS_AUTO, "as stored"}, {COLI_WEIGHTS_F32, "f32"}, {COLI_WEIGHTS_BF16, "bf16"}};
+    for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
+        uint64_t t = 0, act = 0;
+        if (coli_model_weight_bytes(model, F[i].fmt, &t, &act) != COLI_OK)
+            continue;
+        printf("  %-10s        %" PRIu64 " bytes (%.1f MiB), %" PRIu64 " read per token\n", F[i].name, t,
+               (double)t / (1024.0 * 1024.0), act);
+    }
+}
+
+static void json_format_bytes(const coli_model *model)
+{
+    static const struct {
+        coli_weight_format fmt;
+        const char *name;
+    } F[] = {{COLI_WEIGHTS_AUTO, "stored"}, {COLI_WEIGHTS_F32, "f32"}, {COLI_WEIGHTS_BF16, "bf16"}};
+    printf(",\"bytes_per_format\":{");
+    for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
+        uint64_t t = 0, act = 0;
+        coli_model_weight_bytes(model, F[i].fmt, &t, &act);
+        printf("%s\"%s\":{\"total\":%" PRIu64 ",\"active\":%" PRIu64 "}", i ? "," : "", F[i].name, t, act);
+    }
+    printf("}");
+}
+
 static int cmd_info(const args *a)
 {
     model_args m;
@@ -1071,6 +1104,7 @@ static int cmd_info(const args *a)
                info.n_experts_active, info.moe_intermediate_size, info.max_positions,
                info.n_params_total, info.n_params_active, info.weight_bytes);
         json_string(stdout, weights_label(&info), strlen(weights_label(&info)));
+        json_format_bytes(model);
         printf(",\"bos_id\":%" PRId32 ",\"eos_id\":%" PRId32 "}\n", info.bos_id, info.eos_id);
     } else {
         printf("model:              %s\n", m.dir);
@@ -1088,6 +1122,7 @@ static int cmd_info(const args *a)
                info.n_params_total, info.n_params_active);
         printf("weights:            %s, %" PRIu64 " bytes (%.1f MiB)\n", weights_label(&info),
                info.weight_bytes, (double)info.weight_bytes / (1024.0 * 1024.0));
+        print_format_bytes(model);
         if (info.bos_id >= 0)
             printf("bos id:             %" PRId32 "\n", info.bos_id);
         else

@@ -171,6 +171,15 @@ typedef struct coli_model_info {
 } coli_model_info;
 
 COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);
+/*
+ * Bytes the weights take (or would take) in memory when loaded in format
+ * fmt: COLI_WEIGHTS_AUTO gives the checkpoint's own formats. Norm vectors
+ * always count as f32. The active bytes per token follow the same rule for
+ * the parameters in n_params_active. Either output may be NULL.
+ */
+COLI_API coli_status coli_model_weight_bytes(const coli_model *model, coli_weight_format fmt,
+                                             uint64_t *total, uint64_t *active);
+
 /* 1 if id ends generation (any of the eos ids of the model's config files). */
 COLI_API int coli_model_is_eos(const coli_model *model, int32_t id);
 
