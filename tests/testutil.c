@@ -431,3 +431,30 @@ int tu_replace_in_file(const char *dir, const char *file, const char *from, cons
     free(p);
     return rc;
 }
+
+uint16_t tu_f32_to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return (uint16_t)(sign | 0x7e00); /* NaN */
+    if (a >= 0x477ff000u)                 /* rounds to >= 65520: infinity */
+        return (uint16_t)(sign | 0x7c00);
+    if (a < 0x38800000u) {                /* below 2^-14: subnormal or zero */
+        /* value = a_float; in units of 2^-24, rounded to nearest even */
+        float av;
+        memcpy(&av, &a, sizeof av);
+        float units = av * 16777216.0f; /* exact: power-of-two scaling */
+        uint32_t q = (uint32_t)units;
+        float rem = units - (float)q;
+        if (rem > 0.5f || (rem == 0.5f && (q & 1)))
+            q++;
+        return (uint16_t)(sign | q);
+    }
+    /* normal: rebias exponent, round mantissa from 23 to 10 bits */
+    uint32_t r = a - 0x38000000u;  /* exponent 127 -> 15 */
+    uint32_t m = r + 0xfffu + ((r >> 13) & 1);
+    return (uint16_t)(sign | (m >> 13));
+}

@@ -65,5 +65,8 @@ int tu_st_write_raw_len(const char *path, uint64_t header_len, const char *heade
 uint16_t tu_f32_to_bf16(float f);
 /* bfloat16 -> float (exact). */
 float tu_bf16_to_f32(uint16_t h);
+/* float -> IEEE half, rounding to nearest even, with subnormals, overflow
+ * to infinity and NaN kept. */
+uint16_t tu_f32_to_f16(float f);
 
 #endif
