@@ -61,6 +61,7 @@ void coli__opts_default(coli__opts *o)
     o->threads = 0;
     o->context = 0;
     o->mem_budget_mb = 0;
+    o->q4_group = 32;
     o->log.max_level = COLI_LOG_WARN;
 }
 
@@ -87,7 +88,11 @@ COLI_API coli_status coli_option_bounds(coli_option opt, int64_t *min, int64_t *
     switch (opt) {
     case COLI_OPT_WEIGHTS:
         lo = COLI_WEIGHTS_AUTO;
-        hi = COLI_WEIGHTS_BF16;
+        hi = COLI_WEIGHTS_Q2;
+        break;
+    case COLI_OPT_Q4_GROUP:
+        lo = 32;
+        hi = 128;
         break;
     case COLI_OPT_THREADS:
         lo = 0;
@@ -122,6 +127,8 @@ static int64_t *opt_slot(coli__opts *o, coli_option opt)
         return &o->context;
     case COLI_OPT_MEM_BUDGET_MB:
         return &o->mem_budget_mb;
+    case COLI_OPT_Q4_GROUP:
+        return &o->q4_group;
     }
     return NULL;
 }
@@ -132,6 +139,8 @@ COLI_API coli_status coli_options_set(coli_options *opts, coli_option opt, int64
     if (!opts || coli_option_bounds(opt, &lo, &hi) != COLI_OK)
         return COLI_EINVAL;
     if (value < lo || value > hi)
+        return COLI_ERANGE;
+    if (opt == COLI_OPT_Q4_GROUP && value != 32 && value != 64 && value != 128)
         return COLI_ERANGE;
     *opt_slot(&opts->o, opt) = value;
     return COLI_OK;

@@ -43,6 +43,10 @@ COLI_API coli_status coli_context_create(coli_model *m, const coli_options *opts
     int64_t n_ctx = c->opts.context;
     if (n_ctx <= 0)
         n_ctx = m->cfg.max_pos < 4096 ? m->cfg.max_pos : 4096;
+    if (n_ctx > m->cfg.max_pos)
+        coli__log(&m->opts.log, COLI_LOG_WARN,
+                  "option context: %lld positions exceed the model's max_position_embeddings (%d)",
+                  (long long)n_ctx, m->cfg.max_pos);
     coli_status st = coli__pool_create((int)c->opts.threads, &c->pool, &m->err);
     if (st == COLI_OK)
         st = coli__kv_init(&c->kv, &m->cfg, (int)n_ctx, &m->err);
@@ -99,8 +103,9 @@ COLI_API coli_status coli_eval(coli_context *c, const int32_t *tokens, size_t n)
                                       "coli_eval: %zu tokens at position %zu exceed the context of %d positions",
                                       n, c->pos, c->kv.n_ctx));
     double t0 = now_s();
+    uint64_t read = 0;
     coli_status st = coli__forward(c->m, &c->kv, &c->scratch, c->pool, tokens, (int)n, (int)c->pos,
-                                   c->logits, &c->err);
+                                   c->logits, &read, &c->err);
     double dt = now_s() - t0;
     if (st != COLI_OK) {
         /* Positions written partly are forgotten; earlier ones stay valid. */
@@ -115,6 +120,7 @@ COLI_API coli_status coli_eval(coli_context *c, const int32_t *tokens, size_t n)
     } else {
         c->stats.decode_tokens += n;
         c->stats.decode_seconds += dt;
+        c->stats.decode_weight_bytes += read;
     }
     return COLI_OK;
 }

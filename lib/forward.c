@@ -128,7 +128,15 @@ static void attn_task(void *arg, int64_t b, int64_t e, int thread)
 typedef struct bufs {
     float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *rl, *xe, *ye, *scores, *wts;
     int *sel, *rows;
+    uint64_t read; /* weight bytes read by this pass */
 } bufs;
+
+/* A product that also counts the weight bytes it reads. */
+static coli_status mm(coli__pool *pool, const coli__mat *w, const float *x, int n, float *y, bufs *b)
+{
+    b->read += coli__mat_bytes(w);
+    return coli__matmul(pool, w, x, n, y);
+}
 
 static coli_status grab(coli__scratch *s, size_t floats, coli__err *err)
 {
@@ -191,7 +199,7 @@ static void topk(const float *prob, int n, int k, int *sel, float *w)
 static coli_status moe(const coli__config *c, const coli__layer *ly, coli__pool *pool, bufs *b, int S)
 {
     const int H = c->hidden, E = c->n_experts, K = c->top_k, I = c->moe_inter;
-    COLI_TRY(coli__matmul(pool, &ly->router, b->xn, S, b->rl));
+    COLI_TRY(mm(pool, &ly->router, b->xn, S, b->rl, b));
     for (int t = 0; t < S; t++) {
         float *rl = b->rl + (size_t)t * E;
         float mx = -INFINITY, sum = 0;
@@ -227,11 +235,11 @@ static coli_status moe(const coli__config *c, const coli__layer *ly, coli__pool 
                 }
         if (n == 0)
             continue;
-        COLI_TRY(coli__matmul(pool, &ly->e_gate[e], b->xe, n, b->g));
-        COLI_TRY(coli__matmul(pool, &ly->e_up[e], b->xe, n, b->u));
+        COLI_TRY(mm(pool, &ly->e_gate[e], b->xe, n, b->g, b));
+        COLI_TRY(mm(pool, &ly->e_up[e], b->xe, n, b->u, b));
         for (size_t i = 0; i < (size_t)n * I; i++)
             b->g[i] = silu(b->g[i]) * b->u[i];
-        COLI_TRY(coli__matmul(pool, &ly->e_down[e], b->g, n, b->ye));
+        COLI_TRY(mm(pool, &ly->e_down[e], b->g, n, b->ye, b));
         for (int r = 0; r < n; r++) {
             int t = b->rows[r] / K;
             coli__axpy(b->o + (size_t)t * H, b->wts[b->rows[r]], b->ye + (size_t)r * H, H);
@@ -242,11 +250,11 @@ static coli_status moe(const coli__config *c, const coli__layer *ly, coli__pool 
 
 static coli_status dense(const coli__config *c, const coli__layer *ly, coli__pool *pool, bufs *b, int S)
 {
-    COLI_TRY(coli__matmul(pool, &ly->gate, b->xn, S, b->g));
-    COLI_TRY(coli__matmul(pool, &ly->up, b->xn, S, b->u));
+    COLI_TRY(mm(pool, &ly->gate, b->xn, S, b->g, b));
+    COLI_TRY(mm(pool, &ly->up, b->xn, S, b->u, b));
     for (size_t i = 0; i < (size_t)S * c->inter; i++)
         b->g[i] = silu(b->g[i]) * b->u[i];
-    return coli__matmul(pool, &ly->down, b->g, S, b->o);
+    return mm(pool, &ly->down, b->g, S, b->o, b);
 }
 
 static coli_status layer(const coli__config *c, const coli__layer *ly, int l, coli__kv *kv,
@@ -256,9 +264,9 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
     const int QD = nh * hd, KVD = nkv * hd;
     for (int t = 0; t < S; t++)
         rmsnorm(b->xn + (size_t)t * H, b->x + (size_t)t * H, ly->attn_norm, H, c->rms_eps);
-    COLI_TRY(coli__matmul(pool, &ly->wq, b->xn, S, b->q));
-    COLI_TRY(coli__matmul(pool, &ly->wk, b->xn, S, b->k));
-    COLI_TRY(coli__matmul(pool, &ly->wv, b->xn, S, b->v));
+    COLI_TRY(mm(pool, &ly->wq, b->xn, S, b->q, b));
+    COLI_TRY(mm(pool, &ly->wk, b->xn, S, b->k, b));
+    COLI_TRY(mm(pool, &ly->wv, b->xn, S, b->v, b));
     for (int t = 0; t < S; t++) {
         float *q = b->q + (size_t)t * QD, *k = b->k + (size_t)t * KVD, *v = b->v + (size_t)t * KVD;
         if (c->qk_norm == COLI_QK_NORM_FULL) {
@@ -290,7 +298,7 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
     attn_job aj = {c, b->q, b->att, kv->k + (size_t)l * kv->n_ctx * KVD, kv->v + (size_t)l * kv->n_ctx * KVD,
                    KVD, pos0, S, b->scores, kv->n_ctx};
     coli__pool_run(pool, (int64_t)S * nh, 1, attn_task, &aj);
-    COLI_TRY(coli__matmul(pool, &ly->wo, b->att, S, b->o));
+    COLI_TRY(mm(pool, &ly->wo, b->att, S, b->o, b));
     for (size_t i = 0; i < (size_t)S * H; i++)
         b->x[i] += b->o[i];
 
@@ -303,8 +311,10 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
 }
 
 coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
-                          const int32_t *tokens, int n, int pos0, float *logits, coli__err *err)
+                          const int32_t *tokens, int n, int pos0, float *logits, uint64_t *bytes_read,
+                          coli__err *err)
 {
+    uint64_t read = 0;
     const coli__config *c = &m->cfg;
     const coli__weights *w = &m->w;
     const int H = c->hidden;
@@ -312,6 +322,7 @@ coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratc
         int S = n - done < CHUNK ? n - done : CHUNK;
         bufs b;
         COLI_TRY(layout(c, s, S, kv->n_ctx, coli__pool_size(pool), &b, err));
+        b.read = 4 * (uint64_t)w->n_vec_params + (uint64_t)S * (coli__mat_bytes(&w->embed) / (uint64_t)c->vocab);
         for (int t = 0; t < S; t++)
             coli__mat_row(&w->embed, tokens[done + t], b.x + (size_t)t * H);
         for (int l = 0; l < c->n_layers; l++) {
@@ -323,8 +334,11 @@ coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratc
         if (done == n) {
             float *last = b.x + (size_t)(S - 1) * H;
             rmsnorm(b.xn, last, w->final_norm, H, c->rms_eps);
-            COLI_TRY(coli__matmul(pool, &w->lm_head, b.xn, 1, logits));
+            COLI_TRY(mm(pool, &w->lm_head, b.xn, 1, logits, &b));
         }
+        read += b.read;
     }
+    if (bytes_read)
+        *bytes_read = read;
     return COLI_OK;
 }

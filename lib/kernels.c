@@ -204,10 +204,34 @@ void coli__axpy(float *y, float a, const float *x, int n)
         y[i] += a * x[i];
 }
 
+uint64_t coli__mat_bytes(const coli__mat *w)
+{
+    switch (w->dt) {
+    case COLI_DT_F32:
+        return (uint64_t)w->rows * (uint64_t)w->cols * 4;
+    case COLI_DT_Q8:
+    case COLI_DT_Q4:
+    case COLI_DT_Q2:
+        return coli__q_matrix_bytes(w->dt, w->q.group, w->rows, w->cols);
+    default:
+        return (uint64_t)w->rows * (uint64_t)w->cols * 2;
+    }
+}
+
+const char *coli__qkernels_name(void)
+{
+    return coli__q_kernels_best()->name;
+}
+
 void coli__mat_row(const coli__mat *w, int r, float *out)
 {
     size_t off = (size_t)r * (size_t)w->cols;
     switch (w->dt) {
+    case COLI_DT_Q8:
+    case COLI_DT_Q4:
+    case COLI_DT_Q2:
+        coli__q_dequantize_row(&w->q, r, out);
+        break;
     case COLI_DT_F32:
         memcpy(out, (const float *)w->data + off, (size_t)w->cols * sizeof(float));
         break;
@@ -271,11 +295,57 @@ static void mm_task(void *arg, int64_t b, int64_t e, int thread)
     }
 }
 
+typedef struct qmm_job {
+    const coli__qmat *w;
+    const coli__qkernels *k;
+    int n_tok;
+    const int8_t *p;
+    const float *s;
+    const int32_t *psum;
+    float *y;
+} qmm_job;
+
+static void qmm_task(void *arg, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    qmm_job *j = arg;
+    j->k->gemm(j->w, (int)b, (int)e, j->n_tok, j->p, j->s, j->psum, j->y, (size_t)j->w->rows);
+}
+
+/* Quantized weights: the activations of every token are quantized once
+ * (docs/formats.md), then rows are split between threads. */
+static coli_status qmatmul(coli__pool *pool, const coli__mat *w, const float *x, int n_tok, float *y)
+{
+    const int cols = w->cols, ng = cols / COLI_QK;
+    size_t np = (size_t)n_tok * (size_t)cols, ns = (size_t)n_tok * (size_t)ng;
+    /* one allocation: scales and sums first keeps them 4-byte aligned */
+    char *buf = malloc(ns * (sizeof(float) + sizeof(int32_t)) + np);
+    if (!buf)
+        return COLI_ENOMEM;
+    float *s = (float *)buf;
+    int32_t *psum = (int32_t *)(buf + ns * sizeof(float));
+    int8_t *p = (int8_t *)(buf + ns * (sizeof(float) + sizeof(int32_t)));
+    for (int t = 0; t < n_tok; t++)
+        coli__q_quantize_act(x + (size_t)t * cols, cols, p + (size_t)t * cols, s + (size_t)t * ng,
+                             psum + (size_t)t * ng);
+    qmm_job j = {&w->q, coli__q_kernels_best(), n_tok, p, s, psum, y};
+    /* Chunks of 16 rows keep threads' outputs on separate cache lines. */
+    int64_t per_thread = (w->rows + coli__pool_size(pool) - 1) / coli__pool_size(pool);
+    int64_t grain = 16;
+    if (grain > per_thread)
+        grain = per_thread > 0 ? per_thread : 1;
+    coli__pool_run(pool, w->rows, grain, qmm_task, &j);
+    free(buf);
+    return COLI_OK;
+}
+
 coli_status coli__matmul(coli__pool *pool, const coli__mat *w, const float *x, int n_tok, float *y)
 {
     init_kernels();
     if (n_tok <= 0 || w->rows <= 0)
         return COLI_OK;
+    if (w->dt == COLI_DT_Q8 || w->dt == COLI_DT_Q4 || w->dt == COLI_DT_Q2)
+        return qmatmul(pool, w, x, n_tok, y);
     mm_job j = {w, x, y, n_tok, NULL};
     if (n_tok > 1 && w->dt != COLI_DT_F32) {
         j.scratch = malloc((size_t)coli__pool_size(pool) * (size_t)w->cols * sizeof(float));

@@ -9,19 +9,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quant.h"
 #include "safetensors.h"
 #include "threadpool.h"
 
 typedef struct coli__mat {
     int rows, cols;
-    coli__dtype dt;   /* COLI_DT_F32, COLI_DT_BF16 or COLI_DT_F16 */
-    const void *data;
+    coli__dtype dt;   /* COLI_DT_F32, BF16, F16, or a quantized type */
+    const void *data; /* float formats: the row-major values */
+    coli__qmat q;     /* quantized formats: the arrays of docs/formats.md */
 } coli__mat;
+
+/* Bytes a product with w reads (the whole matrix). */
+uint64_t coli__mat_bytes(const coli__mat *w);
 
 float coli__bf16_to_f32(uint16_t v);
 float coli__f16_to_f32(uint16_t v);
 
-/* Widens row r of w into out[cols]. */
+/* Widens (or dequantizes) row r of w into out[cols]. */
 void coli__mat_row(const coli__mat *w, int r, float *out);
 
 /* y[t*rows + o] = sum_i w[o,i] * x[t*cols + i] for t < n_tok.
@@ -34,7 +39,9 @@ float coli__dot_f32(const float *a, const float *b, int n);
 /* y += a * x */
 void coli__axpy(float *y, float a, const float *x, int n);
 
-/* Name of the SIMD path in use ("avx2" or "scalar"). */
+/* Name of the SIMD path in use for float formats ("avx2" or "scalar") and
+ * for quantized ones ("avx512vnni", "avx2" or "scalar"). */
 const char *coli__kernels_name(void);
+const char *coli__qkernels_name(void);
 
 #endif

@@ -1,4 +1,5 @@
 /* model.c - opening a model directory, model info, tokenizer calls. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -41,6 +42,36 @@ static coli_status eos_from_tokenizer_config(coli_model *m)
     return COLI_OK;
 }
 
+static const char *dt_name(coli__dtype dt)
+{
+    static const char *const names[] = {"f32", "f16", "bf16", "?", "q8", "q4", "q2"};
+    return dt <= COLI_DT_Q2 ? names[dt] : "?";
+}
+
+/* Which format each kind of matrix ended up in (layer 0 speaks for all). */
+static void describe_weights(coli_model *m)
+{
+    const coli__weights *w = &m->w;
+    const coli__layer *ly = &w->layers[0];
+    int moe = -1, dense = -1;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        if (m->w.layers[l].is_moe && moe < 0)
+            moe = l;
+        if (!m->w.layers[l].is_moe && dense < 0)
+            dense = l;
+    }
+    size_t n = (size_t)snprintf(m->weights_detail, sizeof m->weights_detail, "attention %s", dt_name(ly->wq.dt));
+    if (moe >= 0 && n < sizeof m->weights_detail)
+        n += (size_t)snprintf(m->weights_detail + n, sizeof m->weights_detail - n, ", experts %s, router %s",
+                              dt_name(w->layers[moe].e_gate[0].dt), dt_name(w->layers[moe].router.dt));
+    if (dense >= 0 && n < sizeof m->weights_detail)
+        n += (size_t)snprintf(m->weights_detail + n, sizeof m->weights_detail - n, ", dense mlp %s",
+                              dt_name(w->layers[dense].gate.dt));
+    if (n < sizeof m->weights_detail)
+        snprintf(m->weights_detail + n, sizeof m->weights_detail - n, ", embedding %s, output %s, norms f32",
+                 dt_name(w->embed.dt), dt_name(w->lm_head.dt));
+}
+
 static coli_status open_model(coli_model *m, const char *dir)
 {
     struct stat sb;
@@ -52,7 +83,8 @@ static coli_status open_model(coli_model *m, const char *dir)
     COLI_TRY(coli__st_open_dir(dir, &m->ts, &m->err));
 
     m->wfmt = (coli_weight_format)m->opts.weights;
-    COLI_TRY(coli__weights_load(&m->w, &m->cfg, m->ts, m->wfmt, &m->err));
+    COLI_TRY(coli__weights_load(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, &m->err));
+    describe_weights(m);
 
     char *tpath = coli__path_join(dir, "tokenizer.json");
     if (!tpath)
@@ -159,20 +191,19 @@ COLI_API coli_status coli_model_get_info(const coli_model *m, coli_model_info *i
     info->n_params_total = m->w.n_params_total;
     info->n_params_active = m->w.n_params_active;
     info->weight_bytes = m->w.bytes;
-    int kinds = (m->w.n_f32 > 0) + (m->w.n_bf16 > 0) + (m->w.n_f16 > 0);
-    if (kinds > 1) {
-        info->weights = COLI_WEIGHTS_AUTO;
-        info->weights_name = "mixed";
-    } else if (m->w.n_f32) {
-        info->weights = COLI_WEIGHTS_F32;
-        info->weights_name = "f32";
-    } else if (m->w.n_bf16) {
-        info->weights = COLI_WEIGHTS_BF16;
-        info->weights_name = "bf16";
-    } else {
-        info->weights = COLI_WEIGHTS_AUTO;
-        info->weights_name = "f16";
+    /* The format asked for; AUTO resolves to the checkpoint's one format. */
+    static const char *const names[] = {"auto", "f32", "bf16", "q8", "q4", "q2"};
+    const int *n = m->w.n_by_dt;
+    info->weights = m->wfmt;
+    info->weights_name = names[m->wfmt];
+    if (m->wfmt == COLI_WEIGHTS_AUTO) {
+        int kinds = (n[COLI_DT_F32] > 0) + (n[COLI_DT_BF16] > 0) + (n[COLI_DT_F16] > 0);
+        info->weights_name = kinds > 1 ? "mixed" : n[COLI_DT_F32] ? "f32" : n[COLI_DT_BF16] ? "bf16" : "f16";
+        info->weights = kinds > 1 || n[COLI_DT_F16] ? COLI_WEIGHTS_AUTO
+                        : n[COLI_DT_F32]            ? COLI_WEIGHTS_F32
+                                                    : COLI_WEIGHTS_BF16;
     }
+    info->weights_detail = m->weights_detail;
     info->bos_id = c->bos;
     info->eos_id = c->n_eos > 0 ? c->eos[0] : -1;
     return COLI_OK;
@@ -182,27 +213,10 @@ COLI_API coli_status coli_model_weight_bytes(const coli_model *m, coli_weight_fo
                                              uint64_t *active)
 {
     COLI_TRY(usable(m));
-    const coli__weights *w = &m->w;
-    uint64_t vt = 4 * (uint64_t)w->n_vec_params, va = 4 * (uint64_t)w->n_vec_active;
-    uint64_t mt = (uint64_t)(w->n_params_total - w->n_vec_params);
-    uint64_t ma = (uint64_t)(w->n_params_active - w->n_vec_active);
-    uint64_t t, a;
-    switch (fmt) {
-    case COLI_WEIGHTS_AUTO:
-        t = w->stored_bytes + vt;
-        a = w->stored_active_bytes + va;
-        break;
-    case COLI_WEIGHTS_F32:
-        t = 4 * mt + vt;
-        a = 4 * ma + va;
-        break;
-    case COLI_WEIGHTS_BF16:
-        t = 2 * mt + vt;
-        a = 2 * ma + va;
-        break;
-    default:
+    if (fmt < COLI_WEIGHTS_AUTO || fmt > COLI_WEIGHTS_Q2)
         return COLI_EINVAL;
-    }
+    uint64_t t, a;
+    coli__weights_bytes(&m->w, &m->cfg, fmt, (int)m->opts.q4_group, &t, &a);
     if (total)
         *total = t;
     if (active)

@@ -21,6 +21,27 @@ typedef struct coli__layer {
     coli__mat *e_gate, *e_up, *e_down; /* n_experts each */
 } coli__layer;
 
+/* How a matrix is treated by the quantized load formats (docs/formats.md). */
+typedef enum coli__mat_kind {
+    COLI_MAT_BIG = 0,  /* attention, dense MLP, experts: the chosen format */
+    COLI_MAT_OUT = 1,  /* output projection: q8 under any quantized format */
+    COLI_MAT_KEEP = 2  /* router, embedding: as stored */
+} coli__mat_kind;
+
+/* How much of a matrix one token reads. */
+typedef enum coli__mat_role {
+    COLI_ROLE_DENSE = 0,   /* all of it */
+    COLI_ROLE_EXPERT = 1,  /* top_k of n_experts such matrices */
+    COLI_ROLE_EMBED = 2,   /* one row */
+    COLI_ROLE_TIED_OUT = 3 /* the tied output projection (no tensor of its own) */
+} coli__mat_role;
+
+/* One matrix of the checkpoint, for sizing it in any format. */
+typedef struct coli__matrec {
+    int rows, cols;
+    uint8_t kind, stored_size, role;
+} coli__matrec;
+
 typedef struct coli__weights {
     coli__mat embed;                 /* [vocab, hidden] */
     coli__mat lm_head;               /* [vocab, hidden]; the embedding when tied */
@@ -30,11 +51,10 @@ typedef struct coli__weights {
     size_t n_owned, cap_owned;
     uint64_t bytes;                  /* bytes of weights as held, norms included */
     int64_t n_params_total, n_params_active;
-    /* For coli_model_weight_bytes: parameters of norm vectors (always f32)
-     * and bytes of the matrices in the checkpoint's own dtypes. */
-    int64_t n_vec_params, n_vec_active;
-    uint64_t stored_bytes, stored_active_bytes;
-    int n_f32, n_bf16, n_f16;        /* matrices held in each dtype */
+    int64_t n_vec_params;            /* norm vectors: always f32 */
+    coli__matrec *recs;              /* every matrix, for coli__weights_bytes */
+    size_t n_recs, cap_recs;
+    int n_by_dt[8];                  /* matrices held in each coli__dtype */
 } coli__weights;
 
 /* Options as resolved at open; contexts inherit them. */
@@ -43,6 +63,7 @@ typedef struct coli__opts {
     int64_t threads;
     int64_t context;
     int64_t mem_budget_mb;
+    int64_t q4_group;
     coli__logger log;
 } coli__opts;
 
@@ -60,12 +81,19 @@ struct coli_model {
     coli__tokenizer *tok;
     coli__weights w;
     coli_weight_format wfmt;
+    char weights_detail[192];        /* for coli_model_info */
 };
 
 /* Loads every weight of cfg from ts in format fmt, checking names and shapes. */
 coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
-                               coli_weight_format fmt, coli__err *err);
+                               coli_weight_format fmt, int q4_group, coli__err *err);
 void coli__weights_free(coli__weights *w, const coli__config *cfg);
+/* The in-memory dtype of a matrix of this kind when loaded in fmt. */
+coli__dtype coli__weights_target(coli_weight_format fmt, coli__mat_kind kind, coli__dtype stored, int cols,
+                                 int q4_group);
+/* Bytes all weights would take in fmt, and the bytes one token reads. */
+void coli__weights_bytes(const coli__weights *w, const coli__config *cfg, coli_weight_format fmt, int q4_group,
+                         uint64_t *total, uint64_t *active);
 
 void coli__opts_default(coli__opts *o);
 

@@ -3,8 +3,9 @@
  * Names follow the published checkpoints (model.layers.N.self_attn.q_proj,
  * mlp.experts.E.gate_proj, Mixtral's block_sparse_moe.experts.E.w1/w2/w3).
  * Every shape is checked against config.json before anything is used. In
- * AUTO format matrices point into the mapping (no copy); F32 widens and BF16
- * narrows into owned memory. Norm vectors are always widened to f32. */
+ * AUTO format matrices point into the mapping (no copy); F32 widens, BF16
+ * narrows and Q8/Q4/Q2 quantize into owned memory (docs/formats.md says
+ * which matrices keep their precision). Norm vectors are always f32. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +18,13 @@ typedef struct loader {
     const coli__config *cfg;
     const coli__tensor_set *ts;
     coli_weight_format fmt;
+    int q4_group;
     coli__err *err;
+    float *rowbuf;    /* widening scratch for quantization: QROWS rows */
+    size_t rowbuf_cap;
 } loader;
+
+#define QROWS 64
 
 static void *own(loader *L, size_t bytes)
 {
@@ -31,10 +37,28 @@ static void *own(loader *L, size_t bytes)
         w->owned = p;
         w->cap_owned = cap;
     }
-    void *m = malloc(bytes ? bytes : 1);
-    if (m)
-        w->owned[w->n_owned++] = m;
+    /* 64-byte alignment: whole cache lines for the SIMD kernels */
+    void *m = NULL;
+    if (posix_memalign(&m, 64, bytes ? bytes : 1) != 0)
+        return NULL;
+    w->owned[w->n_owned++] = m;
     return m;
+}
+
+static coli_status record(loader *L, int rows, int cols, coli__mat_kind kind, int stored_size,
+                          coli__mat_role role)
+{
+    coli__weights *w = L->w;
+    if (w->n_recs == w->cap_recs) {
+        size_t cap = w->cap_recs ? w->cap_recs * 2 : 256;
+        coli__matrec *p = realloc(w->recs, cap * sizeof *p);
+        if (!p)
+            return coli__fail(L->err, COLI_ENOMEM, "out of memory");
+        w->recs = p;
+        w->cap_recs = cap;
+    }
+    w->recs[w->n_recs++] = (coli__matrec){rows, cols, (uint8_t)kind, (uint8_t)stored_size, (uint8_t)role};
+    return COLI_OK;
 }
 
 /* The tensor called name, checked to be [d0] (d1 < 0) or [d0, d1]. */
@@ -87,18 +111,91 @@ static const void *aligned(loader *L, const coli__tensor *t)
     return p;
 }
 
-static coli_status load_mat(loader *L, coli__mat *m, const char *name, int rows, int cols, int active)
+/* The in-memory format of a matrix of this kind under the load format. */
+coli__dtype coli__weights_target(coli_weight_format fmt, coli__mat_kind kind, coli__dtype stored, int cols,
+                                 int q4_group)
 {
-    const coli__tensor *t = NULL;
-    COLI_TRY(find(L, name, rows, cols, &t));
-    size_t n = (size_t)rows * (size_t)cols;
-    m->rows = rows;
-    m->cols = cols;
-    m->dt = t->dtype;
-    m->data = aligned(L, t);
-    if (!m->data)
-        return coli__fail(L->err, COLI_ENOMEM, "out of memory copying tensor '%s'", name);
-    if (L->fmt == COLI_WEIGHTS_F32 && t->dtype != COLI_DT_F32) {
+    coli__dtype q = COLI_DT_OTHER;
+    switch (fmt) {
+    case COLI_WEIGHTS_F32:
+        return COLI_DT_F32;
+    case COLI_WEIGHTS_BF16:
+        return COLI_DT_BF16;
+    case COLI_WEIGHTS_Q8:
+        q = COLI_DT_Q8;
+        break;
+    case COLI_WEIGHTS_Q4:
+        q = COLI_DT_Q4;
+        break;
+    case COLI_WEIGHTS_Q2:
+        q = COLI_DT_Q2;
+        break;
+    default:
+        return stored;
+    }
+    if (kind == COLI_MAT_KEEP)
+        return stored;
+    if (kind == COLI_MAT_OUT)
+        q = COLI_DT_Q8;
+    if (coli__q_check(q, q == COLI_DT_Q4 ? q4_group : COLI_QK, cols, NULL, NULL) != COLI_OK)
+        return stored; /* a width the format cannot take stays as it is */
+    return q;
+}
+
+static coli_status quantize(loader *L, coli__mat *m, const char *name, coli__dtype q)
+{
+    const int rows = m->rows, cols = m->cols;
+    int group = q == COLI_DT_Q4 ? L->q4_group : COLI_QK;
+    size_t need = (size_t)QROWS * (size_t)cols;
+    if (L->rowbuf_cap < need) {
+        float *p = realloc(L->rowbuf, need * sizeof(float));
+        if (!p)
+            return coli__fail(L->err, COLI_ENOMEM, "out of memory quantizing tensor '%s'", name);
+        L->rowbuf = p;
+        L->rowbuf_cap = need;
+    }
+    size_t qs_bytes = (size_t)rows * coli__q_row_bytes(q, cols);
+    size_t n_d = (size_t)rows * (size_t)(cols / group);
+    size_t n_m = q == COLI_DT_Q2 ? (size_t)rows * (size_t)(cols / COLI_QK) : 0;
+    uint8_t *buf = own(L, qs_bytes + 2 * (n_d + n_m));
+    if (!buf)
+        return coli__fail(L->err, COLI_ENOMEM, "out of memory quantizing tensor '%s'", name);
+    coli__qmat *w = &m->q;
+    *w = (coli__qmat){q, group, rows, cols, buf, (uint16_t *)(buf + qs_bytes), NULL};
+    if (n_m)
+        w->m = (uint16_t *)(buf + qs_bytes + 2 * n_d);
+    for (int r = 0; r < rows; r += QROWS) {
+        int n = rows - r < QROWS ? rows - r : QROWS;
+        for (int i = 0; i < n; i++)
+            coli__mat_row(m, r + i, L->rowbuf + (size_t)i * (size_t)cols);
+        coli__qmat view = *w;
+        view.rows = n;
+        view.qs = w->qs + (size_t)r * coli__q_row_bytes(q, cols);
+        view.d = w->d + (size_t)r * (size_t)(cols / group);
+        view.m = w->m ? w->m + (size_t)r * (size_t)(cols / COLI_QK) : NULL;
+        coli__q_quantize_rows(L->rowbuf, n, &view);
+    }
+    /* Scales that overflow fp16 (docs/formats.md) cannot be represented. */
+    for (size_t i = 0; i < n_d + n_m; i++)
+        if ((w->d[i] & 0x7c00) == 0x7c00)
+            return coli__fail(L->err, COLI_ERANGE,
+                              "tensor '%s': values too large for the fp16 scales of %s; load it as bf16 or f32",
+                              name, q == COLI_DT_Q8 ? "q8" : q == COLI_DT_Q4 ? "q4" : "q2");
+    m->dt = q;
+    m->data = NULL;
+    return COLI_OK;
+}
+
+/* Brings m (pointing at checkpoint data) into the target format. */
+static coli_status convert(loader *L, coli__mat *m, const char *name, coli__dtype target)
+{
+    size_t n = (size_t)m->rows * (size_t)m->cols;
+    const int rows = m->rows, cols = m->cols;
+    if (target == m->dt)
+        return COLI_OK;
+    if (target == COLI_DT_Q8 || target == COLI_DT_Q4 || target == COLI_DT_Q2)
+        return quantize(L, m, name, target);
+    if (target == COLI_DT_F32) {
         float *p = own(L, n * sizeof(float));
         if (!p)
             return coli__fail(L->err, COLI_ENOMEM, "out of memory widening tensor '%s'", name);
@@ -106,33 +203,54 @@ static coli_status load_mat(loader *L, coli__mat *m, const char *name, int rows,
             coli__mat_row(m, r, p + (size_t)r * (size_t)cols);
         m->data = p;
         m->dt = COLI_DT_F32;
-    } else if (L->fmt == COLI_WEIGHTS_BF16 && t->dtype != COLI_DT_BF16) {
-        uint16_t *p = own(L, n * sizeof(uint16_t));
-        float *row = malloc((size_t)cols * sizeof(float));
-        if (!p || !row) {
-            free(row);
-            return coli__fail(L->err, COLI_ENOMEM, "out of memory narrowing tensor '%s'", name);
-        }
-        for (int r = 0; r < rows; r++) {
-            coli__mat_row(m, r, row);
-            for (int c = 0; c < cols; c++)
-                p[(size_t)r * (size_t)cols + (size_t)c] = f32_to_bf16(row[c]);
-        }
+        return COLI_OK;
+    }
+    /* BF16 */
+    uint16_t *p = own(L, n * sizeof(uint16_t));
+    float *row = malloc((size_t)cols * sizeof(float));
+    if (!p || !row) {
         free(row);
-        m->data = p;
-        m->dt = COLI_DT_BF16;
+        return coli__fail(L->err, COLI_ENOMEM, "out of memory narrowing tensor '%s'", name);
     }
+    for (int r = 0; r < rows; r++) {
+        coli__mat_row(m, r, row);
+        for (int c = 0; c < cols; c++)
+            p[(size_t)r * (size_t)cols + (size_t)c] = f32_to_bf16(row[c]);
+    }
+    free(row);
+    m->data = p;
+    m->dt = COLI_DT_BF16;
+    return COLI_OK;
+}
+
+static void count(loader *L, const coli__mat *m, coli__mat_role role)
+{
     coli__weights *w = L->w;
-    w->bytes += n * (m->dt == COLI_DT_F32 ? 4 : 2);
-    w->stored_bytes += t->nbytes;
-    w->n_params_total += (int64_t)n;
-    if (active) {
-        w->n_params_active += (int64_t)n;
-        w->stored_active_bytes += t->nbytes;
-    }
-    w->n_f32 += m->dt == COLI_DT_F32;
-    w->n_bf16 += m->dt == COLI_DT_BF16;
-    w->n_f16 += m->dt == COLI_DT_F16;
+    int64_t n = (int64_t)m->rows * m->cols;
+    w->bytes += coli__mat_bytes(m);
+    w->n_params_total += n;
+    if (role == COLI_ROLE_DENSE)
+        w->n_params_active += n;
+    else if (role == COLI_ROLE_EMBED)
+        w->n_params_active += m->cols; /* one row per token */
+    w->n_by_dt[m->dt]++;
+}
+
+static coli_status load_mat(loader *L, coli__mat *m, const char *name, int rows, int cols, coli__mat_kind kind,
+                            coli__mat_role role)
+{
+    const coli__tensor *t = NULL;
+    COLI_TRY(find(L, name, rows, cols, &t));
+    memset(m, 0, sizeof *m);
+    m->rows = rows;
+    m->cols = cols;
+    m->dt = t->dtype;
+    m->data = aligned(L, t);
+    if (!m->data)
+        return coli__fail(L->err, COLI_ENOMEM, "out of memory copying tensor '%s'", name);
+    COLI_TRY(record(L, rows, cols, kind, (int)coli__dtype_size(t->dtype), role));
+    COLI_TRY(convert(L, m, name, coli__weights_target(L->fmt, kind, t->dtype, cols, L->q4_group)));
+    count(L, m, role);
     return COLI_OK;
 }
 
@@ -143,7 +261,7 @@ static coli_status load_vec(loader *L, float **out, const char *name, int n)
     float *p = own(L, (size_t)n * sizeof(float));
     if (!p)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory loading tensor '%s'", name);
-    coli__mat m = {1, n, t->dtype, aligned(L, t)};
+    coli__mat m = {1, n, t->dtype, aligned(L, t), {0}};
     if (!m.data)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory copying tensor '%s'", name);
     coli__mat_row(&m, 0, p);
@@ -152,9 +270,13 @@ static coli_status load_vec(loader *L, float **out, const char *name, int n)
     L->w->n_params_total += n;
     L->w->n_params_active += n;
     L->w->n_vec_params += n;
-    L->w->n_vec_active += n;
     return COLI_OK;
 }
+
+#define BIG COLI_MAT_BIG
+#define KEEP COLI_MAT_KEEP
+#define DENSE COLI_ROLE_DENSE
+#define EXPERT COLI_ROLE_EXPERT
 
 #define NAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
 
@@ -168,10 +290,10 @@ static coli_status load_layer(loader *L, int l)
 
     COLI_TRY(load_vec(L, &ly->attn_norm, NAME("%s.%d.input_layernorm.weight", p, l), H));
     COLI_TRY(load_vec(L, &ly->ffn_norm, NAME("%s.%d.post_attention_layernorm.weight", p, l), H));
-    COLI_TRY(load_mat(L, &ly->wq, NAME("%s.%d.self_attn.q_proj.weight", p, l), q, H, 1));
-    COLI_TRY(load_mat(L, &ly->wk, NAME("%s.%d.self_attn.k_proj.weight", p, l), kv, H, 1));
-    COLI_TRY(load_mat(L, &ly->wv, NAME("%s.%d.self_attn.v_proj.weight", p, l), kv, H, 1));
-    COLI_TRY(load_mat(L, &ly->wo, NAME("%s.%d.self_attn.o_proj.weight", p, l), H, q, 1));
+    COLI_TRY(load_mat(L, &ly->wq, NAME("%s.%d.self_attn.q_proj.weight", p, l), q, H, BIG, DENSE));
+    COLI_TRY(load_mat(L, &ly->wk, NAME("%s.%d.self_attn.k_proj.weight", p, l), kv, H, BIG, DENSE));
+    COLI_TRY(load_mat(L, &ly->wv, NAME("%s.%d.self_attn.v_proj.weight", p, l), kv, H, BIG, DENSE));
+    COLI_TRY(load_mat(L, &ly->wo, NAME("%s.%d.self_attn.o_proj.weight", p, l), H, q, BIG, DENSE));
     if (c->qk_norm == COLI_QK_NORM_HEAD) {
         COLI_TRY(load_vec(L, &ly->q_norm, NAME("%s.%d.self_attn.q_norm.weight", p, l), c->head_dim));
         COLI_TRY(load_vec(L, &ly->k_norm, NAME("%s.%d.self_attn.k_norm.weight", p, l), c->head_dim));
@@ -182,67 +304,78 @@ static coli_status load_layer(loader *L, int l)
 
     ly->is_moe = c->is_moe[l];
     if (!ly->is_moe) {
-        COLI_TRY(load_mat(L, &ly->gate, NAME("%s.%d.mlp.gate_proj.weight", p, l), c->inter, H, 1));
-        COLI_TRY(load_mat(L, &ly->up, NAME("%s.%d.mlp.up_proj.weight", p, l), c->inter, H, 1));
-        COLI_TRY(load_mat(L, &ly->down, NAME("%s.%d.mlp.down_proj.weight", p, l), H, c->inter, 1));
+        COLI_TRY(load_mat(L, &ly->gate, NAME("%s.%d.mlp.gate_proj.weight", p, l), c->inter, H, BIG, DENSE));
+        COLI_TRY(load_mat(L, &ly->up, NAME("%s.%d.mlp.up_proj.weight", p, l), c->inter, H, BIG, DENSE));
+        COLI_TRY(load_mat(L, &ly->down, NAME("%s.%d.mlp.down_proj.weight", p, l), H, c->inter, BIG, DENSE));
         return COLI_OK;
     }
     const int E = c->n_experts, I = c->moe_inter;
     int mixtral = c->arch == COLI_ARCH_MIXTRAL;
     const char *blk = mixtral ? "block_sparse_moe" : "mlp";
-    COLI_TRY(load_mat(L, &ly->router, NAME("%s.%d.%s.gate.weight", p, l, blk), E, H, 1));
+    COLI_TRY(load_mat(L, &ly->router, NAME("%s.%d.%s.gate.weight", p, l, blk), E, H, KEEP, DENSE));
     ly->e_gate = calloc((size_t)E * 3, sizeof(coli__mat));
     if (!ly->e_gate)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory for layer %d experts", l);
     ly->e_up = ly->e_gate + E;
     ly->e_down = ly->e_gate + 2 * E;
-    /* An expert counts as active with probability top_k / n_experts. */
     for (int e = 0; e < E; e++) {
-        int act = 0;
         COLI_TRY(load_mat(L, &ly->e_gate[e],
                           mixtral ? NAME("%s.%d.%s.experts.%d.w1.weight", p, l, blk, e)
                                   : NAME("%s.%d.%s.experts.%d.gate_proj.weight", p, l, blk, e),
-                          I, H, act));
+                          I, H, BIG, EXPERT));
         COLI_TRY(load_mat(L, &ly->e_up[e],
                           mixtral ? NAME("%s.%d.%s.experts.%d.w3.weight", p, l, blk, e)
                                   : NAME("%s.%d.%s.experts.%d.up_proj.weight", p, l, blk, e),
-                          I, H, act));
+                          I, H, BIG, EXPERT));
         COLI_TRY(load_mat(L, &ly->e_down[e],
                           mixtral ? NAME("%s.%d.%s.experts.%d.w2.weight", p, l, blk, e)
                                   : NAME("%s.%d.%s.experts.%d.down_proj.weight", p, l, blk, e),
-                          H, I, act));
+                          H, I, BIG, EXPERT));
     }
+    /* top_k of the layer's experts run for each token */
     L->w->n_params_active += (int64_t)c->top_k * 3 * I * H;
-    /* Experts of one layer share a dtype in every checkpoint we know. */
-    L->w->stored_active_bytes += (uint64_t)c->top_k * 3 * (uint64_t)I * (uint64_t)H *
-                                 coli__dtype_size(coli__st_find(L->ts, name)->dtype);
     return COLI_OK;
 }
 
+static coli_status load_all(loader *L);
+
 coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
-                               coli_weight_format fmt, coli__err *err)
+                               coli_weight_format fmt, int q4_group, coli__err *err)
 {
     memset(w, 0, sizeof *w);
-    loader L = {w, cfg, ts, fmt, err};
+    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, 0};
+    coli_status st = load_all(&L);
+    free(L.rowbuf);
+    return st;
+}
+
+static coli_status load_all(loader *L)
+{
+    coli__weights *w = L->w;
+    const coli__config *cfg = L->cfg;
     const int H = cfg->hidden, V = cfg->vocab;
     w->layers = calloc((size_t)cfg->n_layers, sizeof *w->layers);
     if (!w->layers)
-        return coli__fail(err, COLI_ENOMEM, "out of memory for %d layers", cfg->n_layers);
-    COLI_TRY(load_mat(&L, &w->embed, "model.embed_tokens.weight", V, H, 0));
-    /* Only one embedding row is read per token. */
-    w->n_params_active += H;
-    w->stored_active_bytes += (uint64_t)H * coli__dtype_size(coli__st_find(ts, "model.embed_tokens.weight")->dtype);
+        return coli__fail(L->err, COLI_ENOMEM, "out of memory for %d layers", cfg->n_layers);
+    COLI_TRY(load_mat(L, &w->embed, "model.embed_tokens.weight", V, H, KEEP, COLI_ROLE_EMBED));
     for (int l = 0; l < cfg->n_layers; l++)
-        COLI_TRY(load_layer(&L, l));
-    COLI_TRY(load_vec(&L, &w->final_norm, "model.norm.weight", H));
-    if (cfg->tie_embeddings && !coli__st_find(ts, "lm_head.weight")) {
+        COLI_TRY(load_layer(L, l));
+    COLI_TRY(load_vec(L, &w->final_norm, "model.norm.weight", H));
+    if (cfg->tie_embeddings && !coli__st_find(L->ts, "lm_head.weight")) {
+        /* The output layer reads the whole embedding matrix; quantized
+         * formats get their own q8 copy of it for speed. */
+        coli__dtype stored = w->embed.dt;
+        coli__dtype target = coli__weights_target(L->fmt, COLI_MAT_OUT, stored, H, L->q4_group);
+        COLI_TRY(record(L, V, H, COLI_MAT_OUT, 0, COLI_ROLE_TIED_OUT));
         w->lm_head = w->embed;
-        /* The output layer reads the whole matrix, the embedding row included. */
         w->n_params_active += (int64_t)V * H - H;
-        w->stored_active_bytes += (uint64_t)(V - 1) * (uint64_t)H *
-                                  coli__dtype_size(coli__st_find(ts, "model.embed_tokens.weight")->dtype);
+        if (target != stored) {
+            COLI_TRY(convert(L, &w->lm_head, "lm_head.weight (tied)", target));
+            w->bytes += coli__mat_bytes(&w->lm_head);
+            w->n_by_dt[target]++;
+        }
     } else {
-        COLI_TRY(load_mat(&L, &w->lm_head, "lm_head.weight", V, H, 1));
+        COLI_TRY(load_mat(L, &w->lm_head, "lm_head.weight", V, H, COLI_MAT_OUT, DENSE));
     }
     return COLI_OK;
 }
@@ -254,9 +387,52 @@ void coli__weights_free(coli__weights *w, const coli__config *cfg)
     for (size_t i = 0; i < w->n_owned; i++)
         free(w->owned[i]);
     free(w->owned);
+    free(w->recs);
     if (w->layers && cfg)
         for (int l = 0; l < cfg->n_layers; l++)
             free(w->layers[l].e_gate);
     free(w->layers);
     memset(w, 0, sizeof *w);
+}
+
+/* Bytes of one recorded matrix in format fmt. */
+static uint64_t rec_bytes(const coli__matrec *r, coli_weight_format fmt, int q4_group)
+{
+    coli__dtype stored = r->stored_size == 4 ? COLI_DT_F32 : COLI_DT_BF16;
+    coli__dtype t = coli__weights_target(fmt, (coli__mat_kind)r->kind, stored, r->cols, q4_group);
+    if (r->role == COLI_ROLE_TIED_OUT && (t == COLI_DT_F32 || t == COLI_DT_BF16 || fmt == COLI_WEIGHTS_AUTO))
+        return 0; /* shares the embedding */
+    coli__mat m = {r->rows, r->cols, t, NULL, {t, t == COLI_DT_Q4 ? q4_group : COLI_QK, r->rows, r->cols, 0, 0, 0}};
+    return coli__mat_bytes(&m);
+}
+
+void coli__weights_bytes(const coli__weights *w, const coli__config *cfg, coli_weight_format fmt, int q4_group,
+                         uint64_t *total, uint64_t *active)
+{
+    uint64_t t = 4 * (uint64_t)w->n_vec_params, a = t, experts = 0;
+    for (size_t i = 0; i < w->n_recs; i++) {
+        const coli__matrec *r = &w->recs[i];
+        uint64_t b = rec_bytes(r, fmt, q4_group);
+        t += b;
+        switch (r->role) {
+        case COLI_ROLE_DENSE:
+            a += b;
+            break;
+        case COLI_ROLE_EMBED:
+            a += b / (uint64_t)r->rows;
+            break;
+        case COLI_ROLE_TIED_OUT:
+            /* read whole, as the embedding or as its own copy */
+            a += b ? b : rec_bytes(&w->recs[0], fmt, q4_group) - rec_bytes(&w->recs[0], fmt, q4_group) / (uint64_t)r->rows;
+            break;
+        case COLI_ROLE_EXPERT:
+            experts += b;
+            break;
+        }
+    }
+    /* Experts are alike within a layer: top_k of n_experts run per token. */
+    if (cfg->n_experts > 0)
+        a += experts / (uint64_t)cfg->n_experts * (uint64_t)cfg->top_k;
+    *total = t;
+    *active = a;
 }

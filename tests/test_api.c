@@ -377,12 +377,21 @@ START_TEST(test_options_set_get_bounds)
     }
     ck_assert_int_eq(coli_option_bounds(COLI_OPT_WEIGHTS, &min, &max), COLI_OK);
     ck_assert_int_eq(min, COLI_WEIGHTS_AUTO);
-    ck_assert_int_eq(max, COLI_WEIGHTS_BF16);
+    ck_assert_int_eq(max, COLI_WEIGHTS_Q2);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_WEIGHTS, COLI_WEIGHTS_F32), COLI_OK);
     ck_assert_int_eq(coli_options_get(o, COLI_OPT_WEIGHTS, &v), COLI_OK);
     ck_assert_int_eq(v, COLI_WEIGHTS_F32);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_THREADS, -1), COLI_ERANGE);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, -1), COLI_ERANGE);
+    /* q4 group: 32 by default, and only 32, 64 or 128 */
+    ck_assert_int_eq(coli_options_get(o, COLI_OPT_Q4_GROUP, &v), COLI_OK);
+    ck_assert_int_eq(v, 32);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_Q4_GROUP, 64), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_Q4_GROUP, 128), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_Q4_GROUP, 48), COLI_ERANGE);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_Q4_GROUP, 256), COLI_ERANGE);
+    ck_assert_int_eq(coli_options_get(o, COLI_OPT_Q4_GROUP, &v), COLI_OK);
+    ck_assert_int_eq(v, 128);
     coli_options_free(o);
 }
 END_TEST

@@ -213,6 +213,17 @@ json_int() {
 	sed -n "s/.*\"$2\":\\(-\\{0,1\\}[0-9][0-9]*\\).*/\\1/p" "$1"
 }
 
+# Prints the value of the JSON number member $2 in file $1 (integer or real;
+# nothing if the member is missing or not a number, e.g. null).
+json_number() {
+	sed -n "s/.*\"$2\":\\(-\\{0,1\\}[0-9][0-9.eE+-]*\\).*/\\1/p" "$1"
+}
+
+# Exit status 0 if $1 is a number greater than 0.
+positive() {
+	[ -n "$1" ] && awk -v v="$1" 'BEGIN { exit !(v + 0 > 0) }'
+}
+
 # Decodes a hex string to bytes on stdout.
 unhex() {
 	printf '%s' "$1" | awk '
@@ -264,7 +275,7 @@ fi
 
 if run 0 "coli --help" "$COLI" --help; then
 	ok=1
-	for c in generate logits tokenize detokenize info; do
+	for c in generate logits tokenize detokenize info bench; do
 		contains "$out" "$c" || { ok=0; fail "coli --help does not mention $c"; }
 	done
 	[ "$ok" = 1 ] && pass "coli --help"
@@ -288,7 +299,9 @@ check_help generate --model --prompt --prompt-ids --max-tokens --temperature --t
 check_help logits --model --prompt-ids --weights --threads --format
 check_help tokenize --model --text --no-special --format
 check_help detokenize --model --ids --skip-special --format
-check_help info --model --weights --format
+check_help info --model --weights --q4-group --format
+check_help bench --model --weights --q4-group --threads --prompt-tokens --gen-tokens \
+	--repetitions --seed --probe-mib --no-probe --format
 
 # usage_error DESCRIPTION WORD COMMAND...: must exit 2 and name WORD on stderr.
 usage_error() {
@@ -325,6 +338,15 @@ usage_error "both prompts" --prompt-ids "$COLI" generate --prompt x --prompt-ids
 usage_error "no prompt" prompt "$COLI" generate --max-tokens 1
 usage_error "flag with value" --no-special "$COLI" tokenize --text x --no-special=1
 usage_error "stray argument" stray "$COLI" info stray
+usage_error "bench: zero repetitions" --repetitions "$COLI" bench --repetitions 0
+usage_error "bench: negative prompt tokens" -1 "$COLI" bench --prompt-tokens -1
+usage_error "bench: negative gen tokens" -5 "$COLI" bench --gen-tokens=-5
+usage_error "bench: nothing to measure" nothing "$COLI" bench --prompt-tokens 0 --gen-tokens 0
+usage_error "bench: bad probe size" --probe-mib "$COLI" bench --probe-mib 0
+usage_error "bench: probe size without probe" --no-probe "$COLI" bench --probe-mib 8 --no-probe
+usage_error "bad weights (q5)" q5 "$COLI" bench --weights q5
+usage_error "bad q4 group" 48 "$COLI" info --weights q4 --q4-group 48
+usage_error "q4 group without q4" --q4-group "$COLI" generate --prompt-ids 1 --weights q8 --q4-group 64
 
 # ---- runtime failures --------------------------------------------------------
 
@@ -602,6 +624,177 @@ if run 0 "generate with the demo model" "$COLI" generate --prompt "In the beginn
 	else
 		fail "generate with the demo model: $(cat "$out")"
 	fi
+fi
+
+# ---- coli bench ------------------------------------------------------------------
+
+# A short run on the fixture: every member present, the speeds and the probe
+# positive, the decode speed timed around coli_eval no faster than the
+# library's own timing inside it.
+if run 0 "bench --format json" "$COLI" bench --model "$q" --prompt-tokens 16 --gen-tokens 8 \
+	--repetitions 2 --probe-mib 64 --format json; then
+	if ! json_valid <"$out"; then
+		fail "bench --format json: not valid JSON: $(cat "$out")"
+	else
+		ok=1
+		for key in model weights threads prompt_tokens gen_tokens repetitions prefill_tok_s \
+			prefill_tok_s_sd decode_tok_s decode_tok_s_sd weight_bytes_per_token \
+			weight_bytes_source mem_bw_gbs achieved_gbs bw_fraction; do
+			contains "$out" "\"$key\":" || { ok=0; fail "bench json lacks $key"; }
+		done
+		[ "$ok" = 1 ] && pass "bench json has every member"
+		ok=1
+		for key in threads prefill_tok_s decode_tok_s weight_bytes_per_token mem_bw_gbs \
+			achieved_gbs bw_fraction; do
+			v=$(json_number "$out" "$key")
+			positive "$v" || { ok=0; fail "bench json: $key is '$v', expected a positive number"; }
+		done
+		for key in prefill_tok_s_sd decode_tok_s_sd; do
+			v=$(json_number "$out" "$key")
+			if [ -z "$v" ] || ! awk -v v="$v" 'BEGIN { exit !(v + 0 >= 0) }'; then
+				ok=0
+				fail "bench json: $key is '$v', expected a number >= 0"
+			fi
+		done
+		[ "$ok" = 1 ] && pass "bench json: speeds, bytes and bandwidth are positive"
+		if [ "$(json_int "$out" prompt_tokens)" = 16 ] && [ "$(json_int "$out" gen_tokens)" = 8 ] &&
+			[ "$(json_int "$out" repetitions)" = 2 ] && [ "$(json_int "$out" mem_bw_mib)" = 64 ] &&
+			[ "$(json_array "$out" decode_samples | wc -l)" -eq 2 ] &&
+			[ "$(json_array "$out" prefill_samples | wc -l)" -eq 2 ]; then
+			pass "bench json echoes its settings, one sample per repetition"
+		else
+			fail "bench json settings or samples: $(cat "$out")"
+		fi
+		# achieved = decode tok/s * bytes per token; fraction = achieved / bandwidth.
+		verdict=$(awk -v tg="$(json_number "$out" decode_tok_s)" \
+			-v lib="$(json_number "$out" decode_tok_s_lib)" \
+			-v wb="$(json_number "$out" weight_bytes_per_token)" \
+			-v ach="$(json_number "$out" achieved_gbs)" -v bw="$(json_number "$out" mem_bw_gbs)" \
+			-v fr="$(json_number "$out" bw_fraction)" 'BEGIN {
+				if (!(lib + 0 > 0)) { print "no library decode speed"; exit }
+				if (tg > lib * 1.01 + 0.01) { print "decode faster than the library timed it"; exit }
+				want = tg * wb / 1e9
+				if (ach < want * 0.99 - 0.001 || ach > want * 1.01 + 0.001) { print "achieved_gbs " ach " vs " want; exit }
+				want = ach / bw
+				if (fr < want * 0.99 - 0.0001 || fr > want * 1.01 + 0.0001) { print "bw_fraction " fr " vs " want; exit }
+				print "ok"
+			}')
+		if [ "$verdict" = ok ]; then
+			pass "bench json: decode speed, achieved bandwidth and fraction agree"
+		else
+			fail "bench json: $verdict: $(cat "$out")"
+		fi
+		src=$(sed -n 's/.*"weight_bytes_source":"\([a-z]*\)".*/\1/p' "$out")
+		case $src in
+		measured | estimated) pass "bench json: weight_bytes_source is $src" ;;
+		*) fail "bench json: weight_bytes_source '$src'" ;;
+		esac
+	fi
+fi
+if run 0 "bench (text, no probe)" "$COLI" bench --model "$q" --prompt-tokens 4 --gen-tokens 2 \
+	--repetitions 1 --no-probe; then
+	if grep -E '^\| qwen3_moe +\|.*\| +pp4 \| +[0-9.]+ ' "$out" >/dev/null &&
+		grep -E '^\| qwen3_moe +\|.*\| +tg2 \| +[0-9.]+ ' "$out" >/dev/null &&
+		contains "$out" "not measured"; then
+		pass "bench (text) prints the table"
+	else
+		fail "bench (text): $(cat "$out")"
+	fi
+fi
+if run 0 "bench (decode only, json)" "$COLI" bench --model "$q" --prompt-tokens 0 --gen-tokens 3 \
+	--repetitions 1 --no-probe --format json; then
+	if json_valid <"$out" && contains "$out" '"prefill_tok_s":null' &&
+		contains "$out" '"mem_bw_gbs":null' && positive "$(json_number "$out" decode_tok_s)"; then
+		pass "bench without prefill or probe reports null for them"
+	else
+		fail "bench (decode only): $(cat "$out")"
+	fi
+fi
+if run 1 "bench with a missing model" "$COLI" bench --model "$missing" --no-probe \
+	--prompt-tokens 1 --gen-tokens 1 --repetitions 1; then
+	if contains "$err" "$missing"; then
+		pass "bench with a missing model names it"
+	else
+		fail "bench with a missing model: message does not name $missing"
+	fi
+fi
+
+# ---- make-synthetic ----------------------------------------------------------
+
+# A tiny random checkpoint: coli must see exactly its dimensions, count its
+# parameters as computed here, and run it.
+synth=$builddir/tools/make-synthetic
+if [ ! -x "$synth" ]; then
+	fail "$synth is not built"
+elif run 0 "make-synthetic (tiny)" "$synth" --out "$tmp/synthetic" --hidden 64 --layers 2 \
+	--experts 4 --active 2 --moe-inter 32 --heads 4 --kv-heads 2 --head-dim 16 --vocab 100 \
+	--seed 3; then
+	sdir=$tmp/synthetic
+	if [ -s "$sdir/config.json" ] && [ -s "$sdir/generation_config.json" ] &&
+		[ -s "$sdir/model.safetensors" ] && [ ! -e "$sdir/model.safetensors.partial" ]; then
+		pass "make-synthetic writes config.json, generation_config.json, model.safetensors"
+	else
+		fail "make-synthetic: files missing in $sdir: $(ls "$sdir")"
+	fi
+	# embedding and output V*H; per layer: two norms H, q and o 2*H*heads*hd,
+	# k and v 2*H*kv*hd, q/k norms 2*hd, router E*H, experts E*3*I*H; final norm H.
+	want_params=$(awk 'BEGIN {
+		H = 64; L = 2; E = 4; I = 32; nh = 4; kv = 2; hd = 16; V = 100
+		layer = 2 * H + 2 * H * nh * hd + 2 * H * kv * hd + 2 * hd + E * H + E * 3 * I * H
+		printf "%d\n", 2 * V * H + L * layer + H
+	}')
+	# bf16: two bytes a parameter, after the 8-byte length and the header.
+	hlen=$(od -An -tu1 -N8 "$sdir/model.safetensors" |
+		awk '{ for (i = NF; i >= 1; i--) v = v * 256 + $i } END { printf "%d\n", v }')
+	size=$(wc -c <"$sdir/model.safetensors" | tr -d ' ')
+	if [ "$((size - 8 - hlen))" -eq "$((2 * want_params))" ] && [ "$((hlen % 8))" -eq 0 ]; then
+		pass "make-synthetic: safetensors size matches $want_params bf16 parameters"
+	else
+		fail "make-synthetic: file of $size bytes, header $hlen, for $want_params parameters"
+	fi
+	if run 0 "info on the synthetic model" "$COLI" info --model "$sdir" --format json; then
+		ok=1
+		for kv in n_layers:2 n_moe_layers:2 hidden_size:64 n_heads:4 n_kv_heads:2 head_dim:16 \
+			vocab_size:100 n_experts:4 n_experts_active:2 moe_intermediate_size:32 \
+			n_params_total:"$want_params"; do
+			k=${kv%%:*}
+			want=${kv#*:}
+			got=$(json_int "$out" "$k")
+			[ "$got" = "$want" ] || { ok=0; fail "synthetic info: $k is '$got', expected $want"; }
+		done
+		contains "$out" '"architecture":"Qwen3MoeForCausalLM"' ||
+			{ ok=0; fail "synthetic info: architecture"; }
+		[ "$ok" = 1 ] && pass "info reports the synthetic model's dimensions and parameters"
+	fi
+	if run 0 "generate on the synthetic model" "$COLI" generate --model "$sdir" \
+		--prompt-ids 1,2,3 --max-tokens 4 --temperature 0 --format json; then
+		n=$(json_array "$out" tokens | wc -l)
+		bad=$(json_array "$out" tokens | awk '$1 < 0 || $1 >= 100' | wc -l)
+		if json_valid <"$out" && [ "$n" -ge 1 ] && [ "$n" -le 4 ] && [ "$bad" -eq 0 ]; then
+			pass "generate runs the synthetic model"
+		else
+			fail "generate on the synthetic model: $(cat "$out")"
+		fi
+		cp "$out" "$tmp/synthetic.gen"
+		# The same seed gives the same checkpoint, so the same tokens.
+		if run 0 "make-synthetic (same seed)" "$synth" --out "$tmp/synthetic2" --hidden 64 \
+			--layers 2 --experts 4 --active 2 --moe-inter 32 --heads 4 --kv-heads 2 \
+			--head-dim 16 --vocab 100 --seed 3 &&
+			cmp -s "$sdir/model.safetensors" "$tmp/synthetic2/model.safetensors"; then
+			pass "make-synthetic is deterministic"
+		else
+			fail "make-synthetic: the same seed gave a different file"
+		fi
+	fi
+	rm -rf "$tmp/synthetic2"
+fi
+usage_error "make-synthetic without --out" --out "$synth" --layers 2
+usage_error "make-synthetic: more active than experts" --active "$synth" --out "$tmp/x" \
+	--experts 2 --active 3
+usage_error "make-synthetic: bad dtype" f16 "$synth" --out "$tmp/x" --dtype f16
+usage_error "make-synthetic: unknown option" --frob "$synth" --out "$tmp/x" --frob 1
+if run 1 "make-synthetic into a file" "$synth" --out "$err" --layers 1; then
+	pass "make-synthetic fails when --out is not a directory"
 fi
 
 echo "$checks checks, $failures failures"

@@ -14,6 +14,8 @@
 
 #include <colibri/colibri.h>
 
+#include "bench.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -60,7 +62,7 @@ static int usage_error(const char *fmt, ...)
 }
 
 /* Reports a failure of the library and returns 1. */
-static int runtime_error(int status, const char *detail)
+int runtime_error(int status, const char *detail)
 {
     if (detail != NULL && detail[0] != '\0')
         fprintf(stderr, "coli: %s: %s\n", coli_strerror(status), detail);
@@ -219,7 +221,7 @@ static size_t utf8_valid_len(const unsigned char *s, size_t avail)
 
 /* Writes s as a JSON string: quotes, backslashes and control characters are
  * escaped, valid UTF-8 passes through, invalid bytes become U+FFFD. */
-static void json_string(FILE *f, const char *s, size_t len)
+void json_string(FILE *f, const char *s, size_t len)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
@@ -267,7 +269,7 @@ static void json_ids(FILE *f, const int32_t *ids, size_t n)
 }
 
 /* A JSON number; JSON has no NaN or infinity, so those become null. */
-static void json_real(FILE *f, double v, const char *fmt)
+void json_real(FILE *f, double v, const char *fmt)
 {
     if (isfinite(v))
         fprintf(f, fmt, v);
@@ -296,6 +298,12 @@ enum opt_id {
     O_TEXT,
     O_IDS,
     O_VERBOSE,
+    O_Q4_GROUP,
+    O_PROMPT_TOKENS,
+    O_GEN_TOKENS,
+    O_REPETITIONS,
+    O_PROBE_MIB,
+    O_NO_PROBE,
     O_COUNT
 };
 
@@ -321,6 +329,12 @@ static const struct optdef {
     [O_TEXT] = {"--text", 1},
     [O_IDS] = {"--ids", 1},
     [O_VERBOSE] = {"--verbose", 0},
+    [O_Q4_GROUP] = {"--q4-group", 1},
+    [O_PROMPT_TOKENS] = {"--prompt-tokens", 1},
+    [O_GEN_TOKENS] = {"--gen-tokens", 1},
+    [O_REPETITIONS] = {"--repetitions", 1},
+    [O_PROBE_MIB] = {"--probe-mib", 1},
+    [O_NO_PROBE] = {"--no-probe", 0},
 };
 
 /* The parsed command line of a subcommand: raw values, converted later. */
@@ -408,8 +422,8 @@ static int parse_format(const args *a, int default_json, int *json)
 /* Settings shared by every subcommand that opens a model. */
 typedef struct model_args {
     const char *dir;
-    int have_weights, have_threads, have_context;
-    int64_t weights, threads, context;
+    int have_weights, have_threads, have_context, have_q4_group;
+    int64_t weights, threads, context, q4_group;
     int verbose;
 } model_args;
 
@@ -465,9 +479,28 @@ static int parse_model_args(const args *a, model_args *m)
             m->weights = COLI_WEIGHTS_F32;
         else if (strcmp(w, "bf16") == 0)
             m->weights = COLI_WEIGHTS_BF16;
+        else if (strcmp(w, "q8") == 0)
+            m->weights = COLI_WEIGHTS_Q8;
+        else if (strcmp(w, "q4") == 0)
+            m->weights = COLI_WEIGHTS_Q4;
+        else if (strcmp(w, "q2") == 0)
+            m->weights = COLI_WEIGHTS_Q2;
         else
-            return usage_error("invalid value '%s' for --weights (expected auto, f32 or bf16)",
+            return usage_error("invalid value '%s' for --weights (expected auto, f32, bf16, q8, "
+                               "q4 or q2)",
                                w);
+    }
+    if (a->value[O_Q4_GROUP] != NULL) {
+        rc = option_in_bounds("--q4-group", COLI_OPT_Q4_GROUP, a->value[O_Q4_GROUP],
+                              &m->q4_group);
+        if (rc != 0)
+            return rc;
+        if (m->q4_group != 32 && m->q4_group != 64 && m->q4_group != 128)
+            return usage_error("invalid value '%s' for --q4-group (expected 32, 64 or 128)",
+                               a->value[O_Q4_GROUP]);
+        if (!m->have_weights || m->weights != COLI_WEIGHTS_Q4)
+            return usage_error("--q4-group applies only to --weights q4");
+        m->have_q4_group = 1;
     }
     if (a->value[O_THREADS] != NULL) {
         rc = option_in_bounds("--threads", COLI_OPT_THREADS, a->value[O_THREADS], &m->threads);
@@ -518,6 +551,11 @@ static int open_model(model_args *m, coli_model **out)
     }
     if (m->have_context && (st = coli_options_set(opts, COLI_OPT_CONTEXT, m->context)) != COLI_OK) {
         runtime_error(st, "--context");
+        goto done;
+    }
+    if (m->have_q4_group &&
+        (st = coli_options_set(opts, COLI_OPT_Q4_GROUP, m->q4_group)) != COLI_OK) {
+        runtime_error(st, "--q4-group");
         goto done;
     }
     st = coli_options_set_log(opts, log_to_stderr, &m->verbose,
@@ -622,6 +660,7 @@ static const unsigned char generate_allowed[O_COUNT] = {
     [O_HELP] = 1, [O_MODEL] = 1, [O_PROMPT] = 1, [O_PROMPT_IDS] = 1, [O_MAX_TOKENS] = 1,
     [O_TEMPERATURE] = 1, [O_TOP_K] = 1, [O_TOP_P] = 1, [O_SEED] = 1, [O_WEIGHTS] = 1,
     [O_THREADS] = 1, [O_CONTEXT] = 1, [O_NO_SPECIAL] = 1, [O_FORMAT] = 1, [O_VERBOSE] = 1,
+    [O_Q4_GROUP] = 1,
 };
 
 static const char generate_usage[] =
@@ -639,7 +678,9 @@ static const char generate_usage[] =
     "  --top-p P             nucleus sampling mass; 1 = off (default 0.95)\n"
     "  --seed S              random seed (default: taken from the clock; printed\n"
     "                        with --format json)\n"
-    "  --weights FMT         weights in memory: auto, f32 or bf16 (default auto)\n"
+    "  --weights FMT         weights in memory: auto, f32, bf16, q8, q4 or q2\n"
+    "                        (default auto: as the checkpoint stores them)\n"
+    "  --q4-group N          group size of q4 weights: 32, 64 or 128 (default 32)\n"
     "  --threads N           worker threads; 0 = all cores (default 0)\n"
     "  --context N           KV cache positions; 0 = model maximum (default 0)\n"
     "  --no-special          do not add the tokenizer's special tokens to --prompt\n"
@@ -823,7 +864,7 @@ done:
 
 static const unsigned char logits_allowed[O_COUNT] = {
     [O_HELP] = 1, [O_MODEL] = 1, [O_PROMPT_IDS] = 1, [O_WEIGHTS] = 1, [O_THREADS] = 1,
-    [O_CONTEXT] = 1, [O_FORMAT] = 1, [O_VERBOSE] = 1,
+    [O_CONTEXT] = 1, [O_FORMAT] = 1, [O_VERBOSE] = 1, [O_Q4_GROUP] = 1,
 };
 
 static const char logits_usage[] =
@@ -833,7 +874,9 @@ static const char logits_usage[] =
     "\n"
     "  --model DIR           Hugging Face model directory (default: the demo model)\n"
     "  --prompt-ids LIST     prompt as comma-separated token ids\n"
-    "  --weights FMT         weights in memory: auto, f32 or bf16 (default auto)\n"
+    "  --weights FMT         weights in memory: auto, f32, bf16, q8, q4 or q2\n"
+    "                        (default auto: as the checkpoint stores them)\n"
+    "  --q4-group N          group size of q4 weights: 32, 64 or 128 (default 32)\n"
     "  --threads N           worker threads; 0 = all cores (default 0)\n"
     "  --context N           KV cache positions; 0 = model maximum (default 0)\n"
     "  --format FMT          json ({\"logits\":[...]}) or text (one per line)\n"
@@ -1016,7 +1059,7 @@ done:
 
 static const unsigned char info_allowed[O_COUNT] = {
     [O_HELP] = 1, [O_MODEL] = 1, [O_WEIGHTS] = 1, [O_THREADS] = 1, [O_FORMAT] = 1,
-    [O_VERBOSE] = 1,
+    [O_VERBOSE] = 1, [O_Q4_GROUP] = 1,
 };
 
 static const char info_usage[] =
@@ -1024,7 +1067,9 @@ static const char info_usage[] =
     "Load a model and describe it: architecture, sizes, parameters, weights.\n"
     "\n"
     "  --model DIR           Hugging Face model directory (default: the demo model)\n"
-    "  --weights FMT         weights in memory: auto, f32 or bf16 (default auto)\n"
+    "  --weights FMT         weights in memory: auto, f32, bf16, q8, q4 or q2\n"
+    "                        (default auto: as the checkpoint stores them)\n"
+    "  --q4-group N          group size of q4 weights: 32, 64 or 128 (default 32)\n"
     "  --threads N           worker threads; 0 = all cores (default 0)\n"
     "  --format FMT          text or json (default text)\n"
     "  --verbose             print the library's log messages on standard error\n"
@@ -1037,6 +1082,9 @@ static const char *weights_label(const coli_model_info *info)
     switch (info->weights) {
     case COLI_WEIGHTS_F32: return "f32";
     case COLI_WEIGHTS_BF16: return "bf16";
+    case COLI_WEIGHTS_Q8: return "q8";
+    case COLI_WEIGHTS_Q4: return "q4";
+    case COLI_WEIGHTS_Q2: return "q2";
     default: return "auto";
     }
 }
@@ -1047,7 +1095,8 @@ static void print_format_bytes(const coli_model *model)
     static const struct {
         coli_weight_format fmt;
         const char *name;
-    } F[] = {{COLI_WEIGHTS_AUTO, "as stored"}, {COLI_WEIGHTS_F32, "f32"}, {COLI_WEIGHTS_BF16, "bf16"}};
+    } F[] = {{COLI_WEIGHTS_AUTO, "as stored"}, {COLI_WEIGHTS_F32, "f32"}, {COLI_WEIGHTS_BF16, "bf16"},
+             {COLI_WEIGHTS_Q8, "q8"},          {COLI_WEIGHTS_Q4, "q4"},   {COLI_WEIGHTS_Q2, "q2"}};
     for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
         uint64_t t = 0, act = 0;
         if (coli_model_weight_bytes(model, F[i].fmt, &t, &act) != COLI_OK)
@@ -1062,7 +1111,8 @@ static void json_format_bytes(const coli_model *model)
     static const struct {
         coli_weight_format fmt;
         const char *name;
-    } F[] = {{COLI_WEIGHTS_AUTO, "stored"}, {COLI_WEIGHTS_F32, "f32"}, {COLI_WEIGHTS_BF16, "bf16"}};
+    } F[] = {{COLI_WEIGHTS_AUTO, "stored"}, {COLI_WEIGHTS_F32, "f32"}, {COLI_WEIGHTS_BF16, "bf16"},
+             {COLI_WEIGHTS_Q8, "q8"},        {COLI_WEIGHTS_Q4, "q4"},   {COLI_WEIGHTS_Q2, "q2"}};
     printf(",\"bytes_per_format\":{");
     for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
         uint64_t t = 0, act = 0;
@@ -1104,6 +1154,10 @@ static int cmd_info(const args *a)
                info.n_experts_active, info.moe_intermediate_size, info.max_positions,
                info.n_params_total, info.n_params_active, info.weight_bytes);
         json_string(stdout, weights_label(&info), strlen(weights_label(&info)));
+        if (info.weights_detail) {
+            printf(",\"weights_detail\":");
+            json_string(stdout, info.weights_detail, strlen(info.weights_detail));
+        }
         json_format_bytes(model);
         printf(",\"bos_id\":%" PRId32 ",\"eos_id\":%" PRId32 "}\n", info.bos_id, info.eos_id);
     } else {
@@ -1122,6 +1176,8 @@ static int cmd_info(const args *a)
                info.n_params_total, info.n_params_active);
         printf("weights:            %s, %" PRIu64 " bytes (%.1f MiB)\n", weights_label(&info),
                info.weight_bytes, (double)info.weight_bytes / (1024.0 * 1024.0));
+        if (info.weights_detail)
+            printf("  by matrix:        %s\n", info.weights_detail);
         print_format_bytes(model);
         if (info.bos_id >= 0)
             printf("bos id:             %" PRId32 "\n", info.bos_id);
@@ -1138,6 +1194,102 @@ done:
     return rc;
 }
 
+/* ---- coli bench ----------------------------------------------------------- */
+
+static const unsigned char bench_allowed[O_COUNT] = {
+    [O_HELP] = 1, [O_MODEL] = 1, [O_WEIGHTS] = 1, [O_Q4_GROUP] = 1, [O_THREADS] = 1,
+    [O_PROMPT_TOKENS] = 1, [O_GEN_TOKENS] = 1, [O_REPETITIONS] = 1, [O_SEED] = 1,
+    [O_PROBE_MIB] = 1, [O_NO_PROBE] = 1, [O_FORMAT] = 1, [O_VERBOSE] = 1,
+};
+
+static const char bench_usage[] =
+    "Usage: coli bench [--model DIR] [OPTION]...\n"
+    "Measure prefill and decode speed, in the manner of llama-bench: each\n"
+    "repetition evaluates a prompt of random token ids in one batch (ppN), then\n"
+    "decodes tokens one at a time, greedily (tgN). Reports the mean and standard\n"
+    "deviation of tokens per second over the repetitions, after one warm-up.\n"
+    "Decode speed is set against memory bandwidth: the weight bytes read per\n"
+    "token (as the library counts them, else estimated from the parameters read\n"
+    "per token), and the read bandwidth of a probe run first in this process.\n"
+    "\n"
+    "  --model DIR           Hugging Face model directory (default: the demo model)\n"
+    "  --weights FMT         weights in memory: auto, f32, bf16, q8, q4 or q2\n"
+    "                        (default auto: as the checkpoint stores them)\n"
+    "  --q4-group N          group size of q4 weights: 32, 64 or 128 (default 32)\n"
+    "  --threads N           worker threads, also used by the probe; 0 = all cores\n"
+    "                        (default 0)\n"
+    "  --prompt-tokens N     tokens of the prefill test; 0 = skip it (default 512)\n"
+    "  --gen-tokens N        tokens of the decode test; 0 = skip it (default 128)\n"
+    "  --repetitions N       timed repetitions, at least 1 (default 5)\n"
+    "  --seed S              seed of the prompt's random token ids (default 1)\n"
+    "  --probe-mib N         size of the bandwidth probe's array in MiB\n"
+    "                        (default 2048)\n"
+    "  --no-probe            do not measure the memory bandwidth\n"
+    "  --format FMT          text (a table) or json (one object) (default text)\n"
+    "  --verbose             print the library's log messages on standard error\n"
+    "  --help                show this help and exit\n";
+
+static int cmd_bench(const args *a)
+{
+    bench_params p;
+    bench_probe probe;
+    model_args m;
+    coli_model *model = NULL;
+    int64_t repetitions = 5, probe_mib = 2048;
+    int rc;
+
+    memset(&p, 0, sizeof p);
+    memset(&probe, 0, sizeof probe);
+    p.prompt_tokens = 512;
+    p.gen_tokens = 128;
+    p.seed = 1;
+    if ((rc = parse_format(a, 0, &p.json)) != 0)
+        return rc;
+    if ((rc = parse_model_args(a, &m)) != 0)
+        return rc;
+    if (a->value[O_PROMPT_TOKENS] &&
+        (rc = parse_int64("--prompt-tokens", a->value[O_PROMPT_TOKENS], 0, 1 << 20,
+                          &p.prompt_tokens)) != 0)
+        return rc;
+    if (a->value[O_GEN_TOKENS] &&
+        (rc = parse_int64("--gen-tokens", a->value[O_GEN_TOKENS], 0, 1 << 20, &p.gen_tokens)) !=
+            0)
+        return rc;
+    if (p.prompt_tokens == 0 && p.gen_tokens == 0)
+        return usage_error("--prompt-tokens and --gen-tokens are both 0: nothing to measure");
+    if (a->value[O_REPETITIONS] &&
+        (rc = parse_int64("--repetitions", a->value[O_REPETITIONS], 1, 100000, &repetitions)) !=
+            0)
+        return rc;
+    if (a->value[O_SEED] && (rc = parse_uint64("--seed", a->value[O_SEED], &p.seed)) != 0)
+        return rc;
+    if (a->value[O_PROBE_MIB] &&
+        (rc = parse_int64("--probe-mib", a->value[O_PROBE_MIB], 1, INT64_C(1) << 24,
+                          &probe_mib)) != 0)
+        return rc;
+    if (a->given[O_NO_PROBE] && a->value[O_PROBE_MIB] != NULL)
+        return usage_error("--probe-mib and --no-probe cannot be used together");
+    p.repetitions = repetitions;
+    p.model_dir = m.dir;
+    p.weights = m.have_weights ? (coli_weight_format)m.weights : COLI_WEIGHTS_AUTO;
+    if (p.weights == COLI_WEIGHTS_Q4)
+        p.q4_group = m.have_q4_group ? (int)m.q4_group : 32;
+    p.threads = m.have_threads && m.threads > 0 ? (int)m.threads : bench_online_cores();
+    /* The context holds the prompt and the decoded tokens. */
+    m.have_context = 1;
+    m.context = p.prompt_tokens + p.gen_tokens;
+
+    /* The probe runs first, so that its array and the model are not in
+     * memory together. */
+    if (!a->given[O_NO_PROBE] && bench_probe_bandwidth(p.threads, probe_mib, &probe) != 0)
+        return 1;
+    if (open_model(&m, &model) != 0)
+        return 1;
+    rc = bench_run(model, &p, &probe);
+    coli_model_free(model);
+    return rc;
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 static const command g_commands[] = {
@@ -1149,6 +1301,8 @@ static const command g_commands[] = {
     {"detokenize", "print the text of token ids", detokenize_usage, detokenize_allowed,
      cmd_detokenize},
     {"info", "describe a model", info_usage, info_allowed, cmd_info},
+    {"bench", "measure prefill and decode speed against memory bandwidth", bench_usage,
+     bench_allowed, cmd_bench},
 };
 
 #define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])

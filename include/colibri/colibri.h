@@ -104,18 +104,24 @@ typedef struct coli_options coli_options;
 
 /* Storage of weights in memory. AUTO keeps what the checkpoint stores
  * (bf16/f16 are widened row by row as they are used); F32 widens everything
- * once at load. */
+ * once at load; BF16 narrows f32 checkpoints. Q8, Q4 and Q2 quantize the
+ * large matrices at load (docs/formats.md; router, norms and embeddings keep
+ * their precision, the output projection becomes q8). */
 typedef enum coli_weight_format {
     COLI_WEIGHTS_AUTO = 0,
     COLI_WEIGHTS_F32 = 1,
-    COLI_WEIGHTS_BF16 = 2
+    COLI_WEIGHTS_BF16 = 2,
+    COLI_WEIGHTS_Q8 = 3,
+    COLI_WEIGHTS_Q4 = 4,
+    COLI_WEIGHTS_Q2 = 5
 } coli_weight_format;
 
 typedef enum coli_option {
     COLI_OPT_WEIGHTS = 1,   /* coli_weight_format; default AUTO */
     COLI_OPT_THREADS = 2,   /* worker threads; 0 = number of online cores */
     COLI_OPT_CONTEXT = 3,   /* KV cache positions per context; 0 = model max, capped at 4096 */
-    COLI_OPT_MEM_BUDGET_MB = 4 /* reserved for the expert store; 0 = no limit */
+    COLI_OPT_MEM_BUDGET_MB = 4, /* reserved for the expert store; 0 = no limit */
+    COLI_OPT_Q4_GROUP = 5   /* group size of q4 weights: 32 (default), 64 or 128 */
 } coli_option;
 
 COLI_API coli_status coli_options_create(coli_options **out);
@@ -128,6 +134,22 @@ COLI_API coli_status coli_option_bounds(coli_option opt, int64_t *min, int64_t *
  * max_level filters: messages above it are not formatted at all. */
 COLI_API coli_status coli_options_set_log(coli_options *opts, coli_log_fn fn, void *user,
                                           coli_log_level max_level);
+
+/* ---- quantization ---------------------------------------------------- */
+
+/*
+ * Bytes that rows x cols weights take in a quantized format (fmt Q8, Q4 or
+ * Q2; group: the q4 group size, 32, 64 or 128; ignored otherwise), laid out
+ * as docs/formats.md says: quants, then scales, then (q2) minimums.
+ * 0 if the arguments are invalid (cols must be a multiple of 32 and of group).
+ */
+COLI_API size_t coli_quant_size(coli_weight_format fmt, int group, size_t rows, size_t cols);
+/* Quantizes src[rows * cols] into dst (cap bytes; coli_quant_size needed). */
+COLI_API coli_status coli_quantize(coli_weight_format fmt, int group, const float *src, size_t rows,
+                                   size_t cols, void *dst, size_t cap);
+/* Expands quantized weights back to dst[rows * cols]. */
+COLI_API coli_status coli_dequantize(coli_weight_format fmt, int group, const void *src, size_t size,
+                                     size_t rows, size_t cols, float *dst);
 
 /* ---- model ----------------------------------------------------------- */
 
@@ -168,13 +190,15 @@ typedef struct coli_model_info {
     const char *weights_name;    /* "f32", "bf16", "f16" or "mixed" */
     int32_t bos_id;              /* -1 if none */
     int32_t eos_id;              /* first end-of-sequence id, -1 if none */
+    const char *weights_detail;  /* format of each kind of matrix, e.g.
+                                    "attention q4, experts q4, router bf16, ..." */
 } coli_model_info;
 
 COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);
 /*
  * Bytes the weights take (or would take) in memory when loaded in format
- * fmt: COLI_WEIGHTS_AUTO gives the checkpoint's own formats. Norm vectors
- * always count as f32. The active bytes per token follow the same rule for
+ * fmt: COLI_WEIGHTS_AUTO gives the checkpoint's own formats; Q4 uses the
+ * q4 group size the model was opened with. Norm vectors always count as f32. The active bytes per token follow the same rule for
  * the parameters in n_params_active. Either output may be NULL.
  */
 COLI_API coli_status coli_model_weight_bytes(const coli_model *model, coli_weight_format fmt,
@@ -271,6 +295,7 @@ typedef struct coli_stats {
     double decode_seconds;
     double prefill_tok_s;      /* 0 if nothing was prefilled */
     double decode_tok_s;
+    uint64_t decode_weight_bytes; /* weight bytes read by decode steps: dense part plus routed experts */
 } coli_stats;
 
 COLI_API coli_status coli_context_stats(const coli_context *ctx, coli_stats *stats);

@@ -1,0 +1,528 @@
+/*
+ * bench.c - `coli bench`: prefill and decode speed in the shape of
+ * llama-bench (pp512 / tg128, mean +- standard deviation over repetitions),
+ * set against the memory bandwidth of the machine.
+ *
+ * Batch-1 decode cannot go faster than (memory bandwidth) / (weight bytes
+ * read per token), so besides tokens per second the report gives the weight
+ * bytes read per decoded token, the bandwidth measured by a read probe in
+ * the same process, and the fraction of it that decoding achieved.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "bench.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROBE_PASSES 5
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int bench_online_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+    if (n < 1)
+        return 1;
+    return n > 1024 ? 1024 : (int)n;
+}
+
+/* ---- memory bandwidth probe ---------------------------------------------------- */
+
+typedef struct probe_job {
+    int64_t *data;
+    size_t n;
+    int fill;    /* 1: write the slice, 0: sum it */
+    int64_t sum;
+} probe_job;
+
+/* Keeps the sums observable, so that the reads cannot be optimised away. */
+static volatile int64_t g_probe_sink;
+
+static void *probe_worker(void *arg)
+{
+    probe_job *j = arg;
+    int64_t *p = j->data;
+    size_t n = j->n, i;
+
+    if (j->fill) {
+        for (i = 0; i < n; i++)
+            p[i] = (int64_t)i ^ 0x5555;
+        return NULL;
+    } else {
+        /* Four independent sums: no loop-carried dependency limits the reads. */
+        int64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+
+        for (i = 0; i + 4 <= n; i += 4) {
+            s0 += p[i];
+            s1 += p[i + 1];
+            s2 += p[i + 2];
+            s3 += p[i + 3];
+        }
+        for (; i < n; i++)
+            s0 += p[i];
+        j->sum = s0 + s1 + s2 + s3;
+    }
+    return NULL;
+}
+
+/* Runs one pass (fill or sum) over all slices; returns its seconds, or a
+ * negative value if a thread could not be started. */
+static double probe_pass(probe_job *jobs, pthread_t *tids, int threads, int fill)
+{
+    double t0, t1;
+    int k, started = 0, err = 0;
+
+    for (k = 0; k < threads; k++)
+        jobs[k].fill = fill;
+    t0 = now_seconds();
+    /* The calling thread takes the last slice itself. */
+    for (k = 0; k < threads - 1; k++) {
+        err = pthread_create(&tids[k], NULL, probe_worker, &jobs[k]);
+        if (err != 0)
+            break;
+        started++;
+    }
+    probe_worker(&jobs[threads - 1]);
+    for (k = 0; k < started; k++)
+        pthread_join(tids[k], NULL);
+    t1 = now_seconds();
+    if (err != 0) {
+        fprintf(stderr, "coli: cannot start a probe thread: %s\n", strerror(err));
+        return -1.0;
+    }
+    if (!fill)
+        for (k = 0; k < threads; k++)
+            g_probe_sink += jobs[k].sum;
+    return t1 - t0;
+}
+
+int bench_probe_bandwidth(int threads, int64_t mib, bench_probe *probe)
+{
+    size_t bytes = (size_t)mib << 20, n = bytes / sizeof(int64_t), per, at = 0;
+    probe_job *jobs = NULL;
+    pthread_t *tids = NULL;
+    int64_t *data = NULL;
+    double best = -1.0;
+    int k, pass, rc = 1;
+
+    memset(probe, 0, sizeof *probe);
+    if (threads < 1)
+        threads = 1;
+    if ((uint64_t)threads > n)
+        threads = (int)n;
+    data = aligned_alloc(64, bytes);
+    jobs = calloc((size_t)threads, sizeof *jobs);
+    tids = calloc((size_t)threads, sizeof *tids);
+    if (data == NULL || jobs == NULL || tids == NULL) {
+        fprintf(stderr, "coli: out of memory for the %" PRId64 " MiB bandwidth probe "
+                        "(--probe-mib sets its size, --no-probe skips it)\n", mib);
+        goto done;
+    }
+    per = n / (size_t)threads;
+    for (k = 0; k < threads; k++) {
+        jobs[k].data = data + at;
+        jobs[k].n = k == threads - 1 ? n - at : per;
+        at += jobs[k].n;
+    }
+    /* Each thread writes the slice it will read: the pages exist (no shared
+     * zero page) and sit near the thread that reads them. */
+    if (probe_pass(jobs, tids, threads, 1) < 0)
+        goto done;
+    for (pass = 0; pass < PROBE_PASSES; pass++) {
+        double s = probe_pass(jobs, tids, threads, 0);
+        if (s < 0)
+            goto done;
+        if (best < 0 || s < best)
+            best = s;
+    }
+    probe->done = 1;
+    probe->threads = threads;
+    probe->mib = mib;
+    probe->passes = PROBE_PASSES;
+    probe->gbs = best > 0 ? (double)bytes / best / 1e9 : NAN;
+    rc = 0;
+done:
+    free(data);
+    free(jobs);
+    free(tids);
+    return rc;
+}
+
+/* ---- the benchmark ----------------------------------------------------------- */
+
+/* xorshift64*: the prompt's token ids. */
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t x = *state;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545f4914f6cdd1du;
+}
+
+/* The id of the largest logit (the first of equals; NaN never wins). */
+static int32_t argmax(const float *logits, int n)
+{
+    int32_t best = 0;
+    int i;
+
+    for (i = 1; i < n; i++)
+        if (logits[i] > logits[best] || (isnan(logits[best]) && !isnan(logits[i])))
+            best = i;
+    return best;
+}
+
+typedef struct summary {
+    double mean, sd;
+} summary;
+
+/* Mean and sample standard deviation (n - 1), as llama-bench reports them. */
+static summary summarize(const double *v, int64_t n)
+{
+    summary s = {NAN, NAN};
+    double sum = 0.0, sq = 0.0;
+    int64_t i;
+
+    if (n <= 0)
+        return s;
+    for (i = 0; i < n; i++)
+        sum += v[i];
+    s.mean = sum / (double)n;
+    for (i = 0; i < n; i++)
+        sq += (v[i] - s.mean) * (v[i] - s.mean);
+    s.sd = n > 1 ? sqrt(sq / (double)(n - 1)) : 0.0;
+    return s;
+}
+
+static const char *format_name(coli_weight_format f)
+{
+    switch (f) {
+    case COLI_WEIGHTS_AUTO: return "auto";
+    case COLI_WEIGHTS_F32: return "f32";
+    case COLI_WEIGHTS_BF16: return "bf16";
+    case COLI_WEIGHTS_Q8: return "q8";
+    case COLI_WEIGHTS_Q4: return "q4";
+    case COLI_WEIGHTS_Q2: return "q2";
+    }
+    return "?";
+}
+
+/* The last component of a directory name, for the table. */
+static void base_name(const char *dir, char *out, size_t cap)
+{
+    size_t len = strlen(dir), start;
+
+    while (len > 1 && dir[len - 1] == '/')
+        len--;
+    start = len;
+    while (start > 0 && dir[start - 1] != '/')
+        start--;
+    if (len - start + 1 > cap)
+        len = start + cap - 1;
+    memcpy(out, dir + start, len - start);
+    out[len - start] = '\0';
+}
+
+typedef struct bench_result {
+    summary pp, tg;          /* tokens per second, timed here */
+    summary pp_lib, tg_lib;  /* the same, as the library's statistics time them */
+    double *pp_samples, *tg_samples;
+    uint64_t weight_bytes_per_token;
+    const char *weight_bytes_source;
+    double achieved_gbs, bw_fraction;
+} bench_result;
+
+/* Decode weight bytes per token: measured by the library when it counts
+ * them, else estimated from the parameters read per token. */
+static void weight_bytes(coli_model *model, const bench_params *p, uint64_t bytes,
+                         uint64_t tokens, bench_result *r)
+{
+    uint64_t active = 0;
+
+    if (bytes > 0 && tokens > 0) {
+        r->weight_bytes_per_token = (bytes + tokens / 2) / tokens;
+        r->weight_bytes_source = "measured";
+    } else if (coli_model_weight_bytes(model, p->weights, NULL, &active) == COLI_OK &&
+               active > 0) {
+        r->weight_bytes_per_token = active;
+        r->weight_bytes_source = "estimated";
+    } else {
+        r->weight_bytes_per_token = 0;
+        r->weight_bytes_source = "unavailable";
+    }
+}
+
+static void print_text(const bench_params *p, const coli_model_info *info,
+                       const bench_probe *probe, const bench_result *r)
+{
+    char name[64], size[32], params[32], weights[32], test[32];
+    int w = 5;
+
+    base_name(p->model_dir, name, sizeof name);
+    if ((int)strlen(name) > w)
+        w = (int)strlen(name);
+    if (info->weight_bytes >= (uint64_t)1 << 30)
+        snprintf(size, sizeof size, "%.2f GiB", (double)info->weight_bytes / (1024.0 * 1024 * 1024));
+    else
+        snprintf(size, sizeof size, "%.2f MiB", (double)info->weight_bytes / (1024.0 * 1024));
+    if (info->n_params_total >= 1000000000)
+        snprintf(params, sizeof params, "%.2f B", (double)info->n_params_total / 1e9);
+    else
+        snprintf(params, sizeof params, "%.2f M", (double)info->n_params_total / 1e6);
+    if (p->weights == COLI_WEIGHTS_AUTO && info->weights_name != NULL)
+        snprintf(weights, sizeof weights, "%s", info->weights_name);
+    else if (p->q4_group > 0)
+        snprintf(weights, sizeof weights, "%s/g%d", format_name(p->weights), p->q4_group);
+    else
+        snprintf(weights, sizeof weights, "%s", format_name(p->weights));
+
+    printf("| %-*s | %10s | %8s | %-7s | %7s | %7s | %20s |\n", w, "model", "size", "params",
+           "weights", "threads", "test", "t/s");
+    printf("| %.*s | ---------: | -------: | ------- | ------: | ------: | -------------------: |\n",
+           w, "------------------------------------------------------------------");
+    if (p->prompt_tokens > 0) {
+        char ts[48];
+        snprintf(test, sizeof test, "pp%" PRId64, p->prompt_tokens);
+        snprintf(ts, sizeof ts, "%.2f \xc2\xb1 %.2f", r->pp.mean, r->pp.sd);
+        /* The width counts bytes; "±" takes two. */
+        printf("| %-*s | %10s | %8s | %-7s | %7d | %7s | %21s |\n", w, name, size, params, weights,
+               p->threads, test, ts);
+    }
+    if (p->gen_tokens > 0) {
+        char ts[48];
+        snprintf(test, sizeof test, "tg%" PRId64, p->gen_tokens);
+        snprintf(ts, sizeof ts, "%.2f \xc2\xb1 %.2f", r->tg.mean, r->tg.sd);
+        printf("| %-*s | %10s | %8s | %-7s | %7d | %7s | %21s |\n", w, name, size, params, weights,
+               p->threads, test, ts);
+    }
+    putchar('\n');
+    printf("repetitions:             %" PRId64 " (after one warm-up)\n", p->repetitions);
+    if (r->weight_bytes_per_token > 0)
+        printf("weight bytes per token:  %" PRIu64 " (%.1f MiB, %s)\n", r->weight_bytes_per_token,
+               (double)r->weight_bytes_per_token / (1024.0 * 1024.0),
+               strcmp(r->weight_bytes_source, "measured") == 0
+                   ? "measured by the library"
+                   : "estimated from the parameters read per token");
+    else
+        printf("weight bytes per token:  unavailable for this format\n");
+    if (probe->done)
+        printf("memory read bandwidth:   %.2f GB/s (probe: %d threads, %" PRId64
+               " MiB, best of %d passes)\n",
+               probe->gbs, probe->threads, probe->mib, probe->passes);
+    else
+        printf("memory read bandwidth:   not measured (--no-probe)\n");
+    if (isfinite(r->achieved_gbs)) {
+        printf("decode weight reads:     %.2f GB/s", r->achieved_gbs);
+        if (isfinite(r->bw_fraction))
+            printf(" = %.1f%% of the measured bandwidth", 100.0 * r->bw_fraction);
+        putchar('\n');
+    }
+}
+
+static void json_samples(const char *key, const double *v, int64_t n)
+{
+    int64_t i;
+
+    printf(",\"%s\":[", key);
+    for (i = 0; i < n; i++) {
+        if (i)
+            putchar(',');
+        json_real(stdout, v[i], "%.3f");
+    }
+    putchar(']');
+}
+
+static void print_json(const bench_params *p, const coli_model_info *info,
+                       const bench_probe *probe, const bench_result *r)
+{
+    const char *arch = info->architecture ? info->architecture : "";
+    const char *wname = p->weights == COLI_WEIGHTS_AUTO && info->weights_name != NULL
+                            ? info->weights_name
+                            : format_name(p->weights);
+
+    printf("{\"model\":");
+    json_string(stdout, p->model_dir, strlen(p->model_dir));
+    printf(",\"architecture\":");
+    json_string(stdout, arch, strlen(arch));
+    printf(",\"n_params_total\":%" PRId64 ",\"n_params_active\":%" PRId64
+           ",\"weight_bytes\":%" PRIu64 ",\"weights\":",
+           info->n_params_total, info->n_params_active, info->weight_bytes);
+    json_string(stdout, wname, strlen(wname));
+    if (p->q4_group > 0)
+        printf(",\"q4_group\":%d", p->q4_group);
+    printf(",\"threads\":%d,\"prompt_tokens\":%" PRId64 ",\"gen_tokens\":%" PRId64
+           ",\"repetitions\":%" PRId64 ",\"seed\":%" PRIu64,
+           p->threads, p->prompt_tokens, p->gen_tokens, p->repetitions, p->seed);
+    printf(",\"prefill_tok_s\":");
+    json_real(stdout, r->pp.mean, "%.3f");
+    printf(",\"prefill_tok_s_sd\":");
+    json_real(stdout, r->pp.sd, "%.3f");
+    printf(",\"decode_tok_s\":");
+    json_real(stdout, r->tg.mean, "%.3f");
+    printf(",\"decode_tok_s_sd\":");
+    json_real(stdout, r->tg.sd, "%.3f");
+    printf(",\"prefill_tok_s_lib\":");
+    json_real(stdout, r->pp_lib.mean, "%.3f");
+    printf(",\"decode_tok_s_lib\":");
+    json_real(stdout, r->tg_lib.mean, "%.3f");
+    json_samples("prefill_samples", r->pp_samples, p->prompt_tokens > 0 ? p->repetitions : 0);
+    json_samples("decode_samples", r->tg_samples, p->gen_tokens > 0 ? p->repetitions : 0);
+    printf(",\"weight_bytes_per_token\":%" PRIu64 ",\"weight_bytes_source\":\"%s\"",
+           r->weight_bytes_per_token, r->weight_bytes_source);
+    printf(",\"mem_bw_gbs\":");
+    json_real(stdout, probe->done ? probe->gbs : NAN, "%.3f");
+    if (probe->done)
+        printf(",\"mem_bw_threads\":%d,\"mem_bw_mib\":%" PRId64, probe->threads, probe->mib);
+    else
+        printf(",\"mem_bw_threads\":null,\"mem_bw_mib\":null");
+    printf(",\"achieved_gbs\":");
+    json_real(stdout, r->achieved_gbs, "%.3f");
+    printf(",\"bw_fraction\":");
+    json_real(stdout, r->bw_fraction, "%.4f");
+    printf("}\n");
+}
+
+/* Evaluates tokens and reports a failure with the context's message. */
+static int eval_tokens(coli_context *ctx, const int32_t *tokens, size_t n)
+{
+    coli_status st = coli_eval(ctx, tokens, n);
+
+    if (st != COLI_OK)
+        return runtime_error(st, coli_context_errmsg(ctx));
+    return 0;
+}
+
+int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe)
+{
+    coli_model_info info;
+    coli_context *ctx = NULL;
+    bench_result r;
+    int32_t *prompt = NULL;
+    double *pp_lib = NULL, *tg_lib = NULL;
+    uint64_t state, wbytes = 0, wtokens = 0;
+    int64_t rep, i, reps = p->repetitions;
+    size_t n_samples = (size_t)(reps > 0 ? reps : 1);
+    coli_status st;
+    int rc = 1;
+
+    memset(&r, 0, sizeof r);
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    st = coli_model_get_info(model, &info);
+    if (st != COLI_OK)
+        return runtime_error(st, coli_model_errmsg(model));
+    if (info.vocab_size <= 0)
+        return runtime_error(COLI_EFORMAT, "the model reports no vocabulary");
+
+    r.pp_samples = calloc(n_samples, sizeof(double));
+    r.tg_samples = calloc(n_samples, sizeof(double));
+    pp_lib = calloc(n_samples, sizeof(double));
+    tg_lib = calloc(n_samples, sizeof(double));
+    prompt = malloc((size_t)(p->prompt_tokens + 1) * sizeof *prompt);
+    if (!r.pp_samples || !r.tg_samples || !pp_lib || !tg_lib || !prompt) {
+        runtime_error(COLI_ENOMEM, "benchmark buffers");
+        goto done;
+    }
+    /* Seeded random ids; the extra one starts decoding when there is no prompt. */
+    state = p->seed * 0x9e3779b97f4a7c15u + 0x632be59bd9b4e019u;
+    if (state == 0)
+        state = 1;
+    for (i = 0; i <= p->prompt_tokens; i++)
+        prompt[i] = (int32_t)(next_random(&state) % (uint64_t)info.vocab_size);
+
+    st = coli_context_create(model, NULL, &ctx);
+    if (st != COLI_OK) {
+        runtime_error(st, ctx ? coli_context_errmsg(ctx) : coli_model_errmsg(model));
+        goto done;
+    }
+
+    /* Repetition -1 is the warm-up: caches, page faults, thread start-up. */
+    for (rep = -1; rep < reps; rep++) {
+        double t0, t1, t2 = 0.0, t3 = 0.0;
+        coli_stats stats;
+        int32_t tok = prompt[p->prompt_tokens];
+
+        coli_context_reset(ctx);
+        coli_context_stats_reset(ctx);
+        t0 = t1 = now_seconds();
+        if (p->prompt_tokens > 0) {
+            if (eval_tokens(ctx, prompt, (size_t)p->prompt_tokens) != 0)
+                goto done;
+            t1 = now_seconds();
+            tok = argmax(coli_context_logits(ctx), info.vocab_size);
+        }
+        if (p->gen_tokens > 0) {
+            t2 = now_seconds();
+            for (i = 0; i < p->gen_tokens; i++) {
+                if (eval_tokens(ctx, &tok, 1) != 0)
+                    goto done;
+                tok = argmax(coli_context_logits(ctx), info.vocab_size);
+            }
+            t3 = now_seconds();
+        }
+        memset(&stats, 0, sizeof stats);
+        st = coli_context_stats(ctx, &stats);
+        if (st != COLI_OK) {
+            runtime_error(st, coli_context_errmsg(ctx));
+            goto done;
+        }
+        if (rep < 0)
+            continue;
+        r.pp_samples[rep] = t1 > t0 ? (double)p->prompt_tokens / (t1 - t0) : NAN;
+        r.tg_samples[rep] = t3 > t2 ? (double)p->gen_tokens / (t3 - t2) : NAN;
+        pp_lib[rep] = stats.prefill_tok_s > 0 ? stats.prefill_tok_s : NAN;
+        tg_lib[rep] = stats.decode_tok_s > 0 ? stats.decode_tok_s : NAN;
+        /* A one-token prompt counts as a decode step in the library's
+         * statistics: only the decode test's own steps are counted here. */
+        if (p->prompt_tokens != 1) {
+            wbytes += stats.decode_weight_bytes;
+            wtokens += stats.decode_tokens;
+        }
+    }
+
+    r.pp = p->prompt_tokens > 0 ? summarize(r.pp_samples, reps) : (summary){NAN, NAN};
+    r.tg = p->gen_tokens > 0 ? summarize(r.tg_samples, reps) : (summary){NAN, NAN};
+    r.pp_lib = p->prompt_tokens > 1 ? summarize(pp_lib, reps) : (summary){NAN, NAN};
+    r.tg_lib = p->gen_tokens > 0 && p->prompt_tokens != 1 ? summarize(tg_lib, reps)
+                                                          : (summary){NAN, NAN};
+    weight_bytes(model, p, wbytes, wtokens, &r);
+    r.achieved_gbs = NAN;
+    r.bw_fraction = NAN;
+    if (r.weight_bytes_per_token > 0 && isfinite(r.tg.mean)) {
+        r.achieved_gbs = r.tg.mean * (double)r.weight_bytes_per_token / 1e9;
+        if (probe->done && probe->gbs > 0)
+            r.bw_fraction = r.achieved_gbs / probe->gbs;
+    }
+    if (p->json)
+        print_json(p, &info, probe, &r);
+    else
+        print_text(p, &info, probe, &r);
+    rc = 0;
+done:
+    coli_context_free(ctx);
+    free(prompt);
+    free(r.pp_samples);
+    free(r.tg_samples);
+    free(pp_lib);
+    free(tg_lib);
+    return rc;
+}

@@ -1,0 +1,66 @@
+/*
+ * bench.h - `coli bench`: the measurements (bench.c) and the few helpers of
+ * coli.c that they share.
+ *
+ * coli.c parses the command line and opens the model; bench.c probes the
+ * memory bandwidth, times prefill and decode, and prints the report.
+ */
+#ifndef COLI_TOOLS_BENCH_H
+#define COLI_TOOLS_BENCH_H
+
+#include <colibri/colibri.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- provided by coli.c ---------------------------------------------------- */
+
+/* Prints "coli: <coli_strerror(status)>: <detail>" on stderr; returns 1. */
+int runtime_error(int status, const char *detail);
+/* Writes s as a JSON string. */
+void json_string(FILE *f, const char *s, size_t len);
+/* Writes v with the printf format fmt, or null if v is not finite. */
+void json_real(FILE *f, double v, const char *fmt);
+
+/* ---- provided by bench.c --------------------------------------------------- */
+
+typedef struct bench_params {
+    const char *model_dir;       /* as given, for the report */
+    coli_weight_format weights;  /* the format the model was opened with */
+    int q4_group;                /* group size of q4 weights (0 unless q4) */
+    int threads;                 /* worker threads in use (0 resolved to the cores) */
+    int64_t prompt_tokens;       /* tokens of the prefill test (0: no prefill test) */
+    int64_t gen_tokens;          /* tokens of the decode test (0: no decode test) */
+    int64_t repetitions;         /* timed repetitions, after one warm-up */
+    uint64_t seed;               /* seeds the prompt's token ids */
+    int json;                    /* 1: one JSON object, 0: a table */
+} bench_params;
+
+/* The result of the memory bandwidth probe. */
+typedef struct bench_probe {
+    int done;      /* 0 when the probe was skipped */
+    int threads;
+    int64_t mib;   /* size of the array read */
+    int passes;
+    double gbs;    /* best pass: bytes / seconds / 1e9 */
+} bench_probe;
+
+/* Online cores, at least 1. */
+int bench_online_cores(void);
+
+/*
+ * Memory read bandwidth: threads threads each sum their share of an array of
+ * mib MiB of int64 (allocated and written first), best of several passes.
+ * Returns 0, or 1 after printing a message (out of memory, thread failure).
+ */
+int bench_probe_bandwidth(int threads, int64_t mib, bench_probe *probe);
+
+/*
+ * Runs the benchmark on an open model whose context capacity covers
+ * prompt_tokens + gen_tokens, and prints the report on stdout.
+ * Returns 0, or 1 after printing the library's message.
+ */
+int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe);
+
+#endif /* COLI_TOOLS_BENCH_H */
