@@ -131,11 +131,18 @@ typedef struct bufs {
     uint64_t read; /* weight bytes read by this pass */
 } bufs;
 
-/* A product that also counts the weight bytes it reads. */
+/* Products that also count the weight bytes they read. */
 static coli_status mm(coli__pool *pool, const coli__mat *w, const float *x, int n, float *y, bufs *b)
 {
     b->read += coli__mat_bytes(w);
     return coli__matmul(pool, w, x, n, y);
+}
+
+static coli_status mm_multi(coli__pool *pool, const coli__mm *t, int n, bufs *b)
+{
+    for (int i = 0; i < n; i++)
+        b->read += coli__mat_bytes(t[i].w);
+    return coli__matmul_multi(pool, t, n);
 }
 
 static coli_status grab(coli__scratch *s, size_t floats, coli__err *err)
@@ -155,11 +162,12 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, int n_
 {
     const size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
     const size_t KV = (size_t)c->n_kv_heads * c->head_dim;
-    size_t I = (size_t)(c->inter > c->moe_inter ? c->inter : c->moe_inter);
     size_t E = (size_t)(c->n_experts > 0 ? c->n_experts : 1), K = (size_t)(c->top_k > 0 ? c->top_k : 1);
+    /* the MoE buffers hold every routed (token, expert) pair: S * K rows */
+    size_t GI = (size_t)c->inter > K * (size_t)c->moe_inter ? (size_t)c->inter : K * (size_t)c->moe_inter;
     size_t sizes[] = {
-        S * H, S * H, S * QD, S * KV, S * KV, S * QD, S * H, S * I, S * I, S * E, S * H, S * H,
-        (size_t)threads * (size_t)n_ctx, S * K, S * K, (size_t)S,
+        S * H, S * H, S * QD, S * KV, S * KV, S * QD, S * H, S * GI, S * GI, S * E, S * K * H, S * K * H,
+        (size_t)threads * (size_t)n_ctx, S * K, S * K, S * K,
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
@@ -196,6 +204,21 @@ static void topk(const float *prob, int n, int k, int *sel, float *w)
     }
 }
 
+/* Experts handed out together: bounds the task arrays on the stack. */
+#define COLI_MAX_ACTIVE 64
+
+/* gate and up of nt experts, SwiGLU, then their down projections. */
+static coli_status run_experts(coli__pool *pool, bufs *b, coli__mm *tg, coli__mm *td, int nt, int I)
+{
+    COLI_TRY(mm_multi(pool, tg, 2 * nt, b));
+    for (int i = 0; i < nt; i++) {
+        float *g = tg[2 * i].y, *u = tg[2 * i + 1].y;
+        for (size_t k = 0; k < (size_t)tg[2 * i].n_tok * (size_t)I; k++)
+            g[k] = silu(g[k]) * u[k];
+    }
+    return mm_multi(pool, td, nt, b);
+}
+
 static coli_status moe(const coli__config *c, const coli__layer *ly, coli__pool *pool, bufs *b, int S)
 {
     const int H = c->hidden, E = c->n_experts, K = c->top_k, I = c->moe_inter;
@@ -222,10 +245,12 @@ static coli_status moe(const coli__config *c, const coli__layer *ly, coli__pool 
                 w[j] /= s;
         }
     }
-    /* out accumulates into xn's twin b->o, then joins the residual. */
-    memset(b->o, 0, (size_t)S * H * sizeof(float));
+    /* Gather the tokens of each routed expert (ascending expert order), run
+     * every gate and up projection in one hand-out, then every down. */
+    coli__mm tg[2 * COLI_MAX_ACTIVE], td[COLI_MAX_ACTIVE];
+    int nt = 0, n = 0;
     for (int e = 0; e < E; e++) {
-        int n = 0;
+        int n0 = n;
         for (int t = 0; t < S; t++)
             for (int j = 0; j < K; j++)
                 if (b->sel[(size_t)t * K + j] == e) {
@@ -233,25 +258,32 @@ static coli_status moe(const coli__config *c, const coli__layer *ly, coli__pool 
                     memcpy(b->xe + (size_t)n * H, b->xn + (size_t)t * H, (size_t)H * sizeof(float));
                     n++;
                 }
-        if (n == 0)
+        if (n == n0)
             continue;
-        COLI_TRY(mm(pool, &ly->e_gate[e], b->xe, n, b->g, b));
-        COLI_TRY(mm(pool, &ly->e_up[e], b->xe, n, b->u, b));
-        for (size_t i = 0; i < (size_t)n * I; i++)
-            b->g[i] = silu(b->g[i]) * b->u[i];
-        COLI_TRY(mm(pool, &ly->e_down[e], b->g, n, b->ye, b));
-        for (int r = 0; r < n; r++) {
-            int t = b->rows[r] / K;
-            coli__axpy(b->o + (size_t)t * H, b->wts[b->rows[r]], b->ye + (size_t)r * H, H);
+        if (nt == COLI_MAX_ACTIVE) { /* more experts than one hand-out takes */
+            COLI_TRY(run_experts(pool, b, tg, td, nt, I));
+            nt = 0;
         }
+        const float *xe = b->xe + (size_t)n0 * H;
+        float *g = b->g + (size_t)n0 * I, *u = b->u + (size_t)n0 * I;
+        tg[2 * nt] = (coli__mm){&ly->e_gate[e], xe, n - n0, g};
+        tg[2 * nt + 1] = (coli__mm){&ly->e_up[e], xe, n - n0, u};
+        td[nt] = (coli__mm){&ly->e_down[e], g, n - n0, b->ye + (size_t)n0 * H};
+        nt++;
     }
+    if (nt > 0)
+        COLI_TRY(run_experts(pool, b, tg, td, nt, I));
+    /* Weighted sum per token, experts in ascending order. */
+    memset(b->o, 0, (size_t)S * H * sizeof(float));
+    for (int r = 0; r < n; r++)
+        coli__axpy(b->o + (size_t)(b->rows[r] / K) * H, b->wts[b->rows[r]], b->ye + (size_t)r * H, H);
     return COLI_OK;
 }
 
 static coli_status dense(const coli__config *c, const coli__layer *ly, coli__pool *pool, bufs *b, int S)
 {
-    COLI_TRY(mm(pool, &ly->gate, b->xn, S, b->g, b));
-    COLI_TRY(mm(pool, &ly->up, b->xn, S, b->u, b));
+    coli__mm t[2] = {{&ly->gate, b->xn, S, b->g}, {&ly->up, b->xn, S, b->u}};
+    COLI_TRY(mm_multi(pool, t, 2, b));
     for (size_t i = 0; i < (size_t)S * c->inter; i++)
         b->g[i] = silu(b->g[i]) * b->u[i];
     return mm(pool, &ly->down, b->g, S, b->o, b);
@@ -264,9 +296,8 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
     const int QD = nh * hd, KVD = nkv * hd;
     for (int t = 0; t < S; t++)
         rmsnorm(b->xn + (size_t)t * H, b->x + (size_t)t * H, ly->attn_norm, H, c->rms_eps);
-    COLI_TRY(mm(pool, &ly->wq, b->xn, S, b->q, b));
-    COLI_TRY(mm(pool, &ly->wk, b->xn, S, b->k, b));
-    COLI_TRY(mm(pool, &ly->wv, b->xn, S, b->v, b));
+    coli__mm qkv[3] = {{&ly->wq, b->xn, S, b->q}, {&ly->wk, b->xn, S, b->k}, {&ly->wv, b->xn, S, b->v}};
+    COLI_TRY(mm_multi(pool, qkv, 3, b));
     for (int t = 0; t < S; t++) {
         float *q = b->q + (size_t)t * QD, *k = b->k + (size_t)t * KVD, *v = b->v + (size_t)t * KVD;
         if (c->qk_norm == COLI_QK_NORM_FULL) {

@@ -263,104 +263,150 @@ static float dot_row(const coli__mat *w, int r, const float *x)
     }
 }
 
-typedef struct mm_job {
-    const coli__mat *w;
-    const float *x;
-    float *y;
-    int n_tok;
-    float *scratch; /* per thread: cols floats, for widening a row once per batch */
-} mm_job;
+/* ---- products ------------------------------------------------------------ */
 
-static void mm_task(void *arg, int64_t b, int64_t e, int thread)
+/* Float formats, rows [b, e) of one product. */
+static void float_rows(const coli__mm *m, int64_t b, int64_t e, float *buf)
 {
-    mm_job *j = arg;
-    const coli__mat *w = j->w;
+    const coli__mat *w = m->w;
     int rows = w->rows, cols = w->cols;
-    if (j->n_tok == 1) {
+    if (m->n_tok == 1) {
         for (int64_t r = b; r < e; r++)
-            j->y[r] = dot_row(w, (int)r, j->x);
+            m->y[r] = dot_row(w, (int)r, m->x);
         return;
     }
     const float *row;
-    float *buf = j->scratch ? j->scratch + (size_t)thread * (size_t)cols : NULL;
     for (int64_t r = b; r < e; r++) {
         if (w->dt == COLI_DT_F32) {
             row = (const float *)w->data + (size_t)r * (size_t)cols;
         } else {
-            coli__mat_row(w, (int)r, buf);
+            coli__mat_row(w, (int)r, buf); /* widened once for all tokens */
             row = buf;
         }
-        for (int t = 0; t < j->n_tok; t++)
-            j->y[(size_t)t * (size_t)rows + (size_t)r] = g_dot_f32(row, j->x + (size_t)t * (size_t)cols, cols);
+        for (int t = 0; t < m->n_tok; t++)
+            m->y[(size_t)t * (size_t)rows + (size_t)r] = g_dot_f32(row, m->x + (size_t)t * (size_t)cols, cols);
     }
 }
 
-typedef struct qmm_job {
-    const coli__qmat *w;
-    const coli__qkernels *k;
-    int n_tok;
-    const int8_t *p;
-    const float *s;
-    const int32_t *psum;
-    float *y;
-} qmm_job;
-
-static void qmm_task(void *arg, int64_t b, int64_t e, int thread)
+static int is_quant(coli__dtype dt)
 {
-    (void)thread;
-    qmm_job *j = arg;
-    j->k->gemm(j->w, (int)b, (int)e, j->n_tok, j->p, j->s, j->psum, j->y, (size_t)j->w->rows);
+    return dt == COLI_DT_Q8 || dt == COLI_DT_Q4 || dt == COLI_DT_Q2;
 }
 
-/* Quantized weights: the activations of every token are quantized once
- * (docs/formats.md), then rows are split between threads. */
-static coli_status qmatmul(coli__pool *pool, const coli__mat *w, const float *x, int n_tok, float *y)
+/* A chunk of rows of one product. */
+typedef struct chunk {
+    int task, r0, r1;
+} chunk;
+
+/* Quantized activations of one product's input. */
+typedef struct qin {
+    int8_t *p;
+    float *s;
+    int32_t *psum;
+} qin;
+
+typedef struct multi_job {
+    const coli__mm *tasks;
+    const qin *qa;
+    const chunk *chunks;
+    const coli__qkernels *k;
+    float *scratch; /* per thread: max_cols floats */
+    int max_cols;
+} multi_job;
+
+static void multi_task(void *arg, int64_t b, int64_t e, int thread)
 {
-    const int cols = w->cols, ng = cols / COLI_QK;
-    size_t np = (size_t)n_tok * (size_t)cols, ns = (size_t)n_tok * (size_t)ng;
-    /* one allocation: scales and sums first keeps them 4-byte aligned */
-    char *buf = malloc(ns * (sizeof(float) + sizeof(int32_t)) + np);
-    if (!buf)
+    multi_job *j = arg;
+    for (int64_t c = b; c < e; c++) {
+        const chunk *ch = &j->chunks[c];
+        const coli__mm *m = &j->tasks[ch->task];
+        if (is_quant(m->w->dt)) {
+            const qin *q = &j->qa[ch->task];
+            j->k->gemm(&m->w->q, ch->r0, ch->r1, m->n_tok, q->p, q->s, q->psum, m->y, (size_t)m->w->rows);
+        } else {
+            float_rows(m, ch->r0, ch->r1, j->scratch ? j->scratch + (size_t)thread * (size_t)j->max_cols : NULL);
+        }
+    }
+}
+
+/* Rows per chunk: about 32 KiB of weights, and a multiple of 16 rows (64
+ * bytes of f32 output) so that threads never write the same cache line. */
+static int chunk_rows(const coli__mat *w, int threads)
+{
+    uint64_t row_bytes = coli__mat_bytes(w) / (uint64_t)w->rows;
+    int64_t g = (int64_t)(32768 / (row_bytes ? row_bytes : 1));
+    g = (g + 15) / 16 * 16;
+    int64_t fair = ((int64_t)w->rows + threads - 1) / threads;
+    fair = (fair + 15) / 16 * 16;
+    return (int)(g < fair ? g : fair);
+}
+
+coli_status coli__matmul_multi(coli__pool *pool, const coli__mm *tasks, int n_tasks)
+{
+    init_kernels();
+    const int threads = coli__pool_size(pool);
+    size_t n_chunks = 0, qbytes = 0;
+    int max_cols = 0, need_scratch = 0;
+    for (int t = 0; t < n_tasks; t++) {
+        const coli__mat *w = tasks[t].w;
+        if (tasks[t].n_tok <= 0 || w->rows <= 0)
+            continue;
+        int g = chunk_rows(w, threads);
+        n_chunks += (size_t)((w->rows + g - 1) / g);
+        if (is_quant(w->dt)) {
+            size_t ng = (size_t)w->cols / COLI_QK;
+            qbytes += (size_t)tasks[t].n_tok * (ng * (sizeof(float) + sizeof(int32_t)) + (size_t)w->cols);
+        } else if (tasks[t].n_tok > 1 && w->dt != COLI_DT_F32) {
+            need_scratch = 1;
+        }
+        max_cols = w->cols > max_cols ? w->cols : max_cols;
+    }
+    if (n_chunks == 0)
+        return COLI_OK;
+    /* One allocation: chunk list, per-task activation descriptors, then
+     * scales and sums (4-byte aligned) before the int8 quants, then scratch. */
+    size_t off_qa = n_chunks * sizeof(chunk);
+    size_t off_q = off_qa + (size_t)n_tasks * sizeof(qin);
+    off_q = (off_q + 63) & ~(size_t)63;
+    size_t off_scr = (off_q + qbytes + 63) & ~(size_t)63;
+    size_t scr = need_scratch ? (size_t)threads * (size_t)max_cols * sizeof(float) : 0;
+    char *mem = malloc(off_scr + scr);
+    if (!mem)
         return COLI_ENOMEM;
-    float *s = (float *)buf;
-    int32_t *psum = (int32_t *)(buf + ns * sizeof(float));
-    int8_t *p = (int8_t *)(buf + ns * (sizeof(float) + sizeof(int32_t)));
-    for (int t = 0; t < n_tok; t++)
-        coli__q_quantize_act(x + (size_t)t * cols, cols, p + (size_t)t * cols, s + (size_t)t * ng,
-                             psum + (size_t)t * ng);
-    qmm_job j = {&w->q, coli__q_kernels_best(), n_tok, p, s, psum, y};
-    /* Chunks of 16 rows keep threads' outputs on separate cache lines. */
-    int64_t per_thread = (w->rows + coli__pool_size(pool) - 1) / coli__pool_size(pool);
-    int64_t grain = 16;
-    if (grain > per_thread)
-        grain = per_thread > 0 ? per_thread : 1;
-    coli__pool_run(pool, w->rows, grain, qmm_task, &j);
-    free(buf);
+    chunk *chunks = (chunk *)mem;
+    qin *qa = (qin *)(mem + off_qa);
+    char *qp = mem + off_q;
+    size_t c = 0;
+    for (int t = 0; t < n_tasks; t++) {
+        const coli__mm *m = &tasks[t];
+        const coli__mat *w = m->w;
+        if (m->n_tok <= 0 || w->rows <= 0)
+            continue;
+        if (is_quant(w->dt)) {
+            /* each token's activations are quantized once (docs/formats.md) */
+            const int cols = w->cols, ng = cols / COLI_QK;
+            size_t ns = (size_t)m->n_tok * (size_t)ng;
+            qa[t].s = (float *)qp;
+            qa[t].psum = (int32_t *)(qp + ns * sizeof(float));
+            qa[t].p = (int8_t *)(qp + ns * (sizeof(float) + sizeof(int32_t)));
+            qp += ns * (sizeof(float) + sizeof(int32_t)) + (size_t)m->n_tok * (size_t)cols;
+            for (int k = 0; k < m->n_tok; k++)
+                coli__q_quantize_act(m->x + (size_t)k * cols, cols, qa[t].p + (size_t)k * cols,
+                                     qa[t].s + (size_t)k * ng, qa[t].psum + (size_t)k * ng);
+        }
+        int g = chunk_rows(w, threads);
+        for (int r = 0; r < w->rows; r += g)
+            chunks[c++] = (chunk){t, r, r + g < w->rows ? r + g : w->rows};
+    }
+    multi_job j = {tasks, qa, chunks, coli__q_kernels_best(), need_scratch ? (float *)(mem + off_scr) : NULL,
+                   max_cols};
+    coli__pool_run(pool, (int64_t)n_chunks, 1, multi_task, &j);
+    free(mem);
     return COLI_OK;
 }
 
 coli_status coli__matmul(coli__pool *pool, const coli__mat *w, const float *x, int n_tok, float *y)
 {
-    init_kernels();
-    if (n_tok <= 0 || w->rows <= 0)
-        return COLI_OK;
-    if (w->dt == COLI_DT_Q8 || w->dt == COLI_DT_Q4 || w->dt == COLI_DT_Q2)
-        return qmatmul(pool, w, x, n_tok, y);
-    mm_job j = {w, x, y, n_tok, NULL};
-    if (n_tok > 1 && w->dt != COLI_DT_F32) {
-        j.scratch = malloc((size_t)coli__pool_size(pool) * (size_t)w->cols * sizeof(float));
-        if (!j.scratch)
-            return COLI_ENOMEM;
-    }
-    /* About 64 KiB of weights per chunk keeps hand-out overhead small. */
-    int64_t bytes_per_row = (int64_t)w->cols * (w->dt == COLI_DT_F32 ? 4 : 2);
-    int64_t grain = 65536 / (bytes_per_row > 0 ? bytes_per_row : 1);
-    if (grain < 1)
-        grain = 1;
-    int64_t per_thread = (w->rows + coli__pool_size(pool) - 1) / coli__pool_size(pool);
-    if (grain > per_thread)
-        grain = per_thread > 0 ? per_thread : 1;
-    coli__pool_run(pool, w->rows, grain, mm_task, &j);
-    free(j.scratch);
-    return COLI_OK;
+    coli__mm m = {w, x, n_tok, y};
+    return coli__matmul_multi(pool, &m, 1);
 }

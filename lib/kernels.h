@@ -34,6 +34,19 @@ void coli__mat_row(const coli__mat *w, int r, float *out);
  * result does not depend on the thread count. Returns COLI_ENOMEM only. */
 coli_status coli__matmul(coli__pool *pool, const coli__mat *w, const float *x, int n_tok, float *y);
 
+/* One product of a batch: y[t*w->rows + o] = w[o,:] . x[t*w->cols + :]. */
+typedef struct coli__mm {
+    const coli__mat *w;
+    const float *x;
+    int n_tok;
+    float *y;
+} coli__mm;
+
+/* Runs several independent products in one hand-out to the threads (the
+ * q/k/v projections, or all routed experts of a layer), which saves a
+ * thread wake-up per matrix. Same results as one coli__matmul each. */
+coli_status coli__matmul_multi(coli__pool *pool, const coli__mm *tasks, int n_tasks);
+
 /* Scalar building blocks shared by the forward pass. */
 float coli__dot_f32(const float *a, const float *b, int n);
 /* y += a * x */
