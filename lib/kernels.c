@@ -365,7 +365,7 @@ coli_status coli__matmul_multi(coli__pool *pool, const coli__mm *tasks, int n_ta
         return COLI_OK;
     /* One allocation: chunk list, per-task activation descriptors, then
      * scales and sums (4-byte aligned) before the int8 quants, then scratch. */
-    size_t off_qa = n_chunks * sizeof(chunk);
+    size_t off_qa = (n_chunks * sizeof(chunk) + 15) & ~(size_t)15;
     size_t off_q = off_qa + (size_t)n_tasks * sizeof(qin);
     off_q = (off_q + 63) & ~(size_t)63;
     size_t off_scr = (off_q + qbytes + 63) & ~(size_t)63;
