@@ -13,30 +13,34 @@
  *
  * - "direct" (decode, few tokens): a block of rows (4 for AVX-512, 2 for
  *   AVX2) streams its quants straight from the matrix, 8 groups at a time,
- *   sharing each activation load. The exact int32 sums of 8 consecutive
- *   groups are transpose-reduced into one 8-lane vector (lane k = group
- *   8j + k), converted to float (exact), scaled lane-wise and added to the
- *   8-lane accumulator: that is exactly P_k. The activations are reordered
- *   in registers (once per row block) to match the nibble / bit-pair layout
- *   of q4 / q2, so the weights need no shuffles. A tail of n_groups % 8
- *   groups runs through the same code on zero-padded copies: the padded
- *   lanes add f32(0) * (0 * 0) = +0 to P_k, which is exact because P_k is
- *   never -0 (it starts at +0, and x + y is -0 only when both are -0).
+ *   sharing each activation load, prefetching the same bytes PF_AHEAD rows
+ *   further on. The exact int32 sums of 8 consecutive groups are
+ *   transpose-reduced into one 8-lane vector (lane k = group 8j + k),
+ *   converted to float (exact), scaled lane-wise and added to the 8-lane
+ *   accumulator: that is exactly P_k (AVX-512 keeps two rows in one 16-lane
+ *   vector). The activations are regrouped in registers (once per row
+ *   block) to match the nibble / bit-pair layout of q4 / q2, so the weights
+ *   need no shuffles. A tail of n_groups % 8 groups runs through the same
+ *   code on zero-padded copies: the padded lanes add f32(0) * (0 * 0) = +0
+ *   to P_k, which is exact because P_k is never -0 (it starts at +0, and
+ *   x + y is -0 only when both are -0).
  *
- * - "repacked" (prefill, many tokens): a block of 16 (AVX-512) or 8 (AVX2)
- *   rows is unpacked, one chunk of groups at a time, into an L1 buffer laid
- *   out "lane = row": for group g and 4-column step k, one vector holds the
- *   4 weights (as u8) of every row. A token's 4 activations of step k are
- *   broadcast, so dpbusd / maddubs accumulate the exact isum_g of 16 (8)
- *   rows at once with no horizontal reduction; the float part then runs
- *   lane = row, with the partial sums P_k of every (token, row) kept in a
- *   small L1 array. Each loaded weight vector serves 4 tokens.
+ * - "repacked" (prefill, many tokens): a block of 32 (AVX-512: two 16-lane
+ *   halves) or 8 (AVX2) rows is unpacked, PF_GC groups at a time, into an
+ *   L1 buffer laid out "lane = row": for group g and 4-column step k, one
+ *   vector holds the 4 weights (as u8) of every row. A token's 4
+ *   activations of step k are broadcast, so dpbusd / maddubs accumulate the
+ *   exact isum_g of all rows at once with no horizontal reduction; the
+ *   float part then runs lane = row, with the partial sums P_k of every
+ *   (token, row) kept in a small array. Each loaded weight vector serves 4
+ *   tokens, each broadcast 2 halves.
  *
  * The weights enter the integer dot as unsigned bytes u with an exact
  * correction: q8 u = q + 128 (isum = sum u*p - 128 psum, AVX-512 only),
  * q4 u = nibble (isum = sum u*p - 8 psum), q2 u = q. AVX2 maddubs would
  * saturate on q + 128, so the AVX2 q8 kernels use |q| and sign-adjusted
- * activations instead (exact: pair sums are at most 2*127*127).
+ * activations instead (exact: pair sums are at most 2*127*127, as p is
+ * never -128). Both corrections use psum = sum p (the definition).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -143,7 +147,7 @@ static void stage_w_tail(w_tail *t, const coli__qmat *w, const qshape *q, int r,
 #define UNROLL _Pragma("GCC unroll 16")
 
 /* Rows ahead of the current block that the direct kernels prefetch. */
-#define PF_AHEAD 4
+#define PF_AHEAD 8
 
 /* Prefetches the n bytes at p + off (off may point past the object: a
  * prefetch never faults, and the address is formed as an integer). */
@@ -291,7 +295,7 @@ __attribute__((target(T_AVX2))) INL void direct2_body(int kind, int gsh, const c
                                                       const int32_t *psum, float *y, size_t ys)
 {
     const int nb = sh->ng / 8, nt = sh->ng % 8;
-    const size_t bq = (size_t)sh->gb * 8; /* quant bytes per 8 groups */
+    const size_t bq = kind == K_Q8 ? 256 : kind == K_Q4 ? 128 : 64; /* quant bytes per 8 groups */
     const size_t pfq = PF_AHEAD * sh->rb, pfd = PF_AHEAD * (size_t)sh->nd * 2, pfm = PF_AHEAD * (size_t)sh->ng * 2;
     for (int r = r0; r < r1; r += R2) {
         const int rr = r1 - r < R2 ? r1 - r : R2;
@@ -364,12 +368,12 @@ __attribute__((target(T_AVX2))) static void direct_avx2(const coli__qmat *w, int
 
 /* ---- repacked kernels: 8 rows = 8 lanes ----------------------------- */
 
-#ifndef PF_GC
-#define PF_GC 16 /* groups per chunk */
-#endif
-#ifndef PF_TB
-#define PF_TB 64 /* tokens per block */
-#endif
+/* Repacked kernels: groups per chunk (a multiple of 4; the chunk's unpacked
+ * weights take PF_GC KiB per 32 rows and stay in L1) and tokens per block
+ * (their partial sums take PF_TB KiB per 32 rows). All buffers are on the
+ * stack: about 76 KiB for AVX-512, 26 KiB for AVX2. */
+#define PF_GC 32
+#define PF_TB 32
 
 /* Row pointers of a row block (rows past the end repeat the last one). */
 typedef struct rowset {
@@ -392,17 +396,20 @@ static void rowset_init(rowset *rs, const coli__qmat *w, const qshape *sh, int r
 __attribute__((target(T_AVX2))) static void repack_scales8(const rowset *rs, const qshape *sh, int g0, int gn,
                                                            float *df, float *mf)
 {
-    uint16_t t[8];
-    for (int gi = 0; gi < gn; gi++) {
-        int g = g0 + gi;
-        for (int i = 0; i < 8; i++)
-            t[i] = rs->d[i][g >> sh->gsh];
-        _mm256_store_ps(df + 8 * gi, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t)));
-        if (sh->kind == K_Q2) {
-            for (int i = 0; i < 8; i++)
-                t[i] = rs->m[i][g];
-            _mm256_store_ps(mf + 8 * gi, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t)));
-        }
+    /* gathered first, converted afterwards (store forwarding) */
+    _Alignas(16) uint16_t t[2][PF_GC][8];
+    const int nm = sh->kind == K_Q2 ? 2 : 1;
+    for (int i = 0; i < 8; i++) {
+        for (int gi = 0; gi < gn; gi++)
+            t[0][gi][i] = rs->d[i][(g0 + gi) >> sh->gsh];
+        if (nm > 1)
+            for (int gi = 0; gi < gn; gi++)
+                t[1][gi][i] = rs->m[i][g0 + gi];
+    }
+    for (int e = 0; e < nm; e++) {
+        float *o = e ? mf : df;
+        for (int gi = 0; gi < gn; gi++)
+            _mm256_store_ps(o + 8 * gi, _mm256_cvtph_ps(_mm_load_si128((const __m128i *)t[e][gi])));
     }
 }
 
@@ -431,6 +438,13 @@ __attribute__((target(T_AVX2))) static void repack8(const rowset *rs, const qsha
                                                     __m256i *W, __m256i *S)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    _Alignas(32) int32_t t2[PF_GC][2][8]; /* q2: dwords 0 and 1 of each group, [row] */
+    if (sh->kind == K_Q2) /* gathered first (see repack_scales8) */
+        for (int i = 0; i < 8; i++)
+            for (int gi = 0; gi < gn; gi++) {
+                t2[gi][0][i] = load_i32(rs->q[i] + (size_t)(g0 + gi) * 8);
+                t2[gi][1][i] = load_i32(rs->q[i] + (size_t)(g0 + gi) * 8 + 4);
+            }
     for (int gi = 0; gi < gn; gi++) {
         size_t off = (size_t)(g0 + gi) * (size_t)sh->gb;
         __m256i *o = W + 8 * gi;
@@ -456,12 +470,8 @@ __attribute__((target(T_AVX2))) static void repack8(const rowset *rs, const qsha
                 }
             }
         } else {
-            int32_t a[8], b[8];
-            for (int i = 0; i < 8; i++) {
-                a[i] = load_i32(rs->q[i] + off);
-                b[i] = load_i32(rs->q[i] + off + 4);
-            }
-            __m256i va = _mm256_loadu_si256((const __m256i *)a), vb = _mm256_loadu_si256((const __m256i *)b);
+            const __m256i va = _mm256_load_si256((const __m256i *)t2[gi][0]);
+            const __m256i vb = _mm256_load_si256((const __m256i *)t2[gi][1]);
             UNROLL for (int j = 0; j < 4; j++) {
                 o[2 * j] = _mm256_and_si256(_mm256_srli_epi32(va, 2 * j), m2);
                 o[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi32(vb, 2 * j), m2);
@@ -470,7 +480,11 @@ __attribute__((target(T_AVX2))) static void repack8(const rowset *rs, const qsha
     }
 }
 
-/* nt tokens (1..4, a constant after inlining) over groups [g0, g0 + gn)
+/* Tokens per pass of the AVX2 repacked kernel (maddubs-bound: more tokens
+ * per weight load only add register pressure). */
+#define PF8_TQ 2
+
+/* nt tokens (1..PF8_TQ, a constant after inlining) over groups [g0, g0 + gn)
  * of the repacked chunk; P[u] the token's partial sums [k][row]. */
 __attribute__((target(T_AVX2))) INL void pf8_tokens(int kind, int nt, const __m256i *W, const __m256i *S,
                                                     const float *df, const float *mf, int g0, int gn,
@@ -526,12 +540,10 @@ __attribute__((target(T_AVX2))) static void pf8_run(int kind, int nt, const __m2
 {
 #define PF8(K, N) pf8_tokens(K, N, W, S, df, mf, g0, gn, pt, st, pst, P)
 #define PF8K(K)                                                                                                 \
-    switch (nt) {                                                                                               \
-    case 4: PF8(K, 4); break;                                                                                   \
-    case 3: PF8(K, 3); break;                                                                                   \
-    case 2: PF8(K, 2); break;                                                                                   \
-    default: PF8(K, 1); break;                                                                                  \
-    }
+    if (nt == 2)                                                                                                \
+        PF8(K, 2);                                                                                              \
+    else                                                                                                        \
+        PF8(K, 1);
     if (kind == K_Q8) {
         PF8K(K_Q8)
     } else if (kind == K_Q4) {
@@ -566,8 +578,8 @@ __attribute__((target(T_AVX2))) static void repacked_avx2(const coli__qmat *w, i
                     repack8(&rs, &sh, g0, gn, W, S);
                     repack_scales8(&rs, &sh, g0, gn, df, mf);
                 }
-                for (int t = t0; t < t0 + tb; t += 4) {
-                    const int nt = t0 + tb - t < 4 ? t0 + tb - t : 4;
+                for (int t = t0; t < t0 + tb; t += PF8_TQ) {
+                    const int nt = t0 + tb - t < PF8_TQ ? t0 + tb - t : PF8_TQ;
                     const int8_t *pt[4];
                     const float *st[4];
                     const int32_t *pst[4];
@@ -597,9 +609,13 @@ __attribute__((target(T_AVX2))) static void repacked_avx2(const coli__qmat *w, i
     }
 }
 
-/* Fewer tokens than this: the direct kernel (re-reading a 2-row block from
- * L1 per token beats repacking). */
-#define AVX2_PF_MIN_TOK 4
+/* Below this many tokens the direct kernel (re-reading a 2-row block from
+ * L1 per token) beats repacking: measured crossovers on a Sapphire Rapids
+ * class core, q4 / q8 / q2. */
+static int avx2_pf_min_tok(int kind)
+{
+    return kind == K_Q4 ? 8 : kind == K_Q8 ? 16 : 32;
+}
 
 __attribute__((target(T_AVX2))) static void gemm_avx2(const coli__qmat *w, int r0, int r1, int n_tok,
                                                       const int8_t *p, const float *s, const int32_t *psum,
@@ -607,7 +623,7 @@ __attribute__((target(T_AVX2))) static void gemm_avx2(const coli__qmat *w, int r
 {
     if (r1 <= r0 || n_tok <= 0)
         return;
-    if (n_tok >= AVX2_PF_MIN_TOK)
+    if (n_tok >= avx2_pf_min_tok(shape_of(w).kind))
         repacked_avx2(w, r0, r1, n_tok, p, s, psum, y, y_stride);
     else
         direct_avx2(w, r0, r1, n_tok, p, s, psum, y, y_stride);
@@ -617,7 +633,7 @@ __attribute__((target(T_AVX2))) static void gemm_avx2(const coli__qmat *w, int r
 /* AVX-512 VNNI                                                          */
 /* ===================================================================== */
 
-#define R4 4
+#define R4 4 /* rows per block (the final reduction assumes 4) */
 
 __attribute__((target(T_512))) INL __m512i dup256i(const void *p) /* [x | x] */
 {
@@ -770,7 +786,7 @@ __attribute__((target(T_512))) INL void direct4_body(int kind, int gsh, const co
                                                      const int32_t *psum, float *y, size_t ys)
 {
     const int nb = sh->ng / 8, nt = sh->ng % 8;
-    const size_t bq = (size_t)sh->gb * 8;
+    const size_t bq = kind == K_Q8 ? 256 : kind == K_Q4 ? 128 : 64; /* quant bytes per 8 groups */
     const size_t pfq = PF_AHEAD * sh->rb, pfd = PF_AHEAD * (size_t)sh->nd * 2, pfm = PF_AHEAD * (size_t)sh->ng * 2;
     for (int r = r0; r < r1; r += R4) {
         const int rr = r1 - r < R4 ? r1 - r : R4;
@@ -818,11 +834,15 @@ __attribute__((target(T_512))) INL void direct4_body(int kind, int gsh, const co
                 }
                 blk4(kind, 0, q, d, m, at.p, at.s, at.ps, acc);
             }
-            for (int i = 0; i < rr; i++) {
-                __m256 a = i & 1 ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i / 2]), 1))
-                                 : _mm512_castps512_ps256(acc[i / 2]);
-                y[(size_t)t * ys + (size_t)(r + i)] = hsum_p8(a);
-            }
+            /* ((P0+P4)+(P2+P6))+((P1+P5)+(P3+P7)) of the 4 rows at once */
+            const __m512 x = acc[0], z = acc[1];
+            __m512 a = _mm512_add_ps(_mm512_shuffle_f32x4(x, z, _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm512_shuffle_f32x4(x, z, _MM_SHUFFLE(3, 1, 3, 1)));
+            a = _mm512_add_ps(a, _mm512_permute_ps(a, _MM_SHUFFLE(1, 0, 3, 2)));
+            a = _mm512_add_ps(a, _mm512_permute_ps(a, _MM_SHUFFLE(2, 3, 0, 1)));
+            const __m128 o = _mm512_castps512_ps128(
+                _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), a));
+            _mm_mask_storeu_ps(y + (size_t)t * ys + (size_t)r, (__mmask8)((1u << rr) - 1), o);
         }
     }
 }
@@ -846,25 +866,8 @@ __attribute__((target(T_512))) static void direct_512(const coli__qmat *w, int r
 
 /* ---- repacked kernels: 16 rows = 16 lanes, 1 or 2 such halves ------- */
 
-/* Scales (and minimums) of groups [g0, g0 + gn) of the 16 rows
- * rs->*[rb..rb+15] as f32: df[(gi * nr + h) * 16 + row]. */
-__attribute__((target(T_512))) static void repack_scales16(const rowset *rs, int rb, const qshape *sh, int g0,
-                                                          int gn, float *df, float *mf, int nr, int h)
-{
-    uint16_t t[16];
-    for (int gi = 0; gi < gn; gi++) {
-        int g = g0 + gi;
-        for (int i = 0; i < 16; i++)
-            t[i] = rs->d[rb + i][g >> sh->gsh];
-        _mm512_store_ps(df + (gi * nr + h) * 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)t)));
-        if (sh->kind == K_Q2) {
-            for (int i = 0; i < 16; i++)
-                t[i] = rs->m[rb + i][g];
-            _mm512_store_ps(mf + (gi * nr + h) * 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)t)));
-        }
-    }
-}
-
+/* In-lane 4x4 transpose of dwords: x[m] 128-bit lane L = row 4L+m; out
+ * x[c] = dword c of rows 0..15 in order. */
 __attribute__((target(T_512))) INL void tr4_512(__m512i x[4])
 {
     __m512i a = _mm512_unpacklo_epi32(x[0], x[1]), b = _mm512_unpackhi_epi32(x[0], x[1]);
@@ -875,13 +878,55 @@ __attribute__((target(T_512))) INL void tr4_512(__m512i x[4])
     x[3] = _mm512_unpackhi_epi64(b, d);
 }
 
-/* 16 bytes at offset off of rows m, m+4, m+8, m+12 (of rs->q + rb). */
-__attribute__((target(T_512))) INL __m512i ld_rows4(const uint8_t *const *q, int m, size_t off)
+/* 16 bytes at offset off of rows m, m+4, m+8, m+12 of q[] (dwords outside
+ * km read as 0, without touching memory). */
+__attribute__((target(T_512))) INL __m512i ld_rows4(const uint8_t *const *q, int m, size_t off, __mmask8 km)
 {
-    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(q[m] + off)));
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(q[m + 4] + off)), 1);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(q[m + 8] + off)), 2);
-    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(q[m + 12] + off)), 3);
+    __m512i v = _mm512_castsi128_si512(_mm_maskz_loadu_epi32(km, q[m] + off));
+    v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi32(km, q[m + 4] + off), 1);
+    v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi32(km, q[m + 8] + off), 2);
+    return _mm512_inserti32x4(v, _mm_maskz_loadu_epi32(km, q[m + 12] + off), 3);
+}
+
+/* raw[j] = f32 of fp16 entry s0 + j of each of the 16 arrays p[0..15]
+ * (lane = array), j < n. */
+__attribute__((target(T_512))) static void gather_h16(const uint16_t *const *p, int s0, int n, __m512 *raw)
+{
+    for (int j0 = 0; j0 < n; j0 += 8) {
+        const int k = n - j0 < 8 ? n - j0 : 8;
+        const __mmask8 km = (__mmask8)((1u << k) - 1);
+        __m512i x[4];
+        UNROLL for (int mm = 0; mm < 4; mm++) {
+            __m512i v = _mm512_castsi128_si512(_mm_maskz_loadu_epi16(km, p[mm] + s0 + j0));
+            v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi16(km, p[mm + 4] + s0 + j0), 1);
+            v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi16(km, p[mm + 8] + s0 + j0), 2);
+            x[mm] = _mm512_inserti32x4(v, _mm_maskz_loadu_epi16(km, p[mm + 12] + s0 + j0), 3);
+        }
+        tr4_512(x); /* x[c]: entries j0 + 2c (low half) and j0 + 2c + 1 of the 16 rows */
+        UNROLL for (int c = 0; c < 4; c++) {
+            if (2 * c < k)
+                raw[j0 + 2 * c] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(x[c]));
+            if (2 * c + 1 < k)
+                raw[j0 + 2 * c + 1] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(x[c], 16)));
+        }
+    }
+}
+
+/* Scales (and minimums) of groups [g0, g0 + gn) of the 16 rows
+ * rs->*[rb..rb+15] as f32: df[(gi * nr + h) * 16 + row]. g0 is a multiple
+ * of 4, so group g0 + gi uses scale (g0 >> gsh) + (gi >> gsh). */
+__attribute__((target(T_512))) static void repack_scales16(const rowset *rs, int rb, const qshape *sh, int g0,
+                                                          int gn, float *df, float *mf, int nr, int h)
+{
+    __m512 raw[PF_GC];
+    gather_h16(rs->d + rb, g0 >> sh->gsh, (gn + (1 << sh->gsh) - 1) >> sh->gsh, raw);
+    for (int gi = 0; gi < gn; gi++)
+        _mm512_store_ps(df + (gi * nr + h) * 16, raw[gi >> sh->gsh]);
+    if (sh->kind == K_Q2) {
+        gather_h16(rs->m + rb, g0, gn, raw);
+        for (int gi = 0; gi < gn; gi++)
+            _mm512_store_ps(mf + (gi * nr + h) * 16, raw[gi]);
+    }
 }
 
 /* Unpacks groups [g0, g0 + gn) of the 16 rows rs->q[rb..rb+15]:
@@ -892,37 +937,46 @@ __attribute__((target(T_512))) static void repack16(const rowset *rs, int rb, co
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03), x80 = _mm512_set1_epi8((char)0x80);
     const uint8_t *const *q = rs->q + rb;
+    if (sh->kind == K_Q2) {
+        /* 16 bytes = groups g, g+1: dword c of the 16 rows after tr4_512 is
+         * bytes 4c..4c+3; (x >> 2j) & 3 of bytes 0-3 (4-7) of a group are
+         * its columns 8j..8j+3 (8j+4..8j+7) */
+        for (int gi = 0; gi < gn; gi += 2) {
+            const int two = gi + 1 < gn;
+            __m512i x[4];
+            UNROLL for (int mm = 0; mm < 4; mm++)
+                x[mm] = ld_rows4(q, mm, (size_t)(g0 + gi) * 8, two ? 0xF : 0x3);
+            tr4_512(x);
+            for (int e = 0; e <= two; e++) {
+                __m512i *o = W + (size_t)(gi + e) * 8 * (size_t)nr + h;
+                UNROLL for (int j = 0; j < 4; j++) {
+                    o[2 * j * nr] = _mm512_and_si512(_mm512_srli_epi32(x[2 * e], 2 * j), m2);
+                    o[(2 * j + 1) * nr] = _mm512_and_si512(_mm512_srli_epi32(x[2 * e + 1], 2 * j), m2);
+                }
+            }
+        }
+        return;
+    }
     for (int gi = 0; gi < gn; gi++) {
         size_t off = (size_t)(g0 + gi) * (size_t)sh->gb;
         __m512i *o = W + (size_t)gi * 8 * (size_t)nr + h;
         if (sh->kind == K_Q4) {
             __m512i x[4];
             UNROLL for (int mm = 0; mm < 4; mm++)
-                x[mm] = ld_rows4(q, mm, off);
+                x[mm] = ld_rows4(q, mm, off, 0xF);
             tr4_512(x);
             UNROLL for (int c = 0; c < 4; c++) {
                 o[c * nr] = _mm512_and_si512(x[c], m4);
                 o[(4 + c) * nr] = _mm512_and_si512(_mm512_srli_epi16(x[c], 4), m4);
             }
-        } else if (sh->kind == K_Q8) {
+        } else {
             UNROLL for (int e = 0; e < 2; e++) {
                 __m512i x[4];
                 UNROLL for (int mm = 0; mm < 4; mm++)
-                    x[mm] = ld_rows4(q, mm, off + 16 * (size_t)e);
+                    x[mm] = ld_rows4(q, mm, off + 16 * (size_t)e, 0xF);
                 tr4_512(x);
                 UNROLL for (int c = 0; c < 4; c++)
                     o[(4 * e + c) * nr] = _mm512_xor_si512(x[c], x80);
-            }
-        } else {
-            int32_t a[16], b[16];
-            for (int i = 0; i < 16; i++) {
-                a[i] = load_i32(q[i] + off);
-                b[i] = load_i32(q[i] + off + 4);
-            }
-            __m512i va = _mm512_loadu_si512((const void *)a), vb = _mm512_loadu_si512((const void *)b);
-            UNROLL for (int j = 0; j < 4; j++) {
-                o[2 * j * nr] = _mm512_and_si512(_mm512_srli_epi32(va, 2 * j), m2);
-                o[(2 * j + 1) * nr] = _mm512_and_si512(_mm512_srli_epi32(vb, 2 * j), m2);
             }
         }
     }
@@ -1014,11 +1068,7 @@ __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int
     const int nch = (sh.ng + PF_GC - 1) / PF_GC;
     for (int r = r0; r < r1; r += 32) {
         const int rr = r1 - r < 32 ? r1 - r : 32;
-#ifdef PF_NR1
-        const int nr = 1;
-#else
         const int nr = rr > 16 ? 2 : 1;
-#endif
         const int pstride = 128 * nr; /* floats of P per token */
         rowset rs;
         rowset_init(&rs, w, &sh, r, rr, 16 * nr);
@@ -1065,6 +1115,7 @@ __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int
     }
 }
 
+/* Below this many tokens the direct kernel beats repacking (all formats). */
 #define AVX512_PF_MIN_TOK 4
 
 __attribute__((target(T_512))) static void gemm_512(const coli__qmat *w, int r0, int r1, int n_tok,
