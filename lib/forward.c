@@ -103,23 +103,21 @@ static void attn_task(void *arg, int64_t b, int64_t e, int thread)
         const float *q = j->q + (size_t)t * (size_t)(nh * hd) + (size_t)h * hd;
         const float *kbase = j->kc + (size_t)(h / group) * hd;
         const float *vbase = j->vc + (size_t)(h / group) * hd;
+        int n = pos - lo + 1;
+        coli__attn_scores(q, kbase + (size_t)lo * j->kv_dim, (size_t)j->kv_dim, n, hd, scale, sc);
         float mx = -INFINITY;
-        for (int p = lo; p <= pos; p++) {
-            float s = coli__dot_f32(q, kbase + (size_t)p * j->kv_dim, hd) * scale;
-            sc[p] = s;
-            if (s > mx)
-                mx = s;
-        }
+        for (int p = 0; p < n; p++)
+            mx = sc[p] > mx ? sc[p] : mx;
         float sum = 0;
-        for (int p = lo; p <= pos; p++) {
+        for (int p = 0; p < n; p++) {
             sc[p] = expf(sc[p] - mx);
             sum += sc[p];
         }
         float inv = 1.0f / sum;
+        for (int p = 0; p < n; p++)
+            sc[p] *= inv;
         float *o = j->out + (size_t)t * (size_t)(nh * hd) + (size_t)h * hd;
-        memset(o, 0, (size_t)hd * sizeof(float));
-        for (int p = lo; p <= pos; p++)
-            coli__axpy(o, sc[p] * inv, vbase + (size_t)p * j->kv_dim, hd);
+        coli__attn_mix(o, sc, vbase + (size_t)lo * j->kv_dim, (size_t)j->kv_dim, n, hd);
     }
 }
 

@@ -156,6 +156,92 @@ __attribute__((target("avx2,fma,f16c"))) static float dot_f16_avx2(const uint16_
 }
 #endif
 
+#if COLI_X86
+__attribute__((target("avx2,fma"))) static void axpy_avx2(float *y, float a, const float *x, int n)
+{
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+#endif
+
+static void axpy_scalar(float *y, float a, const float *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+static void (*g_axpy)(float *, float, const float *, int) = axpy_scalar;
+
+/* ---- attention helpers --------------------------------------------------- */
+
+static void attn_scores_scalar(const float *q, const float *k, size_t stride, int n, int hd, float scale,
+                               float *out)
+{
+    for (int p = 0; p < n; p++)
+        out[p] = dot_f32_scalar(q, k + (size_t)p * stride, hd) * scale;
+}
+
+static void attn_mix_scalar(float *out, const float *w, const float *v, size_t stride, int n, int hd)
+{
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int p = 0; p < n; p++)
+        axpy_scalar(out, w[p], v + (size_t)p * stride, hd);
+}
+
+#if COLI_X86
+__attribute__((target("avx2,fma"))) static void attn_scores_avx2(const float *q, const float *k, size_t stride,
+                                                                 int n, int hd, float scale, float *out)
+{
+    if (hd % 8 != 0) {
+        attn_scores_scalar(q, k, stride, n, hd, scale, out);
+        return;
+    }
+    for (int p = 0; p < n; p++) {
+        const float *kp = k + (size_t)p * stride;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        int i = 0;
+        for (; i + 16 <= hd; i += 16) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kp + i), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(kp + i + 8), a1);
+        }
+        if (i < hd)
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kp + i), a0);
+        out[p] = hsum256(_mm256_add_ps(a0, a1)) * scale;
+    }
+}
+
+/* out = sum_p w[p] * v_p, 64 dimensions at a time held in registers. */
+__attribute__((target("avx2,fma"))) static void attn_mix_avx2(float *out, const float *w, const float *v,
+                                                              size_t stride, int n, int hd)
+{
+    if (hd % 8 != 0) {
+        attn_mix_scalar(out, w, v, stride, n, hd);
+        return;
+    }
+    for (int base = 0; base < hd; base += 64) {
+        int m = hd - base < 64 ? (hd - base) / 8 : 8;
+        __m256 acc[8];
+        for (int j = 0; j < 8; j++)
+            acc[j] = _mm256_setzero_ps();
+        for (int p = 0; p < n; p++) {
+            const float *vp = v + (size_t)p * stride + base;
+            __m256 wp = _mm256_set1_ps(w[p]);
+            for (int j = 0; j < m; j++)
+                acc[j] = _mm256_fmadd_ps(wp, _mm256_loadu_ps(vp + 8 * j), acc[j]);
+        }
+        for (int j = 0; j < m; j++)
+            _mm256_storeu_ps(out + base + 8 * j, acc[j]);
+    }
+}
+#endif
+
+static void (*g_attn_scores)(const float *, const float *, size_t, int, int, float, float *) = attn_scores_scalar;
+static void (*g_attn_mix)(float *, const float *, const float *, size_t, int, int) = attn_mix_scalar;
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 typedef float (*dot_f32_fn)(const float *, const float *, int);
@@ -174,6 +260,9 @@ static void pick_kernels(void)
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         g_dot_f32 = dot_f32_avx2;
         g_dot_bf16 = dot_bf16_avx2;
+        g_axpy = axpy_avx2;
+        g_attn_scores = attn_scores_avx2;
+        g_attn_mix = attn_mix_avx2;
         if (__builtin_cpu_supports("f16c"))
             g_dot_f16 = dot_f16_avx2;
         g_name = "avx2";
@@ -198,10 +287,22 @@ float coli__dot_f32(const float *a, const float *b, int n)
     return g_dot_f32(a, b, n);
 }
 
+void coli__attn_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out)
+{
+    init_kernels();
+    g_attn_scores(q, k, stride, n, hd, scale, out);
+}
+
+void coli__attn_mix(float *out, const float *w, const float *v, size_t stride, int n, int hd)
+{
+    init_kernels();
+    g_attn_mix(out, w, v, stride, n, hd);
+}
+
 void coli__axpy(float *y, float a, const float *x, int n)
 {
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
+    init_kernels();
+    g_axpy(y, a, x, n);
 }
 
 uint64_t coli__mat_bytes(const coli__mat *w)

@@ -51,6 +51,10 @@ coli_status coli__matmul_multi(coli__pool *pool, const coli__mm *tasks, int n_ta
 float coli__dot_f32(const float *a, const float *b, int n);
 /* y += a * x */
 void coli__axpy(float *y, float a, const float *x, int n);
+/* out[p] = (q . k_p) * scale for n rows k_p = k + p * stride of hd floats. */
+void coli__attn_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out);
+/* out[0..hd) = sum_p w[p] * v_p, rows v_p = v + p * stride. */
+void coli__attn_mix(float *out, const float *w, const float *v, size_t stride, int n, int hd);
 
 /* Name of the SIMD path in use for float formats ("avx2" or "scalar") and
  * for quantized ones ("avx512vnni", "avx2" or "scalar"). */
