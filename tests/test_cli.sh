@@ -275,7 +275,7 @@ fi
 
 if run 0 "coli --help" "$COLI" --help; then
 	ok=1
-	for c in generate logits tokenize detokenize info bench; do
+	for c in generate logits tokenize detokenize info bench compare; do
 		contains "$out" "$c" || { ok=0; fail "coli --help does not mention $c"; }
 	done
 	[ "$ok" = 1 ] && pass "coli --help"
@@ -302,6 +302,8 @@ check_help detokenize --model --ids --skip-special --format
 check_help info --model --weights --q4-group --format
 check_help bench --model --weights --q4-group --threads --prompt-tokens --gen-tokens \
 	--repetitions --seed --probe-mib --no-probe --format
+check_help compare --model --weights --q4-group --against --prompt-ids --prompt-tokens \
+	--gen-tokens --seed --threads --format
 
 # usage_error DESCRIPTION WORD COMMAND...: must exit 2 and name WORD on stderr.
 usage_error() {
@@ -796,6 +798,33 @@ usage_error "make-synthetic: unknown option" --frob "$synth" --out "$tmp/x" --fr
 if run 1 "make-synthetic into a file" "$synth" --out "$err" --layers 1; then
 	pass "make-synthetic fails when --out is not a directory"
 fi
+
+# ---- compare ----------------------------------------------------------------
+# A format against itself agrees everywhere with zero divergence; q8 against
+# f32 reports sane numbers; a missing --weights is a usage error.
+if run 0 "compare f32 against f32" "$COLI" compare --model "$data/qwen3_moe" --weights f32 \
+	--against f32 --prompt-tokens 12 --gen-tokens 6 --format json; then
+	if json_valid <"$out" && [ "$(json_number "$out" top1_agreement)" = "1.0000" ] &&
+		[ "$(json_number "$out" mean_kl)" = "0" ] && [ "$(json_int "$out" greedy_agreement)" = "6" ]; then
+		pass "compare: a format agrees with itself"
+	else
+		fail "compare f32 against f32: $(cat "$out")"
+	fi
+fi
+if run 0 "compare q8 against f32" "$COLI" compare --model "$data/olmoe" --weights q8 \
+	--prompt-ids 1,5,9,200,31,7,7,64 --gen-tokens 4 --format json; then
+	t=$(json_number "$out" top1_agreement)
+	k=$(json_number "$out" mean_kl)
+	if json_valid <"$out" && [ "$(json_int "$out" positions)" = "8" ] &&
+		awk -v t="$t" -v k="$k" 'BEGIN { exit !(t >= 0 && t <= 1 && k > 0 && k < 1) }'; then
+		pass "compare: q8 against f32 gives an agreement in [0, 1] and a small positive KL"
+	else
+		fail "compare q8: $(cat "$out")"
+	fi
+fi
+usage_error "compare without --weights" --weights "$COLI" compare --model "$data/olmoe"
+usage_error "compare: bad --against" --against "$COLI" compare --model "$data/olmoe" --weights q4 \
+	--against q3
 
 echo "$checks checks, $failures failures"
 [ "$failures" -eq 0 ]

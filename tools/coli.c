@@ -15,6 +15,7 @@
 #include <colibri/colibri.h>
 
 #include "bench.h"
+#include "compare.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -304,6 +305,7 @@ enum opt_id {
     O_REPETITIONS,
     O_PROBE_MIB,
     O_NO_PROBE,
+    O_AGAINST,
     O_COUNT
 };
 
@@ -335,6 +337,7 @@ static const struct optdef {
     [O_REPETITIONS] = {"--repetitions", 1},
     [O_PROBE_MIB] = {"--probe-mib", 1},
     [O_NO_PROBE] = {"--no-probe", 0},
+    [O_AGAINST] = {"--against", 1},
 };
 
 /* The parsed command line of a subcommand: raw values, converted later. */
@@ -461,6 +464,19 @@ static int option_in_bounds(const char *name, coli_option opt, const char *s, in
     return parse_int64(name, s, min, max, out);
 }
 
+static const char *const g_weight_names[] = {"auto", "f32", "bf16", "q8", "q4", "q2"};
+
+/* A weight format by name (indexes of g_weight_names are coli_weight_format). */
+static int parse_weights(const char *opt, const char *w, int64_t *out)
+{
+    for (size_t i = 0; i < sizeof g_weight_names / sizeof g_weight_names[0]; i++)
+        if (strcmp(w, g_weight_names[i]) == 0) {
+            *out = (int64_t)i;
+            return 0;
+        }
+    return usage_error("invalid value '%s' for %s (expected auto, f32, bf16, q8, q4 or q2)", w, opt);
+}
+
 static int parse_model_args(const args *a, model_args *m)
 {
     int rc;
@@ -471,24 +487,9 @@ static int parse_model_args(const args *a, model_args *m)
         return usage_error("--model needs a directory");
     m->verbose = a->given[O_VERBOSE];
     if (a->value[O_WEIGHTS] != NULL) {
-        const char *w = a->value[O_WEIGHTS];
         m->have_weights = 1;
-        if (strcmp(w, "auto") == 0)
-            m->weights = COLI_WEIGHTS_AUTO;
-        else if (strcmp(w, "f32") == 0)
-            m->weights = COLI_WEIGHTS_F32;
-        else if (strcmp(w, "bf16") == 0)
-            m->weights = COLI_WEIGHTS_BF16;
-        else if (strcmp(w, "q8") == 0)
-            m->weights = COLI_WEIGHTS_Q8;
-        else if (strcmp(w, "q4") == 0)
-            m->weights = COLI_WEIGHTS_Q4;
-        else if (strcmp(w, "q2") == 0)
-            m->weights = COLI_WEIGHTS_Q2;
-        else
-            return usage_error("invalid value '%s' for --weights (expected auto, f32, bf16, q8, "
-                               "q4 or q2)",
-                               w);
+        if ((rc = parse_weights("--weights", a->value[O_WEIGHTS], &m->weights)) != 0)
+            return rc;
     }
     if (a->value[O_Q4_GROUP] != NULL) {
         rc = option_in_bounds("--q4-group", COLI_OPT_Q4_GROUP, a->value[O_Q4_GROUP],
@@ -1290,6 +1291,99 @@ static int cmd_bench(const args *a)
     return rc;
 }
 
+/* ---- coli compare --------------------------------------------------------- */
+
+static const unsigned char compare_allowed[O_COUNT] = {
+    [O_HELP] = 1, [O_MODEL] = 1, [O_WEIGHTS] = 1, [O_Q4_GROUP] = 1, [O_AGAINST] = 1, [O_THREADS] = 1,
+    [O_PROMPT_IDS] = 1, [O_PROMPT_TOKENS] = 1, [O_GEN_TOKENS] = 1, [O_SEED] = 1, [O_FORMAT] = 1,
+    [O_VERBOSE] = 1,
+};
+
+static const char compare_usage[] =
+    "Usage: coli compare [--model DIR] --weights FMT [OPTION]...\n"
+    "Measure how far the model in one weight format strays from the same model\n"
+    "in another: top-1 agreement and KL divergence of the next-token\n"
+    "distribution at every prompt position, and the length of the common prefix\n"
+    "of the two greedy continuations.\n"
+    "\n"
+    "  --model DIR           Hugging Face model directory (default: the demo model)\n"
+    "  --weights FMT         the format under test: f32, bf16, q8, q4 or q2\n"
+    "  --q4-group N          group size of q4 weights: 32, 64 or 128 (default 32)\n"
+    "  --against FMT         the reference format (default f32)\n"
+    "  --prompt-ids LIST     prompt token ids (default: random ids, see below)\n"
+    "  --prompt-tokens N     length of the random prompt (default 64)\n"
+    "  --gen-tokens N        length of the greedy continuations (default 24)\n"
+    "  --seed S              seed of the random prompt (default 1)\n"
+    "  --threads N           worker threads; 0 = all cores (default 0)\n"
+    "  --format FMT          text or json (default text)\n"
+    "  --verbose             print the library's log messages on standard error\n"
+    "  --help                show this help and exit\n";
+
+static int cmd_compare(const args *a)
+{
+    compare_params p;
+    model_args m, r;
+    coli_model *test = NULL, *ref = NULL;
+    int32_t *prompt = NULL;
+    size_t n_prompt = 0;
+    int64_t prompt_tokens = 64, against = COLI_WEIGHTS_F32;
+    uint64_t seed = 1;
+    int rc;
+
+    memset(&p, 0, sizeof p);
+    p.greedy = 24;
+    if ((rc = parse_format(a, 0, &p.json)) != 0)
+        return rc;
+    if ((rc = parse_model_args(a, &m)) != 0)
+        return rc;
+    if (!m.have_weights)
+        return usage_error("compare needs --weights");
+    if (a->value[O_AGAINST] && (rc = parse_weights("--against", a->value[O_AGAINST], &against)) != 0)
+        return rc;
+    if (a->value[O_PROMPT_TOKENS] &&
+        (rc = parse_int64("--prompt-tokens", a->value[O_PROMPT_TOKENS], 1, 1 << 16, &prompt_tokens)) != 0)
+        return rc;
+    if (a->value[O_GEN_TOKENS] &&
+        (rc = parse_int64("--gen-tokens", a->value[O_GEN_TOKENS], 0, 1 << 16, &p.greedy)) != 0)
+        return rc;
+    if (a->value[O_SEED] && (rc = parse_uint64("--seed", a->value[O_SEED], &seed)) != 0)
+        return rc;
+    if (a->value[O_PROMPT_IDS] && (rc = parse_ids("--prompt-ids", a->value[O_PROMPT_IDS], 0, &prompt,
+                                                  &n_prompt)) != 0)
+        return rc;
+    r = m;
+    r.weights = against;
+    r.have_q4_group = 0;
+    rc = 1;
+    if (open_model(&m, &test) != 0 || open_model(&r, &ref) != 0)
+        goto done;
+    if (!prompt) {
+        /* Random ids from the seed, below the vocabulary size. */
+        coli_model_info info = {.struct_size = sizeof info};
+        coli_model_get_info(test, &info);
+        n_prompt = (size_t)prompt_tokens;
+        prompt = xrealloc(NULL, n_prompt * sizeof *prompt);
+        uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+        for (size_t i = 0; i < n_prompt; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            prompt[i] = (int32_t)(x % (uint64_t)info.vocab_size);
+        }
+    }
+    p.model_dir = m.dir;
+    p.name_test = g_weight_names[m.weights];
+    p.name_ref = g_weight_names[against];
+    p.prompt = prompt;
+    p.n_prompt = n_prompt;
+    rc = compare_run(test, ref, &p);
+done:
+    coli_model_free(test);
+    coli_model_free(ref);
+    free(prompt);
+    return rc;
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 static const command g_commands[] = {
@@ -1303,6 +1397,8 @@ static const command g_commands[] = {
     {"info", "describe a model", info_usage, info_allowed, cmd_info},
     {"bench", "measure prefill and decode speed against memory bandwidth", bench_usage,
      bench_allowed, cmd_bench},
+    {"compare", "compare a weight format with another (top-1, KL)", compare_usage, compare_allowed,
+     cmd_compare},
 };
 
 #define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])
