@@ -35,9 +35,10 @@ COLI_API coli_status coli_context_create(coli_model *m, const coli_options *opts
         return COLI_EINVAL;
     if (!m->ok)
         return COLI_ESTATE;
+    coli__err *err = coli__model_err(m);
     coli_context *c = calloc(1, sizeof *c);
     if (!c)
-        return COLI_ENOMEM;
+        return coli__fail(err, COLI_ENOMEM, "out of memory for a context");
     c->m = m;
     c->opts = opts ? opts->o : m->opts;
     int64_t n_ctx = c->opts.context;
@@ -47,13 +48,13 @@ COLI_API coli_status coli_context_create(coli_model *m, const coli_options *opts
         coli__log(&m->opts.log, COLI_LOG_WARN,
                   "option context: %lld positions exceed the model's max_position_embeddings (%d)",
                   (long long)n_ctx, m->cfg.max_pos);
-    coli_status st = coli__pool_create((int)c->opts.threads, &c->pool, &m->err);
+    coli_status st = coli__pool_create((int)c->opts.threads, &c->pool, err);
     if (st == COLI_OK)
-        st = coli__kv_init(&c->kv, &m->cfg, (int)n_ctx, &m->err);
+        st = coli__kv_init(&c->kv, &m->cfg, (int)n_ctx, err);
     if (st == COLI_OK && !(c->logits = malloc((size_t)m->cfg.vocab * sizeof(float))))
-        st = coli__fail(&m->err, COLI_ENOMEM, "out of memory for the logits of %d tokens", m->cfg.vocab);
+        st = coli__fail(err, COLI_ENOMEM, "out of memory for the logits of %d tokens", m->cfg.vocab);
     if (st != COLI_OK) {
-        coli__log(&m->opts.log, COLI_LOG_ERROR, "%s", m->err.msg);
+        coli__log(&m->opts.log, COLI_LOG_ERROR, "%s", err->msg);
         coli_context_free(c);
         return st;
     }
@@ -193,39 +194,67 @@ static size_t stable_prefix(const char *s, size_t n)
     return i;
 }
 
+/* Streaming text: the generated tokens are decoded together with a few
+ * tokens before them, so that decoders which look at neighbours (Metaspace
+ * spaces, byte fallback) give the same text as decoding the whole sequence;
+ * only text that later tokens cannot change is reported. */
+#define STREAM_CTX 4
+
 typedef struct gen_text {
-    coli__ids ids;
-    coli__buf text;
-    size_t emitted;
+    coli__ids ids;   /* up to STREAM_CTX prompt tokens, then the generated ones */
+    size_t base;     /* ids[base..] hold text not yet wholly reported */
+    size_t done;     /* bytes of that text already reported */
+    coli__buf prev, full;
 } gen_text;
 
-/* Reports token to the callback with the text it completes. */
-static coli_status emit(coli_context *c, gen_text *g, int32_t tok, coli_token_fn fn, void *user, int *stop)
+static coli_status push_id(coli_context *c, coli__ids *v, int32_t id)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 64;
+        int32_t *p = realloc(v->v, cap * sizeof *p);
+        if (!p)
+            return coli__fail(&c->err, COLI_ENOMEM, "out of memory streaming generated text");
+        v->v = p;
+        v->cap = cap;
+    }
+    v->v[v->n++] = id;
+    return COLI_OK;
+}
+
+/* Reports token to the callback with the text it completes; final: no
+ * token follows, so everything left is reported. */
+static coli_status emit(coli_context *c, gen_text *g, int32_t tok, int final, coli_token_fn fn, void *user,
+                        int *stop)
 {
     *stop = 0;
     if (!fn)
         return COLI_OK;
     const char *piece = "";
     size_t len = 0;
-    if (c->m->tok) {
-        if (g->ids.n == g->ids.cap) {
-            size_t cap = g->ids.cap ? g->ids.cap * 2 : 64;
-            int32_t *v = realloc(g->ids.v, cap * sizeof *v);
-            if (!v)
-                return coli__fail(&c->err, COLI_ENOMEM, "out of memory");
-            g->ids.v = v;
-            g->ids.cap = cap;
+    const coli__tokenizer *tk = c->m->tok;
+    if (tk) {
+        COLI_TRY(push_id(c, &g->ids, tok));
+        size_t ctx = g->base > STREAM_CTX ? g->base - STREAM_CTX : 0;
+        g->prev.n = g->full.n = 0;
+        COLI_TRY(coli__tok_decode(tk, g->ids.v + ctx, g->base - ctx, 1, &g->prev, &c->err));
+        COLI_TRY(coli__tok_decode(tk, g->ids.v + ctx, g->ids.n - ctx, 1, &g->full, &c->err));
+        size_t skip = 0;
+        while (skip < g->prev.n && skip < g->full.n && g->prev.p[skip] == g->full.p[skip])
+            skip++;
+        const char *text = g->full.p ? g->full.p + skip : "";
+        size_t n = g->full.n - skip;
+        /* A trailing byte-fallback token may join the next ones into one
+         * character (or into U+FFFD): hold its text back. */
+        int open = !final && coli__tok_is_byte(tk, tok);
+        size_t ok = final ? n : open ? g->done : stable_prefix(text, n);
+        if (ok > g->done) {
+            piece = text + g->done;
+            len = ok - g->done;
+            g->done = ok;
         }
-        g->ids.v[g->ids.n++] = tok;
-        /* Decoding the whole continuation keeps decoders that look at
-         * neighbours (Metaspace, byte fallback) exact. */
-        g->text.n = 0;
-        COLI_TRY(coli__tok_decode(c->m->tok, g->ids.v, g->ids.n, 1, &g->text, &c->err));
-        size_t ok = stable_prefix(g->text.p, g->text.n);
-        if (ok > g->emitted) {
-            piece = g->text.p + g->emitted;
-            len = ok - g->emitted;
-            g->emitted = ok;
+        if (!open && ok == n) { /* everything so far is settled */
+            g->base = g->ids.n;
+            g->done = 0;
         }
     }
     *stop = fn(user, tok, piece, len) != 0;
@@ -246,27 +275,34 @@ COLI_API coli_status coli_generate(coli_context *c, const int32_t *prompt, size_
     if (!c->has_logits)
         return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL,
                                       "coli_generate: empty prompt and no evaluated position to continue"));
-    gen_text g = {{0}, {0}, 0};
+    gen_text g = {{0}, 0, 0, {0}, {0}};
     coli_status st = COLI_OK;
     size_t count = 0;
-    for (size_t i = 0; i < max_tokens; i++) {
+    /* the last prompt tokens give the decoders their left context */
+    for (size_t i = n_prompt > STREAM_CTX ? n_prompt - STREAM_CTX : 0; i < n_prompt && st == COLI_OK; i++)
+        st = push_id(c, &g.ids, prompt[i]);
+    g.base = g.ids.n;
+    for (size_t i = 0; i < max_tokens && st == COLI_OK; i++) {
         int32_t tok;
         st = coli__sample_logits(sampler, c->logits, (size_t)c->m->cfg.vocab, &tok);
-        if (st != COLI_OK)
+        if (st != COLI_OK) {
+            coli__fail(&c->err, st, "coli_generate: sampling failed: %s", coli_strerror(st));
             break;
+        }
         if (out && count < cap)
             out[count] = tok;
         count++;
-        int stop = 0;
-        st = emit(c, &g, tok, on_token, user, &stop);
-        if (st != COLI_OK || stop || coli_model_is_eos(c->m, tok))
+        int stop = 0, eos = coli_model_is_eos(c->m, tok);
+        st = emit(c, &g, tok, eos || i + 1 == max_tokens, on_token, user, &stop);
+        if (st != COLI_OK || stop || eos)
             break;
         st = coli_eval(c, &tok, 1);
         if (st != COLI_OK)
             break;
     }
     coli__ids_free(&g.ids);
-    coli__buf_free(&g.text);
+    coli__buf_free(&g.prev);
+    coli__buf_free(&g.full);
     if (n_out)
         *n_out = count;
     return st;

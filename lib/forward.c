@@ -351,7 +351,11 @@ coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratc
         int S = n - done < CHUNK ? n - done : CHUNK;
         bufs b;
         COLI_TRY(layout(c, s, S, kv->n_ctx, coli__pool_size(pool), &b, err));
-        b.read = 4 * (uint64_t)w->n_vec_params + (uint64_t)S * (coli__mat_bytes(&w->embed) / (uint64_t)c->vocab);
+        /* norms, and one embedding row per token unless the output
+         * projection reads the whole embedding matrix anyway (tied) */
+        b.read = 4 * (uint64_t)w->n_vec_params;
+        if (w->lm_head.data != w->embed.data || w->lm_head.dt != w->embed.dt)
+            b.read += (uint64_t)S * (coli__mat_bytes(&w->embed) / (uint64_t)c->vocab);
         for (int t = 0; t < S; t++)
             coli__mat_row(&w->embed, tokens[done + t], b.x + (size_t)t * H);
         for (int l = 0; l < c->n_layers; l++) {
@@ -363,7 +367,9 @@ coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratc
         if (done == n) {
             float *last = b.x + (size_t)(S - 1) * H;
             rmsnorm(b.xn, last, w->final_norm, H, c->rms_eps);
-            COLI_TRY(mm(pool, &w->lm_head, b.xn, 1, logits, &b));
+            coli_status st = mm(pool, &w->lm_head, b.xn, 1, logits, &b);
+            if (st != COLI_OK)
+                return coli__fail(err, st, "output projection: %s", coli_strerror(st));
         }
         read += b.read;
     }

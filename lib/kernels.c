@@ -51,7 +51,10 @@ float coli__f16_to_f32(uint16_t h)
 
 /* ---- scalar paths ------------------------------------------------------ */
 
-/* Eight partial sums: the same association the SIMD path uses. */
+/* Eight partial sums. Float products are not bit-exact across instruction
+ * sets (the AVX2 path uses FMA and other blocking); within one path, the
+ * bf16/f16 dots mirror the f32 one exactly, so a row gives the same sum
+ * widened or not. Quantized products are exact everywhere (quant.c). */
 static float dot_f32_scalar(const float *a, const float *b, int n)
 {
     float s[8] = {0};
@@ -80,8 +83,13 @@ static float dot_bf16_scalar(const uint16_t *w, const float *x, int n)
 
 static float dot_f16_scalar(const uint16_t *w, const float *x, int n)
 {
-    float t = 0;
-    for (int i = 0; i < n; i++)
+    float s[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            s[j] += coli__f16_to_f32(w[i + j]) * x[i + j];
+    float t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for (; i < n; i++)
         t += coli__f16_to_f32(w[i]) * x[i];
     return t;
 }
@@ -141,15 +149,27 @@ __attribute__((target("avx2,fma"))) static float dot_bf16_avx2(const uint16_t *w
     return t;
 }
 
+__attribute__((target("avx2,fma,f16c"))) static inline __m256 load_f16x8(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* The same blocking as dot_f32_avx2, so that a row gives the same sum
+ * whether it is widened first (batches) or read directly (one token). */
 __attribute__((target("avx2,fma,f16c"))) static float dot_f16_avx2(const uint16_t *w, const float *x, int n)
 {
-    __m256 s0 = _mm256_setzero_ps();
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
     int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i)));
-        s0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), s0);
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(load_f16x8(w + i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(load_f16x8(w + i + 8), _mm256_loadu_ps(x + i + 8), s1);
+        s2 = _mm256_fmadd_ps(load_f16x8(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);
+        s3 = _mm256_fmadd_ps(load_f16x8(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);
     }
-    float t = hsum256(s0);
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(load_f16x8(w + i), _mm256_loadu_ps(x + i), s0);
+    float t = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
     for (; i < n; i++)
         t += coli__f16_to_f32(w[i]) * x[i];
     return t;

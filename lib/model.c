@@ -7,6 +7,21 @@
 #include "json.h"
 #include "model.h"
 
+/* Once open, a model is shared by threads: failures of calls on it (tokenize,
+ * context creation...) go to a per-thread message, tagged with the model it
+ * is about, instead of the model's own buffer. */
+static _Thread_local struct {
+    const coli_model *m;
+    coli__err err;
+} tl_err;
+
+coli__err *coli__model_err(const coli_model *m)
+{
+    tl_err.m = m;
+    coli__err_clear(&tl_err.err);
+    return &tl_err.err;
+}
+
 /* Fails the model: the message goes to the handle and to the log. */
 static coli_status model_fail(coli_model *m, coli_status st)
 {
@@ -156,7 +171,11 @@ COLI_API void coli_model_free(coli_model *m)
 
 COLI_API const char *coli_model_errmsg(const coli_model *m)
 {
-    return m ? m->err.msg : "model handle is NULL";
+    if (!m)
+        return "model handle is NULL";
+    if (m->ok)
+        return tl_err.m == m ? tl_err.err.msg : "";
+    return m->err.msg;
 }
 
 static coli_status usable(const coli_model *m)
@@ -168,14 +187,26 @@ static coli_status usable(const coli_model *m)
     return COLI_OK;
 }
 
+static void info_fill(const coli_model *m, coli_model_info *info);
+
 COLI_API coli_status coli_model_get_info(const coli_model *m, coli_model_info *info)
 {
     COLI_TRY(usable(m));
-    if (!info || info->struct_size < sizeof *info)
+    if (!info || info->struct_size < sizeof info->struct_size)
         return COLI_EINVAL;
+    /* Callers built against an older, shorter struct get its prefix. */
+    size_t want = info->struct_size < sizeof(coli_model_info) ? info->struct_size : sizeof(coli_model_info);
+    coli_model_info full;
+    memset(&full, 0, sizeof full);
+    info_fill(m, &full);
+    full.struct_size = want;
+    memcpy(info, &full, want);
+    return COLI_OK;
+}
+
+static void info_fill(const coli_model *m, coli_model_info *info)
+{
     const coli__config *c = &m->cfg;
-    memset(info, 0, sizeof *info);
-    info->struct_size = sizeof *info;
     info->architecture = c->arch_name;
     info->n_layers = c->n_layers;
     info->n_moe_layers = c->n_moe_layers;
@@ -206,7 +237,6 @@ COLI_API coli_status coli_model_get_info(const coli_model *m, coli_model_info *i
     info->weights_detail = m->weights_detail;
     info->bos_id = c->bos;
     info->eos_id = c->n_eos > 0 ? c->eos[0] : -1;
-    return COLI_OK;
 }
 
 COLI_API coli_status coli_model_weight_bytes(const coli_model *m, coli_weight_format fmt, uint64_t *total,
@@ -238,7 +268,7 @@ static coli_status need_tokenizer(coli_model *m)
 {
     COLI_TRY(usable(m));
     if (!m->tok)
-        return coli__fail(&m->err, COLI_ESTATE, "%s: the model has no tokenizer.json", m->dir);
+        return coli__fail(coli__model_err(m), COLI_ESTATE, "%s: the model has no tokenizer.json", m->dir);
     return COLI_OK;
 }
 
@@ -246,17 +276,18 @@ COLI_API coli_status coli_tokenize(coli_model *m, const char *text, size_t len, 
                                    int32_t *ids, size_t cap, size_t *n_ids)
 {
     COLI_TRY(need_tokenizer(m));
+    coli__err *err = coli__model_err(m);
     if ((!text && len) || (!ids && cap) || !n_ids)
-        return coli__fail(&m->err, COLI_EINVAL, "coli_tokenize: NULL argument");
+        return coli__fail(err, COLI_EINVAL, "coli_tokenize: NULL argument");
     coli__ids v = {0};
-    coli_status st = coli__tok_encode(m->tok, text ? text : "", len, add_special, &v, &m->err);
+    coli_status st = coli__tok_encode(m->tok, text ? text : "", len, add_special, &v, err);
     if (st == COLI_OK) {
         *n_ids = v.n;
         size_t k = v.n < cap ? v.n : cap;
         if (k > 0)
             memcpy(ids, v.v, k * sizeof *ids);
         if (v.n > cap)
-            st = coli__fail(&m->err, COLI_ENOSPC, "coli_tokenize: %zu ids do not fit in %zu", v.n, cap);
+            st = coli__fail(err, COLI_ENOSPC, "coli_tokenize: %zu ids do not fit in %zu", v.n, cap);
     }
     coli__ids_free(&v);
     return st;
@@ -266,21 +297,22 @@ COLI_API coli_status coli_detokenize(coli_model *m, const int32_t *ids, size_t n
                                      char *buf, size_t cap, size_t *len)
 {
     COLI_TRY(need_tokenizer(m));
+    coli__err *err = coli__model_err(m);
     if ((!ids && n_ids) || (!buf && cap) || !len)
-        return coli__fail(&m->err, COLI_EINVAL, "coli_detokenize: NULL argument");
+        return coli__fail(err, COLI_EINVAL, "coli_detokenize: NULL argument");
     coli__buf b = {0};
-    coli_status st = coli__tok_decode(m->tok, ids, n_ids, skip_special, &b, &m->err);
+    coli_status st = coli__tok_decode(m->tok, ids, n_ids, skip_special, &b, err);
     if (st == COLI_OK) {
+        /* snprintf-like: the text and its NUL must fit */
         *len = b.n;
         if (cap > 0) {
-            size_t k = b.n < cap ? b.n : cap;
+            size_t k = b.n < cap ? b.n : cap - 1;
             if (k > 0)
                 memcpy(buf, b.p, k);
-            if (k < cap)
-                buf[k] = '\0';
+            buf[k] = '\0';
         }
-        if (b.n > cap)
-            st = coli__fail(&m->err, COLI_ENOSPC, "coli_detokenize: %zu bytes do not fit in %zu", b.n, cap);
+        if (b.n >= cap)
+            st = coli__fail(err, COLI_ENOSPC, "coli_detokenize: %zu bytes and a NUL do not fit in %zu", b.n, cap);
     }
     coli__buf_free(&b);
     return st;

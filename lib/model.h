@@ -97,4 +97,8 @@ void coli__weights_bytes(const coli__weights *w, const coli__config *cfg, coli_w
 
 void coli__opts_default(coli__opts *o);
 
+/* The message buffer for a failing call on an open model, private to the
+ * calling thread (coli_model_errmsg reads it back on the same thread). */
+coli__err *coli__model_err(const coli_model *m);
+
 #endif

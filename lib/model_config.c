@@ -1,4 +1,5 @@
 /* model_config.c - config.json and generation_config.json into coli__config. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,8 +111,9 @@ static coli_status read_rope(cfg_reader *r, double def_theta, coli__config *c, d
         COLI_TRY(get_num(r, rp, "rope_theta", theta, &theta));
         COLI_TRY(get_num(r, rp, "partial_rotary_factor", *partial, partial));
     }
-    if (!(theta > 0))
-        return coli__fail(r->err, COLI_ERANGE, "%s: rope_theta must be positive", r->file);
+    if (!(theta > 0 && theta <= FLT_MAX))
+        return coli__fail(r->err, COLI_ERANGE, "%s: rope_theta = %g must be positive and finite as a float",
+                          r->file, theta);
     c->rope_theta = theta;
     return COLI_OK;
 }
@@ -215,8 +217,8 @@ static coli_status parse_config(cfg_reader *r, coli__config *c)
 
     double eps = 1e-6;
     COLI_TRY(get_num(r, root, "rms_norm_eps", c->arch == COLI_ARCH_QWEN3_MOE ? 1e-6 : 1e-5, &eps));
-    if (!(eps > 0))
-        return coli__fail(r->err, COLI_ERANGE, "%s: rms_norm_eps must be positive", r->file);
+    if (!(eps > 0 && eps <= 1) || (float)eps == 0)
+        return coli__fail(r->err, COLI_ERANGE, "%s: rms_norm_eps = %g is outside (0, 1]", r->file, eps);
     c->rms_eps = (float)eps;
 
     COLI_TRY(get_bool(r, "tie_word_embeddings", c->arch == COLI_ARCH_OLMOE ? 0 : 0, &c->tie_embeddings));
@@ -275,8 +277,8 @@ static coli_status parse_config(cfg_reader *r, coli__config *c)
         COLI_TRY(get_int(r, "intermediate_size", 1, 0, 1, DIM_MAX, &c->moe_inter));
         COLI_TRY(get_bool(r, "norm_topk_prob", 0, &c->norm_topk_prob));
         COLI_TRY(get_num(r, root, "clip_qkv", 0, &clip));
-        if (clip < 0)
-            return coli__fail(r->err, COLI_ERANGE, "%s: clip_qkv must not be negative", r->file);
+        if (clip < 0 || clip > FLT_MAX)
+            return coli__fail(r->err, COLI_ERANGE, "%s: clip_qkv = %g is outside [0, FLT_MAX]", r->file, clip);
         c->clip_qkv = (float)clip;
         c->qk_norm = COLI_QK_NORM_FULL;
         memset(c->is_moe, 1, (size_t)c->n_layers);

@@ -20,10 +20,13 @@
  *   accumulator: that is exactly P_k (AVX-512 keeps two rows in one 16-lane
  *   vector). The activations are regrouped in registers (once per row
  *   block) to match the nibble / bit-pair layout of q4 / q2, so the weights
- *   need no shuffles. A tail of n_groups % 8 groups runs through the same
- *   code on zero-padded copies: the padded lanes add f32(0) * (0 * 0) = +0
- *   to P_k, which is exact because P_k is never -0 (it starts at +0, and
- *   x + y is -0 only when both are -0).
+ *   need no shuffles. A tail of nt = n_groups % 8 groups runs through the
+ *   same code in place, with ng = nt: every load is cut at the end of the
+ *   tail's bytes (masked or skipped loads, nothing past the row is read),
+ *   so the lanes k >= nt see zero quants, activations and scales and add
+ *   f32(0) * (0 * 0) [+ 0 * (0 * 0)] = +0 to P_k. That is exact, as if P_k
+ *   received nothing: P_k is never -0 (it starts at +0, and x + y is -0
+ *   only when both are -0), and x + (+0) = x for every other x.
  *
  * - "repacked" (prefill, many tokens): a block of 32 (AVX-512: two 16-lane
  *   halves) or 8 (AVX2) rows is unpacked, PF_GC groups at a time, into an
@@ -104,42 +107,6 @@ static int32_t load_i32(const void *p)
     return v;
 }
 
-/* Zero-padded copies of the last n_groups % 8 groups of one token's
- * activations, so a tail runs through the 8-group code. */
-typedef struct act_tail {
-    int8_t p[256];
-    float s[8];
-    int32_t ps[8];
-} act_tail;
-
-static void stage_act_tail(act_tail *a, const int8_t *p, const float *s, const int32_t *ps, int g0,
-                           int nt)
-{
-    memset(a, 0, sizeof *a);
-    memcpy(a->p, p + (size_t)g0 * 32, (size_t)nt * 32);
-    memcpy(a->s, s + g0, (size_t)nt * sizeof(float));
-    memcpy(a->ps, ps + g0, (size_t)nt * sizeof(int32_t));
-}
-
-/* Zero-padded copy of one row's last groups: quants, and scales (and
- * minimums) expanded to one per group of 32. */
-typedef struct w_tail {
-    uint8_t q[256];
-    uint16_t d[8];
-    uint16_t m[8];
-} w_tail;
-
-static void stage_w_tail(w_tail *t, const coli__qmat *w, const qshape *q, int r, int g0, int nt)
-{
-    memset(t, 0, sizeof *t);
-    memcpy(t->q, w->qs + (size_t)r * q->rb + (size_t)g0 * (size_t)q->gb, (size_t)nt * (size_t)q->gb);
-    const uint16_t *d = w->d + (size_t)r * (size_t)q->nd;
-    for (int i = 0; i < nt; i++)
-        t->d[i] = d[(g0 + i) >> q->gsh];
-    if (q->kind == K_Q2)
-        memcpy(t->m, w->m + (size_t)r * (size_t)q->ng + g0, (size_t)nt * sizeof(uint16_t));
-}
-
 /* ===================================================================== */
 /* AVX2 (+F16C)                                                          */
 /* ===================================================================== */
@@ -170,6 +137,67 @@ __attribute__((target(T_AVX2))) INL __m128i ld_d8(const uint16_t *d, int gsh)
     __m128i x = _mm_cvtsi32_si128(load_i32(d));
     x = _mm_unpacklo_epi16(x, x);
     return _mm_unpacklo_epi32(x, x);
+}
+
+/* Dword lanes 0..n-1 all ones, the others 0 (any n). */
+__attribute__((target(T_AVX2))) INL __m256i dmask8(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The 32 bytes at p + off, bytes from p + lim on read as 0 without
+ * touching memory (lim - off a multiple of 4; with constant arguments this
+ * is a plain load or a zero). */
+__attribute__((target(T_AVX2))) INL __m256i ld32m(const void *p, int off, int lim)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    if (off + 32 <= lim)
+        return _mm256_loadu_si256((const __m256i *)(b + off));
+    if (off >= lim)
+        return _mm256_setzero_si256();
+    return _mm256_maskload_epi32((const int *)(b + off), dmask8((lim - off) >> 2));
+}
+
+/* 8 int32 / f32 at p, entries from n on read as 0 (untouched). */
+__attribute__((target(T_AVX2))) INL __m256i ld_i8m(const int32_t *p, int n)
+{
+    if (n >= 8)
+        return _mm256_loadu_si256((const __m256i *)p);
+    return _mm256_maskload_epi32((const int *)p, dmask8(n));
+}
+
+__attribute__((target(T_AVX2))) INL __m256 ld_f8m(const float *p, int n)
+{
+    if (n >= 8)
+        return _mm256_loadu_ps(p);
+    return _mm256_maskload_ps(p, dmask8(n));
+}
+
+/* 8 fp16 at p, entries from n on read as 0 (untouched; n in 1..8). */
+__attribute__((target(T_AVX2))) INL __m128i ld_h8m(const uint16_t *p, int n)
+{
+    if (n >= 8)
+        return _mm_loadu_si128((const __m128i *)p);
+    __m128i x = _mm_maskload_epi32((const int *)p, _mm256_castsi256_si128(dmask8(n >> 1)));
+    if (n & 1) {
+        const __m128i at = _mm_cmpeq_epi16(_mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7), _mm_set1_epi16((short)(n - 1)));
+        x = _mm_blendv_epi8(x, _mm_set1_epi16((short)p[n - 1]), at);
+    }
+    return x;
+}
+
+/* ld_d8 for the first ng groups (ng a multiple of 2^gsh): the scales of
+ * groups ng..7 read as 0. */
+__attribute__((target(T_AVX2))) INL __m128i ld_d8m(const uint16_t *d, int gsh, int ng)
+{
+    if (ng >= 8)
+        return ld_d8(d, gsh);
+    __m128i x = ld_h8m(d, ng >> gsh);
+    if (gsh >= 1)
+        x = _mm_unpacklo_epi16(x, x);
+    if (gsh == 2)
+        x = _mm_unpacklo_epi32(x, x);
+    return x;
 }
 
 /* y = ((P0+P4)+(P2+P6))+((P1+P5)+(P3+P7)) */
@@ -204,8 +232,9 @@ __attribute__((target(T_AVX2))) INL __m256 fpart8(int kind, __m256 acc, __m256i 
 
 /* One 8-group block for R2 rows: q[i] the row's quants of the block, d[i]
  * its scales (gsh as ld_d8), m[i] its minimums (q2); pa, sa, pp the
- * activations, scales and sums of the block. */
-__attribute__((target(T_AVX2))) INL void blk2(int kind, int gsh, const uint8_t *const q[R2],
+ * activations, scales and sums of the block. Only its first ng groups
+ * (1..8) exist: nothing of groups ng..7 is read, and they count as 0. */
+__attribute__((target(T_AVX2))) INL void blk2(int kind, int gsh, int ng, const uint8_t *const q[R2],
                                               const uint16_t *const d[R2], const uint16_t *const m[R2],
                                               const int8_t *pa, const float *sa, const int32_t *pp, __m256 acc[R2])
 {
@@ -217,10 +246,10 @@ __attribute__((target(T_AVX2))) INL void blk2(int kind, int gsh, const uint8_t *
             __m256i x[R2][2];
             UNROLL for (int e = 0; e < 2; e++) {
                 const int g = 2 * j + e;
-                __m256i pg = _mm256_loadu_si256((const __m256i *)(pa + 32 * g));
+                __m256i pg = ld32m(pa, 32 * g, 32 * ng);
                 __m256i ag = _mm256_abs_epi8(pg);
                 UNROLL for (int i = 0; i < R2; i++) {
-                    __m256i wv = _mm256_loadu_si256((const __m256i *)(q[i] + 32 * g));
+                    __m256i wv = ld32m(q[i], 32 * g, 32 * ng);
                     x[i][e] = _mm256_madd_epi16(_mm256_maddubs_epi16(ag, _mm256_sign_epi8(wv, pg)), ones);
                 }
             }
@@ -235,14 +264,14 @@ __attribute__((target(T_AVX2))) INL void blk2(int kind, int gsh, const uint8_t *
     } else if (kind == K_Q4) {
         const __m256i m4 = _mm256_set1_epi8(0x0F);
         const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-        const __m256i ps8 = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)pp), 3);
+        const __m256i ps8 = _mm256_slli_epi32(ld_i8m(pp, ng), 3);
         __m256i x[R2][4]; /* [row][h]: 128-bit half = group 2h, 2h+1 */
         UNROLL for (int j = 0; j < 4; j++) {
-            __m256i a0 = _mm256_loadu_si256((const __m256i *)(pa + 64 * j));
-            __m256i a1 = _mm256_loadu_si256((const __m256i *)(pa + 64 * j + 32));
+            __m256i a0 = ld32m(pa, 64 * j, 32 * ng);
+            __m256i a1 = ld32m(pa, 64 * j + 32, 32 * ng);
             __m256i alo = _mm256_permute2x128_si256(a0, a1, 0x20), ahi = _mm256_permute2x128_si256(a0, a1, 0x31);
             UNROLL for (int i = 0; i < R2; i++) {
-                __m256i wv = _mm256_loadu_si256((const __m256i *)(q[i] + 32 * j));
+                __m256i wv = ld32m(q[i], 32 * j, 16 * ng);
                 __m256i lo = _mm256_and_si256(wv, m4);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);
                 __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi));
@@ -257,11 +286,10 @@ __attribute__((target(T_AVX2))) INL void blk2(int kind, int gsh, const uint8_t *
         const __m256i m2 = _mm256_set1_epi8(0x03);
         __m256i x[R2][2];
         UNROLL for (int h = 0; h < 2; h++) { /* groups 4h..4h+3 */
-            const int8_t *b = pa + 128 * h;
-            __m256i p0 = _mm256_loadu_si256((const __m256i *)b);
-            __m256i p1 = _mm256_loadu_si256((const __m256i *)(b + 32));
-            __m256i p2 = _mm256_loadu_si256((const __m256i *)(b + 64));
-            __m256i p3 = _mm256_loadu_si256((const __m256i *)(b + 96));
+            __m256i p0 = ld32m(pa, 128 * h, 32 * ng);
+            __m256i p1 = ld32m(pa, 128 * h + 32, 32 * ng);
+            __m256i p2 = ld32m(pa, 128 * h + 64, 32 * ng);
+            __m256i p3 = ld32m(pa, 128 * h + 96, 32 * ng);
             __m256i l01 = _mm256_unpacklo_epi64(p0, p1), h01 = _mm256_unpackhi_epi64(p0, p1);
             __m256i l23 = _mm256_unpacklo_epi64(p2, p3), h23 = _mm256_unpackhi_epi64(p2, p3);
             __m256i qa[4]; /* qword g: group 4h+g, columns 8j..8j+7 */
@@ -270,7 +298,7 @@ __attribute__((target(T_AVX2))) INL void blk2(int kind, int gsh, const uint8_t *
             qa[2] = _mm256_permute2x128_si256(l01, l23, 0x31);
             qa[3] = _mm256_permute2x128_si256(h01, h23, 0x31);
             UNROLL for (int i = 0; i < R2; i++) {
-                __m256i wv = _mm256_loadu_si256((const __m256i *)(q[i] + 32 * h));
+                __m256i wv = ld32m(q[i], 32 * h, 8 * ng);
                 __m256i t = _mm256_maddubs_epi16(_mm256_and_si256(wv, m2), qa[0]);
                 UNROLL for (int j = 1; j < 4; j++)
                     t = _mm256_add_epi16(
@@ -281,11 +309,11 @@ __attribute__((target(T_AVX2))) INL void blk2(int kind, int gsh, const uint8_t *
         UNROLL for (int i = 0; i < R2; i++)
             v[i] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(x[i][0], x[i][1]), _MM_SHUFFLE(3, 1, 2, 0));
     }
-    const __m256 s = _mm256_loadu_ps(sa);
-    const __m256 fps = kind == K_Q2 ? _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)pp)) : s;
+    const __m256 s = ld_f8m(sa, ng);
+    const __m256 fps = kind == K_Q2 ? _mm256_cvtepi32_ps(ld_i8m(pp, ng)) : s;
     UNROLL for (int i = 0; i < R2; i++) {
-        __m256 D = _mm256_cvtph_ps(ld_d8(d[i], gsh));
-        __m256 M = kind == K_Q2 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m[i])) : D;
+        __m256 D = _mm256_cvtph_ps(ld_d8m(d[i], gsh, ng));
+        __m256 M = kind == K_Q2 ? _mm256_cvtph_ps(ld_h8m(m[i], ng)) : D;
         acc[i] = fpart8(kind, acc[i], v[i], D, M, s, fps);
     }
 }
@@ -301,14 +329,11 @@ __attribute__((target(T_AVX2))) INL void direct2_body(int kind, int gsh, const c
         const int rr = r1 - r < R2 ? r1 - r : R2;
         const uint8_t *qr[R2];
         const uint16_t *dr[R2], *mr[R2];
-        w_tail wt[R2];
         UNROLL for (int i = 0; i < R2; i++) {
             int ri = r + (i < rr ? i : rr - 1);
             qr[i] = w->qs + (size_t)ri * sh->rb;
             dr[i] = w->d + (size_t)ri * (size_t)sh->nd;
             mr[i] = kind == K_Q2 ? w->m + (size_t)ri * (size_t)sh->ng : NULL;
-            if (nt)
-                stage_w_tail(&wt[i], w, sh, ri, nb * 8, nt);
         }
         for (int t = 0; t < n_tok; t++) {
             const int8_t *pt = p + (size_t)t * (size_t)sh->cols;
@@ -331,17 +356,21 @@ __attribute__((target(T_AVX2))) INL void direct2_body(int kind, int gsh, const c
                             prefetch(m[i], pfm, 2);
                     }
                 }
-                blk2(kind, gsh, q, d, m, pt + 256 * (size_t)j, st + 8 * j, pst + 8 * j, acc);
+                blk2(kind, gsh, 8, q, d, m, pt + 256 * (size_t)j, st + 8 * j, pst + 8 * j, acc);
             }
-            if (nt) {
-                act_tail at;
-                stage_act_tail(&at, pt, st, pst, nb * 8, nt);
+            if (nt) { /* in place, nothing read past the row's groups */
                 UNROLL for (int i = 0; i < R2; i++) {
-                    q[i] = wt[i].q;
-                    d[i] = wt[i].d;
-                    m[i] = wt[i].m;
+                    q[i] = qr[i] + (size_t)nb * bq;
+                    d[i] = dr[i] + ((8 * nb) >> gsh);
+                    m[i] = kind == K_Q2 ? mr[i] + 8 * nb : NULL;
+                    if (t == 0)
+                        prefetch(q[i], pfq, (size_t)nt * (size_t)sh->gb);
                 }
-                blk2(kind, 0, q, d, m, at.p, at.s, at.ps, acc);
+                const int8_t *pa = pt + 256 * (size_t)nb;
+                if (nt == 4) /* the common remainder, with constant masks */
+                    blk2(kind, gsh, 4, q, d, m, pa, st + 8 * nb, pst + 8 * nb, acc);
+                else
+                    blk2(kind, gsh, nt, q, d, m, pa, st + 8 * nb, pst + 8 * nb, acc);
             }
             for (int i = 0; i < rr; i++)
                 y[(size_t)t * ys + (size_t)(r + i)] = hsum_p8(acc[i]);
@@ -647,6 +676,58 @@ __attribute__((target(T_512))) INL __m512 dup256f(const float *p)
     return _mm512_shuffle_f32x4(v, v, 0x44);
 }
 
+/* dup256i / dup256f of 8 entries of which only the first n exist: the
+ * others read as 0 (untouched). */
+__attribute__((target(T_512))) INL __m512i dup256im(const int32_t *p, int n)
+{
+    if (n >= 8)
+        return dup256i(p);
+    __m512i v = _mm512_castsi256_si512(_mm256_maskz_loadu_epi32((__mmask8)((1u << n) - 1), p));
+    return _mm512_shuffle_i32x4(v, v, 0x44);
+}
+
+__attribute__((target(T_512))) INL __m512 dup256fm(const float *p, int n)
+{
+    if (n >= 8)
+        return dup256f(p);
+    __m512 v = _mm512_castps256_ps512(_mm256_maskz_loadu_ps((__mmask8)((1u << n) - 1), p));
+    return _mm512_shuffle_f32x4(v, v, 0x44);
+}
+
+/* The 64 bytes at p + off, bytes from p + lim on read as 0 without
+ * touching memory (with constant arguments: a plain load or a zero). */
+__attribute__((target(T_512))) INL __m512i ld64m(const void *p, int off, int lim)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    if (off + 64 <= lim)
+        return _mm512_loadu_si512((const void *)(b + off));
+    if (off >= lim)
+        return _mm512_setzero_si512();
+    return _mm512_maskz_loadu_epi8(((uint64_t)1 << (lim - off)) - 1, b + off);
+}
+
+/* 8 fp16 at p, entries from n on read as 0 (untouched). */
+__attribute__((target(T_512))) INL __m128i ld_h8m512(const uint16_t *p, int n)
+{
+    if (n >= 8)
+        return _mm_loadu_si128((const __m128i *)p);
+    return _mm_maskz_loadu_epi16((__mmask8)((1u << n) - 1), p);
+}
+
+/* ld_d8 for the first ng groups (ng a multiple of 2^gsh): the scales of
+ * groups ng..7 read as 0. */
+__attribute__((target(T_512))) INL __m128i ld_d8m512(const uint16_t *d, int gsh, int ng)
+{
+    if (ng >= 8)
+        return ld_d8(d, gsh);
+    __m128i x = ld_h8m512(d, ng >> gsh);
+    if (gsh >= 1)
+        x = _mm_unpacklo_epi16(x, x);
+    if (gsh == 2)
+        x = _mm_unpacklo_epi32(x, x);
+    return x;
+}
+
 /* The f32 values of 8 fp16 of row a and 8 of row b: [a | b]. */
 __attribute__((target(T_512))) INL __m512 ld_h16(__m128i a, __m128i b)
 {
@@ -673,9 +754,9 @@ __attribute__((target(T_512))) INL __m512 fpart16(int kind, __m512 acc, __m512i 
 
 /* ---- direct kernels: 4 rows at a time, two per 16-lane vector ------- */
 
-/* One 8-group block for R4 rows (see blk2). acc[pr] lanes 0-7: row 2pr,
- * lanes 8-15: row 2pr+1. */
-__attribute__((target(T_512))) INL void blk4(int kind, int gsh, const uint8_t *const q[R4],
+/* One 8-group block for R4 rows, of which the first ng groups exist (see
+ * blk2). acc[pr] lanes 0-7: row 2pr, lanes 8-15: row 2pr+1. */
+__attribute__((target(T_512))) INL void blk4(int kind, int gsh, int ng, const uint8_t *const q[R4],
                                              const uint16_t *const d[R4], const uint16_t *const m[R4],
                                              const int8_t *pa, const float *sa, const int32_t *pp,
                                              __m512 acc[R4 / 2])
@@ -685,16 +766,16 @@ __attribute__((target(T_512))) INL void blk4(int kind, int gsh, const uint8_t *c
         /* u = q + 128; 64-byte vector i = groups 2i, 2i+1 */
         const __m512i x80 = _mm512_set1_epi8((char)0x80);
         const __m512i idx = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
-        const __m512i ps = _mm512_slli_epi32(dup256i(pp), 7);
+        const __m512i ps = _mm512_slli_epi32(dup256im(pp, ng), 7);
         __m512i P[4];
         UNROLL for (int i = 0; i < 4; i++)
-            P[i] = _mm512_loadu_si512((const void *)(pa + 64 * i));
+            P[i] = ld64m(pa, 64 * i, 32 * ng);
         UNROLL for (int pr = 0; pr < R4 / 2; pr++) {
             __m512i u[2];
             UNROLL for (int h = 0; h < 2; h++) {
                 __m512i x[4];
                 UNROLL for (int i = 0; i < 4; i++) {
-                    __m512i wv = _mm512_loadu_si512((const void *)(q[2 * pr + h] + 64 * i));
+                    __m512i wv = ld64m(q[2 * pr + h], 64 * i, 32 * ng);
                     x[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(wv, x80), P[i]);
                 }
                 /* 128-bit lane L of u: [x0, x1, x2, x3] lane sums */
@@ -713,11 +794,11 @@ __attribute__((target(T_512))) INL void blk4(int kind, int gsh, const uint8_t *c
          * groups, ahi = columns 16-31. */
         const __m512i m4 = _mm512_set1_epi8(0x0F);
         const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-        const __m512i ps = _mm512_slli_epi32(dup256i(pp), 3);
+        const __m512i ps = _mm512_slli_epi32(dup256im(pp, ng), 3);
         __m512i alo[2], ahi[2];
         UNROLL for (int h = 0; h < 2; h++) {
-            __m512i p0 = _mm512_loadu_si512((const void *)(pa + 128 * h));
-            __m512i p1 = _mm512_loadu_si512((const void *)(pa + 128 * h + 64));
+            __m512i p0 = ld64m(pa, 128 * h, 32 * ng);
+            __m512i p1 = ld64m(pa, 128 * h + 64, 32 * ng);
             alo[h] = _mm512_shuffle_i32x4(p0, p1, _MM_SHUFFLE(2, 0, 2, 0));
             ahi[h] = _mm512_shuffle_i32x4(p0, p1, _MM_SHUFFLE(3, 1, 3, 1));
         }
@@ -725,7 +806,7 @@ __attribute__((target(T_512))) INL void blk4(int kind, int gsh, const uint8_t *c
             __m512i x[2][2]; /* [row][h]: 128-bit lane L = group 4h+L */
             UNROLL for (int r = 0; r < 2; r++)
                 UNROLL for (int h = 0; h < 2; h++) {
-                    __m512i wv = _mm512_loadu_si512((const void *)(q[2 * pr + r] + 64 * h));
+                    __m512i wv = ld64m(q[2 * pr + r], 64 * h, 16 * ng);
                     __m512i lo = _mm512_and_si512(wv, m4);
                     __m512i hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
                     x[r][h] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo[h]), hi, ahi[h]);
@@ -746,10 +827,10 @@ __attribute__((target(T_512))) INL void blk4(int kind, int gsh, const uint8_t *c
         const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
         __m512i Q[4];
         {
-            __m512i p0 = _mm512_loadu_si512((const void *)pa);
-            __m512i p1 = _mm512_loadu_si512((const void *)(pa + 64));
-            __m512i p2 = _mm512_loadu_si512((const void *)(pa + 128));
-            __m512i p3 = _mm512_loadu_si512((const void *)(pa + 192));
+            __m512i p0 = ld64m(pa, 0, 32 * ng);
+            __m512i p1 = ld64m(pa, 64, 32 * ng);
+            __m512i p2 = ld64m(pa, 128, 32 * ng);
+            __m512i p3 = ld64m(pa, 192, 32 * ng);
             __m512i a01 = _mm512_permutex2var_epi64(p0, i01, p1), b01 = _mm512_permutex2var_epi64(p0, i23, p1);
             __m512i a23 = _mm512_permutex2var_epi64(p2, i01, p3), b23 = _mm512_permutex2var_epi64(p2, i23, p3);
             Q[0] = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(1, 0, 1, 0));
@@ -760,7 +841,7 @@ __attribute__((target(T_512))) INL void blk4(int kind, int gsh, const uint8_t *c
         UNROLL for (int pr = 0; pr < R4 / 2; pr++) {
             __m512i x[2]; /* qword g = group g */
             UNROLL for (int r = 0; r < 2; r++) {
-                __m512i wv = _mm512_loadu_si512((const void *)q[2 * pr + r]);
+                __m512i wv = ld64m(q[2 * pr + r], 0, 8 * ng);
                 __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(wv, m2), Q[0]);
                 UNROLL for (int j = 1; j < 4; j++)
                     a = _mm512_dpbusd_epi32(a, _mm512_and_si512(_mm512_srli_epi16(wv, 2 * j), m2), Q[j]);
@@ -770,13 +851,11 @@ __attribute__((target(T_512))) INL void blk4(int kind, int gsh, const uint8_t *c
                                      _mm512_permutex2var_epi32(x[0], io, x[1]));
         }
     }
-    const __m512 S = dup256f(sa);
-    const __m512 fps = kind == K_Q2 ? _mm512_cvtepi32_ps(dup256i(pp)) : S;
+    const __m512 S = dup256fm(sa, ng);
+    const __m512 fps = kind == K_Q2 ? _mm512_cvtepi32_ps(dup256im(pp, ng)) : S;
     UNROLL for (int pr = 0; pr < R4 / 2; pr++) {
-        __m512 D = ld_h16(ld_d8(d[2 * pr], gsh), ld_d8(d[2 * pr + 1], gsh));
-        __m512 M = kind == K_Q2 ? ld_h16(_mm_loadu_si128((const __m128i *)m[2 * pr]),
-                                         _mm_loadu_si128((const __m128i *)m[2 * pr + 1]))
-                                : D;
+        __m512 D = ld_h16(ld_d8m512(d[2 * pr], gsh, ng), ld_d8m512(d[2 * pr + 1], gsh, ng));
+        __m512 M = kind == K_Q2 ? ld_h16(ld_h8m512(m[2 * pr], ng), ld_h8m512(m[2 * pr + 1], ng)) : D;
         acc[pr] = fpart16(kind, acc[pr], v[pr], D, M, S, fps);
     }
 }
@@ -792,14 +871,11 @@ __attribute__((target(T_512))) INL void direct4_body(int kind, int gsh, const co
         const int rr = r1 - r < R4 ? r1 - r : R4;
         const uint8_t *qr[R4];
         const uint16_t *dr[R4], *mr[R4];
-        w_tail wt[R4];
         UNROLL for (int i = 0; i < R4; i++) {
             int ri = r + (i < rr ? i : rr - 1);
             qr[i] = w->qs + (size_t)ri * sh->rb;
             dr[i] = w->d + (size_t)ri * (size_t)sh->nd;
             mr[i] = kind == K_Q2 ? w->m + (size_t)ri * (size_t)sh->ng : NULL;
-            if (nt)
-                stage_w_tail(&wt[i], w, sh, ri, nb * 8, nt);
         }
         for (int t = 0; t < n_tok; t++) {
             const int8_t *pt = p + (size_t)t * (size_t)sh->cols;
@@ -822,17 +898,21 @@ __attribute__((target(T_512))) INL void direct4_body(int kind, int gsh, const co
                             prefetch(m[i], pfm, 2);
                     }
                 }
-                blk4(kind, gsh, q, d, m, pt + 256 * (size_t)j, st + 8 * j, pst + 8 * j, acc);
+                blk4(kind, gsh, 8, q, d, m, pt + 256 * (size_t)j, st + 8 * j, pst + 8 * j, acc);
             }
-            if (nt) {
-                act_tail at;
-                stage_act_tail(&at, pt, st, pst, nb * 8, nt);
+            if (nt) { /* in place, nothing read past the row's groups */
                 UNROLL for (int i = 0; i < R4; i++) {
-                    q[i] = wt[i].q;
-                    d[i] = wt[i].d;
-                    m[i] = wt[i].m;
+                    q[i] = qr[i] + (size_t)nb * bq;
+                    d[i] = dr[i] + ((8 * nb) >> gsh);
+                    m[i] = kind == K_Q2 ? mr[i] + 8 * nb : NULL;
+                    if (t == 0)
+                        prefetch(q[i], pfq, (size_t)nt * (size_t)sh->gb);
                 }
-                blk4(kind, 0, q, d, m, at.p, at.s, at.ps, acc);
+                const int8_t *pa = pt + 256 * (size_t)nb;
+                if (nt == 4) /* the common remainder, with constant masks */
+                    blk4(kind, gsh, 4, q, d, m, pa, st + 8 * nb, pst + 8 * nb, acc);
+                else
+                    blk4(kind, gsh, nt, q, d, m, pa, st + 8 * nb, pst + 8 * nb, acc);
             }
             /* ((P0+P4)+(P2+P6))+((P1+P5)+(P3+P7)) of the 4 rows at once */
             const __m512 x = acc[0], z = acc[1];

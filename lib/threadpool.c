@@ -111,6 +111,7 @@ coli_status coli__pool_create(int n_threads, coli__pool **out, coli__err *err)
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads - 1, sizeof *p->threads);
         if (!p->threads) {
+            p->size = 1; /* no worker to join */
             coli__pool_free(p);
             return coli__fail(err, COLI_ENOMEM, "out of memory creating a thread pool");
         }

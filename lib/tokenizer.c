@@ -2288,3 +2288,10 @@ done:
     }
     return st;
 }
+
+int coli__tok_is_byte(const coli__tokenizer *t, int32_t id)
+{
+    if (!t || !t->byte_fallback || id < 0 || (size_t)id >= t->n_ids || t->id_len[id] == NO_STR)
+        return 0;
+    return byte_token(t->strs.p + t->id_off[id], t->id_len[id]) >= 0;
+}

@@ -52,5 +52,8 @@ size_t coli__tok_vocab_size(const coli__tokenizer *tok);
 int32_t coli__tok_find(const coli__tokenizer *tok, const char *token);
 /* 1 if id is an added token marked special. */
 int coli__tok_is_special(const coli__tokenizer *tok, int32_t id);
+/* 1 if id is a byte-fallback token (<0xNN>): its text depends on the
+ * tokens that follow it. */
+int coli__tok_is_byte(const coli__tokenizer *tok, int32_t id);
 
 #endif

@@ -794,9 +794,15 @@ START_TEST(test_detokenize_round_trip)
     ck_assert_uint_eq(need, strlen(PROMPT_TEXT));
     ck_assert_int_eq(coli_detokenize(g_model, ids, n, 0, NULL, 0, &need), COLI_ENOSPC);
     ck_assert_uint_eq(need, strlen(PROMPT_TEXT));
-    /* Exactly the length without room for the NUL is enough. */
-    ck_assert_int_eq(coli_detokenize(g_model, ids, n, 0, buf, need, &len), COLI_OK);
-    ck_assert_int_eq(memcmp(buf, PROMPT_TEXT, need), 0);
+    /* Like snprintf: the text needs room for its NUL too; a short buffer
+     * still gets a terminated prefix. */
+    memset(buf, 'x', sizeof buf);
+    ck_assert_int_eq(coli_detokenize(g_model, ids, n, 0, buf, need, &len), COLI_ENOSPC);
+    ck_assert_int_eq(buf[need - 1], '\0');
+    ck_assert_int_eq(memcmp(buf, PROMPT_TEXT, need - 1), 0);
+    memset(buf, 'x', sizeof buf);
+    ck_assert_int_eq(coli_detokenize(g_model, ids, n, 0, buf, need + 1, &len), COLI_OK);
+    ck_assert_str_eq(buf, PROMPT_TEXT);
     /* Nothing to decode. */
     ck_assert_int_eq(coli_detokenize(g_model, ids, 0, 0, buf, sizeof buf, &len), COLI_OK);
     ck_assert_uint_eq(len, 0);
@@ -1173,6 +1179,64 @@ END_TEST
 
 /* ---- main ------------------------------------------------------------------------- */
 
+/* ---- streamed text ---------------------------------------------------------------- */
+
+typedef struct stream_buf {
+    char text[8192];
+    size_t len;
+} stream_buf;
+
+static int collect(void *user, int32_t token, const char *text, size_t len)
+{
+    stream_buf *b = user;
+    (void)token;
+    ck_assert_uint_lt(b->len + len, sizeof b->text);
+    memcpy(b->text + b->len, text, len);
+    b->len += len;
+    return 0;
+}
+
+/* The text streamed by coli_generate, concatenated, equals what
+ * coli_detokenize makes of prompt + output minus what it makes of the prompt
+ * alone: with Metaspace spaces (mixtral) and byte-fallback tokens, which
+ * high-temperature sampling produces, and with byte-level BPE (qwen3). */
+START_TEST(test_generate_stream_matches_detokenize)
+{
+    static const char *const dirs[] = {"mixtral", "qwen3_moe"};
+    char *dir = fixture_dir(dirs[_i / 6]);
+    coli_model *m = NULL;
+    coli_context *c = NULL;
+    coli_sampler *sm = NULL;
+    coli_sampling sp;
+    int32_t prompt[64], out[48], all[112];
+    size_t np = 0, nout = 0, lp = 0, la = 0;
+    static char tp[16384], ta[16384];
+    stream_buf sb = {{0}, 0};
+
+    ck_assert_int_eq(coli_model_open(dir, NULL, &m), COLI_OK);
+    ck_assert_int_eq(coli_tokenize(m, "And the earth was", 17, 1, prompt, 64, &np), COLI_OK);
+    ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+    coli_sampling_default(&sp);
+    sp.temperature = 3.0f; /* wild sampling: many byte-fallback tokens */
+    sp.seed = (uint64_t)(_i % 6) + 1;
+    ck_assert_int_eq(coli_sampler_create(&sp, &sm), COLI_OK);
+    ck_assert_int_eq(coli_generate(c, prompt, np, 48, sm, collect, &sb, out, 48, &nout), COLI_OK);
+    memcpy(all, prompt, np * sizeof *all);
+    memcpy(all + np, out, nout * sizeof *all);
+    ck_assert_int_eq(coli_detokenize(m, prompt, np, 1, tp, sizeof tp, &lp), COLI_OK);
+    ck_assert_int_eq(coli_detokenize(m, all, np + nout, 1, ta, sizeof ta, &la), COLI_OK);
+    ck_assert_uint_ge(la, lp);
+    ck_assert_int_eq(memcmp(ta, tp, lp), 0);
+    ck_assert_msg(sb.len == la - lp && memcmp(sb.text, ta + lp, sb.len) == 0,
+                  "%s seed %d: streamed %zu bytes '%.*s', expected %zu bytes '%.*s'", dirs[_i / 6], _i % 6 + 1,
+                  sb.len, (int)sb.len, sb.text, la - lp, (int)(la - lp), ta + lp);
+    coli_sampler_free(sm);
+    coli_context_free(c);
+    coli_model_free(m);
+    free(dir);
+}
+END_TEST
+
 static Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
@@ -1205,6 +1269,7 @@ static Suite *api_suite(void)
     tcase_add_test(model, test_context_bad_token);
     tcase_add_test(model, test_generate_stop_and_greedy);
     tcase_add_test(model, test_stats);
+    tcase_add_loop_test(model, test_generate_stream_matches_detokenize, 0, 12);
     suite_add_tcase(s, model);
     return s;
 }

@@ -166,9 +166,16 @@ typedef struct coli_model coli_model;
  */
 COLI_API coli_status coli_model_open(const char *dir, const coli_options *opts, coli_model **out);
 COLI_API void coli_model_free(coli_model *model);
-/* Detail of the last failure on this model ("" if none); valid until the next call. */
+/*
+ * Detail of the last failure on this model ("" if none), valid until the
+ * next call. Once a model is open, failures of calls on it (tokenize,
+ * context creation...) are kept per thread, so threads sharing a model do
+ * not see (or overwrite) each other's messages.
+ */
 COLI_API const char *coli_model_errmsg(const coli_model *model);
 
+/* Fields may be appended in later versions: callers set struct_size to the
+ * sizeof they were built with and get that many bytes filled in. */
 typedef struct coli_model_info {
     size_t struct_size;          /* set by the caller to sizeof(coli_model_info) */
     const char *architecture;    /* e.g. "Qwen3MoeForCausalLM" */
@@ -186,8 +193,10 @@ typedef struct coli_model_info {
     int64_t n_params_total;
     int64_t n_params_active;     /* parameters touched per token */
     uint64_t weight_bytes;       /* bytes of weights held, in the loaded format */
-    coli_weight_format weights;  /* the format in use (AUTO resolved) */
-    const char *weights_name;    /* "f32", "bf16", "f16" or "mixed" */
+    coli_weight_format weights;  /* the format asked for; AUTO is resolved to F32 or
+                                    BF16 when the checkpoint holds only that, and stays
+                                    AUTO for f16 or mixed checkpoints */
+    const char *weights_name;    /* "f32", "bf16", "q8", "q4", "q2", "f16" or "mixed" */
     int32_t bos_id;              /* -1 if none */
     int32_t eos_id;              /* first end-of-sequence id, -1 if none */
     const char *weights_detail;  /* format of each kind of matrix, e.g.
@@ -218,9 +227,10 @@ COLI_API int coli_model_is_eos(const coli_model *model, int32_t id);
 COLI_API coli_status coli_tokenize(coli_model *model, const char *text, size_t len,
                                    int add_special, int32_t *ids, size_t cap, size_t *n_ids);
 /*
- * Decodes ids to UTF-8, skipping special tokens if skip_special. Writes at
- * most cap bytes plus a terminating NUL when room allows; *len receives the
- * full length (without NUL). COLI_ENOSPC if buf is too small.
+ * Decodes ids to UTF-8, skipping special tokens if skip_special. Like
+ * snprintf: *len receives the length of the text (without NUL); if it is
+ * below cap, buf holds the text and a NUL; otherwise COLI_ENOSPC, and buf
+ * (if cap > 0) holds the first cap - 1 bytes and a NUL.
  */
 COLI_API coli_status coli_detokenize(coli_model *model, const int32_t *ids, size_t n_ids,
                                      int skip_special, char *buf, size_t cap, size_t *len);
@@ -277,9 +287,12 @@ typedef int (*coli_token_fn)(void *user, int32_t token, const char *text, size_t
 
 /*
  * Evaluates the prompt, then samples and evaluates up to max_tokens tokens,
- * stopping early at an end-of-sequence token (which is reported but not
- * evaluated). Generated ids are written to out (if not NULL, up to cap) and
- * counted in *n_out. on_token may be NULL.
+ * stopping early at an end-of-sequence token or when on_token returns
+ * nonzero (that token is reported and counted but not evaluated; stopping is
+ * not an error). Generated ids are written to out (if not NULL, up to cap)
+ * and counted in *n_out. on_token may be NULL; the text it receives,
+ * concatenated, is the decoding of the generated tokens in the context of
+ * the prompt (special tokens skipped).
  */
 COLI_API coli_status coli_generate(coli_context *ctx, const int32_t *prompt, size_t n_prompt,
                                    size_t max_tokens, coli_sampler *sampler,
