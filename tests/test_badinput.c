@@ -332,6 +332,32 @@ START_TEST(test_missing_tensor)
 }
 END_TEST
 
+/* transformers' Qwen3-MoE rule: layer l is MoE iff l is not in
+ * mlp_only_layers and (l + 1) % decoder_sparse_step == 0. The synthetic
+ * model's only layer holds experts, so either setting below makes layer 0
+ * dense and the open must ask for its dense MLP. */
+START_TEST(test_sparse_step_makes_layer_dense)
+{
+    char *dir = make_model(NULL);
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"head_dim\": 4,",
+                                        "\"head_dim\": 4, \"decoder_sparse_step\": 2,"),
+                     0);
+    expect_fail(dir, COLI_ENOENT, "model.layers.0.mlp.gate_proj.weight", "missing");
+    done(dir);
+}
+END_TEST
+
+START_TEST(test_mlp_only_layers_makes_layer_dense)
+{
+    char *dir = make_model(NULL);
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"head_dim\": 4,",
+                                        "\"head_dim\": 4, \"mlp_only_layers\": [0],"),
+                     0);
+    expect_fail(dir, COLI_ENOENT, "model.layers.0.mlp.gate_proj.weight", "missing");
+    done(dir);
+}
+END_TEST
+
 START_TEST(test_malformed_tokenizer)
 {
     char *dir = make_model(NULL);
@@ -404,6 +430,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_unsupported_dtype);
     tcase_add_test(tc, test_shape_disagrees_with_config);
     tcase_add_test(tc, test_missing_tensor);
+    tcase_add_test(tc, test_sparse_step_makes_layer_dense);
+    tcase_add_test(tc, test_mlp_only_layers_makes_layer_dense);
     tcase_add_test(tc, test_malformed_tokenizer);
     tcase_add_test(tc, test_index_names_missing_shard);
     tcase_add_test(tc, test_bad_token_ids);
