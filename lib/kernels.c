@@ -301,12 +301,6 @@ const char *coli__kernels_name(void)
     return g_name;
 }
 
-float coli__dot_f32(const float *a, const float *b, int n)
-{
-    init_kernels();
-    return g_dot_f32(a, b, n);
-}
-
 void coli__attn_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out)
 {
     init_kernels();

@@ -47,8 +47,7 @@ typedef struct coli__mm {
  * thread wake-up per matrix. Same results as one coli__matmul each. */
 coli_status coli__matmul_multi(coli__pool *pool, const coli__mm *tasks, int n_tasks);
 
-/* Scalar building blocks shared by the forward pass. */
-float coli__dot_f32(const float *a, const float *b, int n);
+/* Vector helpers of the forward pass (AVX2 or scalar). */
 /* y += a * x */
 void coli__axpy(float *y, float a, const float *x, int n);
 /* out[p] = (q . k_p) * scale for n rows k_p = k + p * stride of hd floats. */
