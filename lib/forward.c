@@ -253,7 +253,8 @@ static coli_status moe(const coli__config *c, const coli__layer *ly, coli__pool 
             for (int j = 0; j < K; j++)
                 if (b->sel[(size_t)t * K + j] == e) {
                     b->rows[n] = t * K + j;
-                    memcpy(b->xe + (size_t)n * H, b->xn + (size_t)t * H, (size_t)H * sizeof(float));
+                    if (S > 1) /* one token needs no gathering: experts read xn */
+                        memcpy(b->xe + (size_t)n * H, b->xn + (size_t)t * H, (size_t)H * sizeof(float));
                     n++;
                 }
         if (n == n0)
@@ -262,7 +263,7 @@ static coli_status moe(const coli__config *c, const coli__layer *ly, coli__pool 
             COLI_TRY(run_experts(pool, b, tg, td, nt, I));
             nt = 0;
         }
-        const float *xe = b->xe + (size_t)n0 * H;
+        const float *xe = S > 1 ? b->xe + (size_t)n0 * H : b->xn;
         float *g = b->g + (size_t)n0 * I, *u = b->u + (size_t)n0 * I;
         tg[2 * nt] = (coli__mm){&ly->e_gate[e], xe, n - n0, g};
         tg[2 * nt + 1] = (coli__mm){&ly->e_up[e], xe, n - n0, u};

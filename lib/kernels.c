@@ -497,7 +497,15 @@ coli_status coli__matmul_multi(coli__pool *pool, const coli__mm *tasks, int n_ta
         const coli__mat *w = m->w;
         if (m->n_tok <= 0 || w->rows <= 0)
             continue;
-        if (is_quant(w->dt)) {
+        int shared = 0;
+        for (int u = 0; u < t && is_quant(w->dt); u++)
+            if (is_quant(tasks[u].w->dt) && tasks[u].x == m->x && tasks[u].n_tok == m->n_tok &&
+                tasks[u].w->cols == w->cols) {
+                qa[t] = qa[u]; /* same input (q/k/v, gate/up): quantized once */
+                shared = 1;
+                break;
+            }
+        if (is_quant(w->dt) && !shared) {
             /* each token's activations are quantized once (docs/formats.md) */
             const int cols = w->cols, ng = cols / COLI_QK;
             size_t ns = (size_t)m->n_tok * (size_t)ng;
