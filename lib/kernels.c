@@ -55,44 +55,40 @@ float coli__f16_to_f32(uint16_t h)
  * sets (the AVX2 path uses FMA and other blocking); within one path, the
  * bf16/f16 dots mirror the f32 one exactly, so a row gives the same sum
  * widened or not. Quantized products are exact everywhere (quant.c). */
-static float dot_f32_scalar(const float *a, const float *b, int n)
+static float f32_at(const float *p)
 {
-    float s[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            s[j] += a[i + j] * b[i + j];
-    float t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-    for (; i < n; i++)
-        t += a[i] * b[i];
-    return t;
+    return *p;
 }
 
-static float dot_bf16_scalar(const uint16_t *w, const float *x, int n)
+static float bf16_at(const uint16_t *p)
 {
-    float s[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            s[j] += coli__bf16_to_f32(w[i + j]) * x[i + j];
-    float t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-    for (; i < n; i++)
-        t += coli__bf16_to_f32(w[i]) * x[i];
-    return t;
+    return coli__bf16_to_f32(*p);
 }
 
-static float dot_f16_scalar(const uint16_t *w, const float *x, int n)
+static float f16_at(const uint16_t *p)
 {
-    float s[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            s[j] += coli__f16_to_f32(w[i + j]) * x[i + j];
-    float t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-    for (; i < n; i++)
-        t += coli__f16_to_f32(w[i]) * x[i];
-    return t;
+    return coli__f16_to_f32(*p);
 }
+
+/* One definition per instruction set, instantiated for each weight type by
+ * its element loader, so the three can never drift apart. */
+#define DEFINE_DOT_SCALAR(name, wtype, at)                                             \
+    static float name(const wtype *w, const float *x, int n)                           \
+    {                                                                                  \
+        float s[8] = {0};                                                              \
+        int i = 0;                                                                     \
+        for (; i + 8 <= n; i += 8)                                                     \
+            for (int j = 0; j < 8; j++)                                                \
+                s[j] += at(w + i + j) * x[i + j];                                      \
+        float t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));   \
+        for (; i < n; i++)                                                             \
+            t += at(w + i) * x[i];                                                     \
+        return t;                                                                      \
+    }
+
+DEFINE_DOT_SCALAR(dot_f32_scalar, float, f32_at)
+DEFINE_DOT_SCALAR(dot_bf16_scalar, uint16_t, bf16_at)
+DEFINE_DOT_SCALAR(dot_f16_scalar, uint16_t, f16_at)
 
 /* ---- AVX2 + FMA -------------------------------------------------------- */
 #if COLI_X86
@@ -105,23 +101,9 @@ __attribute__((target("avx2,fma"))) static float hsum256(__m256 v)
     return _mm_cvtss_f32(lo);
 }
 
-__attribute__((target("avx2,fma"))) static float dot_f32_avx2(const float *a, const float *b, int n)
+__attribute__((target("avx2,fma"))) static inline __m256 load_f32x8(const float *p)
 {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8)
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    float t = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++)
-        t += a[i] * b[i];
-    return t;
+    return _mm256_loadu_ps(p);
 }
 
 __attribute__((target("avx2,fma"))) static inline __m256 load_bf16x8(const uint16_t *p)
@@ -130,50 +112,35 @@ __attribute__((target("avx2,fma"))) static inline __m256 load_bf16x8(const uint1
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-__attribute__((target("avx2,fma"))) static float dot_bf16_avx2(const uint16_t *w, const float *x, int n)
-{
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(load_bf16x8(w + i), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(load_bf16x8(w + i + 8), _mm256_loadu_ps(x + i + 8), s1);
-        s2 = _mm256_fmadd_ps(load_bf16x8(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);
-        s3 = _mm256_fmadd_ps(load_bf16x8(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8)
-        s0 = _mm256_fmadd_ps(load_bf16x8(w + i), _mm256_loadu_ps(x + i), s0);
-    float t = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++)
-        t += coli__bf16_to_f32(w[i]) * x[i];
-    return t;
-}
-
 __attribute__((target("avx2,fma,f16c"))) static inline __m256 load_f16x8(const uint16_t *p)
 {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-/* The same blocking as dot_f32_avx2, so that a row gives the same sum
- * whether it is widened first (batches) or read directly (one token). */
-__attribute__((target("avx2,fma,f16c"))) static float dot_f16_avx2(const uint16_t *w, const float *x, int n)
-{
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(load_f16x8(w + i), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(load_f16x8(w + i + 8), _mm256_loadu_ps(x + i + 8), s1);
-        s2 = _mm256_fmadd_ps(load_f16x8(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);
-        s3 = _mm256_fmadd_ps(load_f16x8(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);
+/* Four accumulators over 32-wide blocks, then 8-wide, then a scalar tail. */
+#define DEFINE_DOT_AVX2(name, target_, wtype, load8, at)                                                  \
+    __attribute__((target(target_))) static float name(const wtype *w, const float *x, int n)              \
+    {                                                                                                     \
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();                                        \
+        __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();                                        \
+        int i = 0;                                                                                        \
+        for (; i + 32 <= n; i += 32) {                                                                    \
+            s0 = _mm256_fmadd_ps(load8(w + i), _mm256_loadu_ps(x + i), s0);                               \
+            s1 = _mm256_fmadd_ps(load8(w + i + 8), _mm256_loadu_ps(x + i + 8), s1);                       \
+            s2 = _mm256_fmadd_ps(load8(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);                     \
+            s3 = _mm256_fmadd_ps(load8(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);                     \
+        }                                                                                                 \
+        for (; i + 8 <= n; i += 8)                                                                        \
+            s0 = _mm256_fmadd_ps(load8(w + i), _mm256_loadu_ps(x + i), s0);                               \
+        float t = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));                   \
+        for (; i < n; i++)                                                                                \
+            t += at(w + i) * x[i];                                                                        \
+        return t;                                                                                         \
     }
-    for (; i + 8 <= n; i += 8)
-        s0 = _mm256_fmadd_ps(load_f16x8(w + i), _mm256_loadu_ps(x + i), s0);
-    float t = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++)
-        t += coli__f16_to_f32(w[i]) * x[i];
-    return t;
-}
+
+DEFINE_DOT_AVX2(dot_f32_avx2, "avx2,fma", float, load_f32x8, f32_at)
+DEFINE_DOT_AVX2(dot_bf16_avx2, "avx2,fma", uint16_t, load_bf16x8, bf16_at)
+DEFINE_DOT_AVX2(dot_f16_avx2, "avx2,fma,f16c", uint16_t, load_f16x8, f16_at)
 #endif
 
 #if COLI_X86
