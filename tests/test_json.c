@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "testutil.h"
 
 /* Parses a NUL-terminated literal; fails the test on error. */
 static coli__json_doc *parse_ok(const char *text)
@@ -478,9 +479,5 @@ static Suite *json_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(json_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(json_suite());
 }

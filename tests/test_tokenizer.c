@@ -1185,10 +1185,5 @@ static Suite *tokenizer_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(tokenizer_suite());
-    int failed;
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return tu_run_suite(tokenizer_suite());
 }

@@ -458,3 +458,12 @@ uint16_t tu_f32_to_f16(float f)
     uint32_t m = r + 0xfffu + ((r >> 13) & 1);
     return (uint16_t)(sign | (m >> 13));
 }
+
+int tu_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -7,8 +7,13 @@
 #ifndef COLI_TESTUTIL_H
 #define COLI_TESTUTIL_H
 
+#include <check.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* Runs every test of the suite (Check's default fork mode) and returns the
+ * exit status for main: 0 if all passed. */
+int tu_run_suite(Suite *s);
 
 /* ---- files and directories ------------------------------------------- */
 
