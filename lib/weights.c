@@ -421,10 +421,14 @@ void coli__weights_bytes(const coli__weights *w, const coli__config *cfg, coli_w
         case COLI_ROLE_EMBED:
             a += b / (uint64_t)r->rows;
             break;
-        case COLI_ROLE_TIED_OUT:
-            /* read whole, as the embedding or as its own copy */
-            a += b ? b : rec_bytes(&w->recs[0], fmt, q4_group) - rec_bytes(&w->recs[0], fmt, q4_group) / (uint64_t)r->rows;
+        case COLI_ROLE_TIED_OUT: {
+            /* The output reads a whole matrix: its own q8 copy (b), or the
+             * embedding itself (recs[0], loaded first), one row of which is
+             * already counted under COLI_ROLE_EMBED. */
+            uint64_t embed = rec_bytes(&w->recs[0], fmt, q4_group);
+            a += b ? b : embed - embed / (uint64_t)r->rows;
             break;
+        }
         case COLI_ROLE_EXPERT:
             experts += b;
             break;

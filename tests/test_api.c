@@ -1179,6 +1179,40 @@ END_TEST
 
 /* ---- main ------------------------------------------------------------------------- */
 
+/* The bytes the forward pass counts while decoding equal the bytes per token
+ * that coli_model_weight_bytes derives from the matrix list, for a tied
+ * (mixtral), a sharded (olmoe) and a partly dense (qwen3_moe) model, in
+ * stored and quantized formats: two independent tallies of one quantity. */
+START_TEST(test_decode_bytes_match_estimate)
+{
+    static const char *const dirs[] = {"qwen3_moe", "olmoe", "mixtral"};
+    static const coli_weight_format fmts[] = {COLI_WEIGHTS_AUTO, COLI_WEIGHTS_Q4};
+    char *dir = fixture_dir(dirs[_i % 3]);
+    coli_options *o = NULL;
+    coli_model *m = NULL;
+    coli_context *c = NULL;
+    coli_stats st;
+    uint64_t total = 0, active = 0;
+    int32_t ids[5] = {1, 2, 3, 4, 5};
+
+    ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_WEIGHTS, fmts[_i / 3]), COLI_OK);
+    ck_assert_int_eq(coli_model_open(dir, o, &m), COLI_OK);
+    ck_assert_int_eq(coli_model_weight_bytes(m, fmts[_i / 3], &total, &active), COLI_OK);
+    ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(coli_eval(c, &ids[i], 1), COLI_OK);
+    ck_assert_int_eq(coli_context_stats(c, &st), COLI_OK);
+    ck_assert_uint_eq(st.decode_tokens, 5);
+    ck_assert_uint_eq(st.decode_weight_bytes, 5 * active);
+    ck_assert_uint_lt(active, total);
+    coli_context_free(c);
+    coli_model_free(m);
+    coli_options_free(o);
+    free(dir);
+}
+END_TEST
+
 /* ---- streamed text ---------------------------------------------------------------- */
 
 typedef struct stream_buf {
@@ -1270,6 +1304,7 @@ static Suite *api_suite(void)
     tcase_add_test(model, test_generate_stop_and_greedy);
     tcase_add_test(model, test_stats);
     tcase_add_loop_test(model, test_generate_stream_matches_detokenize, 0, 12);
+    tcase_add_loop_test(model, test_decode_bytes_match_estimate, 0, 6);
     suite_add_tcase(s, model);
     return s;
 }

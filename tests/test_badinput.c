@@ -336,23 +336,15 @@ END_TEST
  * mlp_only_layers and (l + 1) % decoder_sparse_step == 0. The synthetic
  * model's only layer holds experts, so either setting below makes layer 0
  * dense and the open must ask for its dense MLP. */
-START_TEST(test_sparse_step_makes_layer_dense)
-{
-    char *dir = make_model(NULL);
-    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"head_dim\": 4,",
-                                        "\"head_dim\": 4, \"decoder_sparse_step\": 2,"),
-                     0);
-    expect_fail(dir, COLI_ENOENT, "model.layers.0.mlp.gate_proj.weight", "missing");
-    done(dir);
-}
-END_TEST
+static const char *const DENSE_LAYER_0[] = {
+    "\"head_dim\": 4, \"decoder_sparse_step\": 2,",
+    "\"head_dim\": 4, \"mlp_only_layers\": [0],",
+};
 
-START_TEST(test_mlp_only_layers_makes_layer_dense)
+START_TEST(test_config_makes_layer_dense)
 {
     char *dir = make_model(NULL);
-    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"head_dim\": 4,",
-                                        "\"head_dim\": 4, \"mlp_only_layers\": [0],"),
-                     0);
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"head_dim\": 4,", DENSE_LAYER_0[_i]), 0);
     expect_fail(dir, COLI_ENOENT, "model.layers.0.mlp.gate_proj.weight", "missing");
     done(dir);
 }
@@ -430,8 +422,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_unsupported_dtype);
     tcase_add_test(tc, test_shape_disagrees_with_config);
     tcase_add_test(tc, test_missing_tensor);
-    tcase_add_test(tc, test_sparse_step_makes_layer_dense);
-    tcase_add_test(tc, test_mlp_only_layers_makes_layer_dense);
+    tcase_add_loop_test(tc, test_config_makes_layer_dense, 0, 2);
     tcase_add_test(tc, test_malformed_tokenizer);
     tcase_add_test(tc, test_index_names_missing_shard);
     tcase_add_test(tc, test_bad_token_ids);
