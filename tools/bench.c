@@ -180,7 +180,7 @@ static uint64_t next_random(uint64_t *state)
 }
 
 /* The id of the largest logit (the first of equals; NaN never wins). */
-static int32_t argmax(const float *logits, int n)
+int32_t bench_argmax(const float *logits, int n)
 {
     int32_t best = 0;
     int i;
@@ -468,14 +468,14 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
             if (eval_tokens(ctx, prompt, (size_t)p->prompt_tokens) != 0)
                 goto done;
             t1 = now_seconds();
-            tok = argmax(coli_context_logits(ctx), info.vocab_size);
+            tok = bench_argmax(coli_context_logits(ctx), info.vocab_size);
         }
         if (p->gen_tokens > 0) {
             t2 = now_seconds();
             for (i = 0; i < p->gen_tokens; i++) {
                 if (eval_tokens(ctx, &tok, 1) != 0)
                     goto done;
-                tok = argmax(coli_context_logits(ctx), info.vocab_size);
+                tok = bench_argmax(coli_context_logits(ctx), info.vocab_size);
             }
             t3 = now_seconds();
         }

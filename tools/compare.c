@@ -8,19 +8,10 @@
 #include "bench.h"
 #include "compare.h"
 
-static int argmax(const float *v, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[b])
-            b = i;
-    return b;
-}
-
 /* KL(p || q) between the softmax distributions of logits a (p) and b (q). */
 static double kl_div(const float *a, const float *b, int n)
 {
-    double ma = a[argmax(a, n)], mb = b[argmax(b, n)], za = 0, zb = 0, k = 0;
+    double ma = a[bench_argmax(a, n)], mb = b[bench_argmax(b, n)], za = 0, zb = 0, k = 0;
     for (int i = 0; i < n; i++) {
         za += exp(a[i] - ma);
         zb += exp(b[i] - mb);
@@ -63,7 +54,7 @@ int compare_run(coli_model *test, coli_model *ref, const compare_params *p)
             goto done;
         const float *a = coli_context_logits(cr), *b = coli_context_logits(ct);
         double k = kl_div(a, b, V);
-        same += argmax(a, V) == argmax(b, V);
+        same += bench_argmax(a, V) == bench_argmax(b, V);
         kl_sum += k;
         kl_max = k > kl_max ? k : kl_max;
     }
@@ -71,7 +62,7 @@ int compare_run(coli_model *test, coli_model *ref, const compare_params *p)
      * length of the common prefix is what a user would see. */
     int diverged = 0;
     for (int64_t i = 0; i < p->greedy; i++) {
-        int32_t tr = argmax(coli_context_logits(cr), V), tt = argmax(coli_context_logits(ct), V);
+        int32_t tr = bench_argmax(coli_context_logits(cr), V), tt = bench_argmax(coli_context_logits(ct), V);
         if (tr != tt)
             diverged = 1;
         if (!diverged)
