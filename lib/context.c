@@ -84,10 +84,10 @@ static coli_status ctx_fail(coli_context *c, coli_status st)
     return st;
 }
 
-COLI_API coli_status coli_eval(coli_context *c, const int32_t *tokens, size_t n)
+/* Runs n tokens; prefill says how the statistics count them (a prompt is
+ * prefill even when it is one token long). */
+static coli_status eval_tokens(coli_context *c, const int32_t *tokens, size_t n, int prefill)
 {
-    if (!c)
-        return COLI_EINVAL;
     coli__err_clear(&c->err);
     if (n == 0)
         return COLI_OK;
@@ -115,7 +115,7 @@ COLI_API coli_status coli_eval(coli_context *c, const int32_t *tokens, size_t n)
     }
     c->pos += n;
     c->has_logits = 1;
-    if (n > 1) {
+    if (prefill) {
         c->stats.prefill_tokens += n;
         c->stats.prefill_seconds += dt;
     } else {
@@ -124,6 +124,13 @@ COLI_API coli_status coli_eval(coli_context *c, const int32_t *tokens, size_t n)
         c->stats.decode_weight_bytes += read;
     }
     return COLI_OK;
+}
+
+COLI_API coli_status coli_eval(coli_context *c, const int32_t *tokens, size_t n)
+{
+    if (!c)
+        return COLI_EINVAL;
+    return eval_tokens(c, tokens, n, n > 1);
 }
 
 COLI_API const float *coli_context_logits(const coli_context *c)
@@ -168,7 +175,8 @@ COLI_API coli_status coli_sample(coli_sampler *s, const coli_context *c, int32_t
         return COLI_EINVAL;
     if (!c->has_logits)
         return COLI_ESTATE;
-    return coli__sample_logits(s, c->logits, (size_t)c->m->cfg.vocab, token);
+    coli__err err;
+    return coli__sample_logits(s, c->logits, (size_t)c->m->cfg.vocab, token, &err);
 }
 
 /* Length of the longest prefix of s[0..n) that does not end inside an
@@ -205,6 +213,10 @@ typedef struct gen_text {
     size_t base;     /* ids[base..] hold text not yet wholly reported */
     size_t done;     /* bytes of that text already reported */
     coli__buf prev, full;
+    /* stop strings */
+    const char *const *stop;
+    size_t n_stop;
+    coli__buf held;  /* decoded text not yet reported: it may begin a stop string */
 } gen_text;
 
 static coli_status push_id(coli_context *c, coli__ids *v, int32_t id)
@@ -221,18 +233,93 @@ static coli_status push_id(coli_context *c, coli__ids *v, int32_t id)
     return COLI_OK;
 }
 
+/* Position of the first occurrence of any stop string in s[0..n), or n. */
+static size_t find_stop(const gen_text *g, const char *s, size_t n)
+{
+    size_t best = n;
+    for (size_t k = 0; k < g->n_stop; k++) {
+        size_t m = strlen(g->stop[k]);
+        for (size_t i = 0; m > 0 && i + m <= n && i < best; i++)
+            if (memcmp(s + i, g->stop[k], m) == 0) {
+                best = i;
+                break;
+            }
+    }
+    return best;
+}
+
+/* Length of the longest tail of s[0..n) that is a proper prefix of a stop
+ * string: text that later tokens may turn into a stop. */
+static size_t stop_tail(const gen_text *g, const char *s, size_t n)
+{
+    size_t best = 0;
+    for (size_t k = 0; k < g->n_stop; k++) {
+        size_t m = strlen(g->stop[k]);
+        for (size_t t = m > n + 1 ? n : m - 1; t > best; t--)
+            if (memcmp(s + n - t, g->stop[k], t) == 0) {
+                best = t;
+                break;
+            }
+    }
+    return best;
+}
+
+/* Passes new text through the stop strings: out and out_len receive what
+ * may be reported now; *hit is set when a stop string was reached. */
+static coli_status stop_filter(coli_context *c, gen_text *g, const char *piece, size_t len, int final,
+                               const char **out, size_t *out_len, int *hit)
+{
+    *hit = 0;
+    if (g->n_stop == 0) {
+        *out = piece;
+        *out_len = len;
+        return COLI_OK;
+    }
+    /* held keeps only a few bytes: reported text is dropped after each call */
+    if (g->held.n + len + 1 > g->held.cap) {
+        size_t cap = 2 * (g->held.n + len + 1);
+        char *p = realloc(g->held.p, cap);
+        if (!p)
+            return coli__fail(&c->err, COLI_ENOMEM, "out of memory checking stop strings");
+        g->held.p = p;
+        g->held.cap = cap;
+    }
+    if (len)
+        memcpy(g->held.p + g->held.n, piece, len);
+    g->held.n += len;
+    const char *h = g->held.p ? g->held.p : "";
+    size_t n = g->held.n, at = find_stop(g, h, n);
+    size_t give = at < n ? at : final ? n : n - stop_tail(g, h, n);
+    *hit = at < n;
+    *out = h;
+    *out_len = give;
+    return COLI_OK;
+}
+
+/* Drops the reported head of held (after the callback has seen it). */
+static void stop_consume(gen_text *g, size_t n)
+{
+    if (g->n_stop == 0 || n == 0)
+        return;
+    memmove(g->held.p, g->held.p + n, g->held.n - n);
+    g->held.n -= n;
+}
+
 /* Reports token to the callback with the text it completes; final: no
- * token follows, so everything left is reported. */
+ * token follows, so everything left is reported. *hit: a stop string was
+ * reached (the text before it has been reported). */
 static coli_status emit(coli_context *c, gen_text *g, int32_t tok, int final, coli_token_fn fn, void *user,
-                        int *stop)
+                        int *stop, int *hit)
 {
     *stop = 0;
-    if (!fn)
+    *hit = 0;
+    if (!fn && g->n_stop == 0)
         return COLI_OK;
     const char *piece = "";
     size_t len = 0;
     const coli__tokenizer *tk = c->m->tok;
-    if (tk) {
+    /* ids past the tokenizer's vocabulary (padding) have no text */
+    if (tk && (size_t)tok < coli__tok_vocab_size(tk)) {
         COLI_TRY(push_id(c, &g->ids, tok));
         size_t ctx = g->base > STREAM_CTX ? g->base - STREAM_CTX : 0;
         g->prev.n = g->full.n = 0;
@@ -257,7 +344,111 @@ static coli_status emit(coli_context *c, gen_text *g, int32_t tok, int final, co
             g->done = 0;
         }
     }
-    *stop = fn(user, tok, piece, len) != 0;
+    const char *text = "";
+    size_t n = 0;
+    COLI_TRY(stop_filter(c, g, piece, len, final, &text, &n, hit));
+    if (fn)
+        *stop = fn(user, tok, n ? text : "", n) != 0;
+    stop_consume(g, n);
+    return COLI_OK;
+}
+
+COLI_API const char *coli_stop_reason_name(coli_stop_reason r)
+{
+    switch (r) {
+    case COLI_STOP_EOS: return "eos";
+    case COLI_STOP_LENGTH: return "length";
+    case COLI_STOP_CONTEXT: return "context";
+    case COLI_STOP_STRING: return "stop";
+    case COLI_STOP_CALLBACK: return "callback";
+    default: return "none";
+    }
+}
+
+COLI_API void coli_generate_params_init(coli_generate_params *p, size_t struct_size)
+{
+    if (!p || struct_size < sizeof p->struct_size)
+        return;
+    coli_generate_params d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = struct_size;
+    d.max_tokens = 64;
+    memcpy(p, &d, struct_size < sizeof d ? struct_size : sizeof d);
+}
+
+COLI_API coli_status coli_generate_v2(coli_context *c, const int32_t *prompt, size_t n_prompt,
+                                      coli_sampler *sampler, const coli_generate_params *params,
+                                      int32_t *out, size_t cap, size_t *n_out, coli_stop_reason *reason)
+{
+    if (n_out)
+        *n_out = 0;
+    if (reason)
+        *reason = COLI_STOP_NONE;
+    if (!c)
+        return COLI_EINVAL;
+    coli__err_clear(&c->err);
+    if (!sampler)
+        return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL, "coli_generate: sampler is NULL"));
+    if (!params || params->struct_size < sizeof *params)
+        return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL,
+                                      "coli_generate_v2: params is NULL or its struct_size is too small"));
+    if (params->n_stop && !params->stop)
+        return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL, "coli_generate_v2: n_stop is %zu but stop is NULL",
+                                      params->n_stop));
+    for (size_t k = 0; k < params->n_stop; k++)
+        if (!params->stop[k] || !params->stop[k][0])
+            return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL, "coli_generate_v2: stop string %zu is %s", k,
+                                          params->stop[k] ? "empty" : "NULL"));
+    COLI_TRY(eval_tokens(c, prompt, n_prompt, 1));
+    if (!c->has_logits)
+        return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL,
+                                      "coli_generate: empty prompt and no evaluated position to continue"));
+    COLI_TRY(coli_sampler_accept(sampler, prompt, n_prompt));
+    gen_text g;
+    memset(&g, 0, sizeof g);
+    g.stop = params->stop;
+    g.n_stop = params->n_stop;
+    coli_status st = COLI_OK;
+    coli_stop_reason why = COLI_STOP_LENGTH;
+    size_t count = 0, max_tokens = params->max_tokens;
+    /* the last prompt tokens give the decoders their left context */
+    for (size_t i = n_prompt > STREAM_CTX ? n_prompt - STREAM_CTX : 0; i < n_prompt && st == COLI_OK; i++)
+        st = push_id(c, &g.ids, prompt[i]);
+    g.base = g.ids.n;
+    for (size_t i = 0; i < max_tokens && st == COLI_OK; i++) {
+        int32_t tok;
+        st = coli__sample_logits(sampler, c->logits, (size_t)c->m->cfg.vocab, &tok, &c->err);
+        if (st != COLI_OK)
+            break;
+        if (out && count < cap)
+            out[count] = tok;
+        count++;
+        int eos = !params->ignore_eos && coli_model_is_eos(c->m, tok);
+        int full = c->pos >= (size_t)c->kv.n_ctx; /* no room to evaluate tok */
+        int last = i + 1 == max_tokens;
+        int stop = 0, hit = 0;
+        st = emit(c, &g, tok, eos || full || last, params->on_token, params->user, &stop, &hit);
+        if (st != COLI_OK)
+            break;
+        if (hit || stop || eos || (full && !last)) {
+            why = hit ? COLI_STOP_STRING : stop ? COLI_STOP_CALLBACK : eos ? COLI_STOP_EOS : COLI_STOP_CONTEXT;
+            break;
+        }
+        if (full)
+            break; /* the length is reached too: LENGTH, tok is not evaluated */
+        /* the last token is evaluated too, so that a later call continues */
+        st = eval_tokens(c, &tok, 1, 0);
+    }
+    coli__ids_free(&g.ids);
+    coli__buf_free(&g.prev);
+    coli__buf_free(&g.full);
+    coli__buf_free(&g.held);
+    if (n_out)
+        *n_out = count;
+    if (st != COLI_OK)
+        return ctx_fail(c, st);
+    if (reason)
+        *reason = why;
     return COLI_OK;
 }
 
@@ -265,47 +456,12 @@ COLI_API coli_status coli_generate(coli_context *c, const int32_t *prompt, size_
                                    size_t max_tokens, coli_sampler *sampler, coli_token_fn on_token,
                                    void *user, int32_t *out, size_t cap, size_t *n_out)
 {
-    if (!c)
-        return COLI_EINVAL;
-    if (n_out)
-        *n_out = 0;
-    if (!sampler)
-        return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL, "coli_generate: sampler is NULL"));
-    COLI_TRY(coli_eval(c, prompt, n_prompt));
-    if (!c->has_logits)
-        return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL,
-                                      "coli_generate: empty prompt and no evaluated position to continue"));
-    gen_text g = {{0}, 0, 0, {0}, {0}};
-    coli_status st = COLI_OK;
-    size_t count = 0;
-    /* the last prompt tokens give the decoders their left context */
-    for (size_t i = n_prompt > STREAM_CTX ? n_prompt - STREAM_CTX : 0; i < n_prompt && st == COLI_OK; i++)
-        st = push_id(c, &g.ids, prompt[i]);
-    g.base = g.ids.n;
-    for (size_t i = 0; i < max_tokens && st == COLI_OK; i++) {
-        int32_t tok;
-        st = coli__sample_logits(sampler, c->logits, (size_t)c->m->cfg.vocab, &tok);
-        if (st != COLI_OK) {
-            coli__fail(&c->err, st, "coli_generate: sampling failed: %s", coli_strerror(st));
-            break;
-        }
-        if (out && count < cap)
-            out[count] = tok;
-        count++;
-        int stop = 0, eos = coli_model_is_eos(c->m, tok);
-        st = emit(c, &g, tok, eos || i + 1 == max_tokens, on_token, user, &stop);
-        if (st != COLI_OK || stop || eos)
-            break;
-        st = coli_eval(c, &tok, 1);
-        if (st != COLI_OK)
-            break;
-    }
-    coli__ids_free(&g.ids);
-    coli__buf_free(&g.prev);
-    coli__buf_free(&g.full);
-    if (n_out)
-        *n_out = count;
-    return st;
+    coli_generate_params p;
+    coli_generate_params_init(&p, sizeof p);
+    p.max_tokens = max_tokens;
+    p.on_token = on_token;
+    p.user = user;
+    return coli_generate_v2(c, prompt, n_prompt, sampler, &p, out, cap, n_out, NULL);
 }
 
 COLI_API coli_status coli_context_stats(const coli_context *c, coli_stats *s)

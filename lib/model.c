@@ -300,8 +300,27 @@ COLI_API coli_status coli_detokenize(coli_model *m, const int32_t *ids, size_t n
     coli__err *err = coli__model_err(m);
     if ((!ids && n_ids) || (!buf && cap) || !len)
         return coli__fail(err, COLI_EINVAL, "coli_detokenize: NULL argument");
+    /* Ids the model has but the tokenizer lacks (a padded vocab_size) have
+     * no text: leave them out; ids outside the model's vocabulary stay an
+     * error of the tokenizer's. */
+    size_t n_tok = coli__tok_vocab_size(m->tok), n_pad = 0;
+    for (size_t k = 0; k < n_ids; k++)
+        if (ids[k] >= 0 && (size_t)ids[k] >= n_tok && ids[k] < m->cfg.vocab)
+            n_pad++;
+    int32_t *kept = NULL;
+    if (n_pad) {
+        if (!(kept = malloc((n_ids - n_pad + 1) * sizeof *kept)))
+            return coli__fail(err, COLI_ENOMEM, "coli_detokenize: out of memory for %zu ids", n_ids);
+        size_t j = 0;
+        for (size_t k = 0; k < n_ids; k++)
+            if (!(ids[k] >= 0 && (size_t)ids[k] >= n_tok && ids[k] < m->cfg.vocab))
+                kept[j++] = ids[k];
+        ids = kept;
+        n_ids = j;
+    }
     coli__buf b = {0};
     coli_status st = coli__tok_decode(m->tok, ids, n_ids, skip_special, &b, err);
+    free(kept);
     if (st == COLI_OK) {
         /* snprintf-like: the text and its NUL must fit */
         *len = b.n;

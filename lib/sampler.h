@@ -4,7 +4,11 @@
 
 #include <stddef.h>
 #include "colibri/colibri.h"
+#include "error.h"
 
-coli_status coli__sample_logits(coli_sampler *s, const float *logits, size_t n, int32_t *token);
+/* Picks a token from logits[0..n) and remembers it for the repetition
+ * penalty. Non-finite logits are refused (COLI_ERANGE) with a message in err. */
+coli_status coli__sample_logits(coli_sampler *s, const float *logits, size_t n, int32_t *token,
+                                coli__err *err);
 
 #endif

@@ -227,7 +227,9 @@ COLI_API int coli_model_is_eos(const coli_model *model, int32_t id);
 COLI_API coli_status coli_tokenize(coli_model *model, const char *text, size_t len,
                                    int add_special, int32_t *ids, size_t cap, size_t *n_ids);
 /*
- * Decodes ids to UTF-8, skipping special tokens if skip_special. Like
+ * Decodes ids to UTF-8, skipping special tokens if skip_special. Ids that
+ * the model's vocabulary has but its tokenizer lacks (checkpoints pad
+ * vocab_size) decode to nothing; ids outside the vocabulary are refused. Like
  * snprintf: *len receives the length of the text (without NUL); if it is
  * below cap, buf holds the text and a NUL; otherwise COLI_ENOSPC, and buf
  * (if cap > 0) holds the first cap - 1 bytes and a NUL.
@@ -271,12 +273,51 @@ typedef struct coli_sampling {
 /* Greedy, top_k 0, top_p 1, seed 0. */
 COLI_API void coli_sampling_default(coli_sampling *s);
 
+/*
+ * The full set of sampler settings. Fields may be appended in later
+ * versions: fill it with coli_sampler_params_init(&p, sizeof p), then change
+ * what you need. The steps run in this order on the logits of one position:
+ *   1. repetition penalty: each distinct token among the last repeat_last_n
+ *      tokens the sampler has seen (coli_sampler_accept, and every token it
+ *      picked) has its logit divided by repeat_penalty if positive, else
+ *      multiplied by it (as in the CTRL paper and llama.cpp);
+ *   2. greedy (temperature <= 0 or top_k == 1): the largest logit, lowest
+ *      id on ties; otherwise
+ *   3. softmax at the temperature, then top_k, then top_p (the smallest
+ *      set of most likely tokens whose mass reaches top_p), then min_p
+ *      (drop tokens less likely than min_p times the most likely one), and
+ *      a draw from what is left.
+ * Every setting at its default leaves its step out.
+ */
+typedef struct coli_sampler_params {
+    size_t struct_size;   /* sizeof the caller's struct: set by coli_sampler_params_init */
+    float temperature;    /* <= 0: greedy (default 0) */
+    int top_k;            /* <= 0: off (default 0) */
+    float top_p;          /* in (0, 1]; 1: off (default 1) */
+    float min_p;          /* in [0, 1]; 0: off (default 0) */
+    float repeat_penalty; /* > 0; 1: off (default 1) */
+    int repeat_last_n;    /* tokens the penalty looks back on, 0..1048576 (default 64) */
+    uint64_t seed;        /* default 0 */
+} coli_sampler_params;
+
+/* Sets *p to the defaults above, writing at most struct_size bytes (pass
+ * sizeof *p); p->struct_size receives struct_size. */
+COLI_API void coli_sampler_params_init(coli_sampler_params *p, size_t struct_size);
+
 typedef struct coli_sampler coli_sampler;
 
 COLI_API coli_status coli_sampler_create(const coli_sampling *params, coli_sampler **out);
+/* Like coli_sampler_create with every setting. COLI_EINVAL (and no sampler)
+ * if a value is outside the ranges above or struct_size is too small. */
+COLI_API coli_status coli_sampler_create_v2(const coli_sampler_params *params, coli_sampler **out);
 COLI_API void coli_sampler_free(coli_sampler *s);
-/* Picks a token from the context's current logits. */
+/* Picks a token from the context's current logits and remembers it for the
+ * repetition penalty. COLI_ERANGE if a logit is NaN or infinite. */
 COLI_API coli_status coli_sample(coli_sampler *s, const coli_context *ctx, int32_t *token);
+/* Remembers n tokens (a prompt, say) for the repetition penalty. */
+COLI_API coli_status coli_sampler_accept(coli_sampler *s, const int32_t *tokens, size_t n);
+/* Forgets the remembered tokens and restarts the random stream from the seed. */
+COLI_API void coli_sampler_reset(coli_sampler *s);
 
 /*
  * Called once per generated token with the newly decodable UTF-8 text
@@ -287,9 +328,9 @@ typedef int (*coli_token_fn)(void *user, int32_t token, const char *text, size_t
 
 /*
  * Evaluates the prompt, then samples and evaluates up to max_tokens tokens,
- * stopping early at an end-of-sequence token or when on_token returns
- * nonzero (that token is reported and counted but not evaluated; stopping is
- * not an error). Generated ids are written to out (if not NULL, up to cap)
+ * stopping early at an end-of-sequence token, when the context is full, or
+ * when on_token returns nonzero (that token is reported and counted but not
+ * evaluated; stopping is not an error). Generated ids are written to out (if not NULL, up to cap)
  * and counted in *n_out. on_token may be NULL; the text it receives,
  * concatenated, is the decoding of the generated tokens in the context of
  * the prompt (special tokens skipped).
@@ -298,6 +339,53 @@ COLI_API coli_status coli_generate(coli_context *ctx, const int32_t *prompt, siz
                                    size_t max_tokens, coli_sampler *sampler,
                                    coli_token_fn on_token, void *user,
                                    int32_t *out, size_t cap, size_t *n_out);
+
+/* Why a generation ended. */
+typedef enum coli_stop_reason {
+    COLI_STOP_NONE = 0,     /* it failed (see the status), or has not run */
+    COLI_STOP_EOS = 1,      /* an end-of-sequence token was sampled */
+    COLI_STOP_LENGTH = 2,   /* max_tokens tokens were generated */
+    COLI_STOP_CONTEXT = 3,  /* the context is full */
+    COLI_STOP_STRING = 4,   /* the text reached one of the stop strings */
+    COLI_STOP_CALLBACK = 5  /* on_token returned nonzero */
+} coli_stop_reason;
+
+/* A static name of a stop reason ("eos", "length", "context", "stop",
+ * "callback", "none"); never NULL. */
+COLI_API const char *coli_stop_reason_name(coli_stop_reason reason);
+
+/* Settings of coli_generate_v2. Fields may be appended in later versions:
+ * fill it with coli_generate_params_init(&p, sizeof p). */
+typedef struct coli_generate_params {
+    size_t struct_size;       /* set by coli_generate_params_init */
+    size_t max_tokens;        /* default 64 */
+    int ignore_eos;           /* nonzero: an end-of-sequence token does not stop */
+    const char *const *stop;  /* n_stop NUL-terminated stop strings (may be NULL) */
+    size_t n_stop;
+    coli_token_fn on_token;   /* may be NULL */
+    void *user;               /* passed to on_token */
+} coli_generate_params;
+
+/* Sets *p to the defaults, writing at most struct_size bytes. */
+COLI_API void coli_generate_params_init(coli_generate_params *p, size_t struct_size);
+
+/*
+ * Like coli_generate, and also:
+ *  - it stops cleanly when the context is full: the token sampled from the
+ *    last position is reported and counted but not evaluated
+ *    (COLI_STOP_CONTEXT); a prompt that does not fit is still an error;
+ *  - with stop strings, the reported text ends just before the first
+ *    occurrence of any of them (text that may begin one is held back until
+ *    it is decided); the ids in out include the tokens that made it;
+ *  - *reason (may be NULL) says why it ended; COLI_STOP_NONE on failure,
+ *    where *n_out still counts the tokens generated before it.
+ * The prompt is fed to the sampler's repetition history, and its tokens
+ * count as prefill in the statistics, even when there is only one.
+ */
+COLI_API coli_status coli_generate_v2(coli_context *ctx, const int32_t *prompt, size_t n_prompt,
+                                      coli_sampler *sampler, const coli_generate_params *params,
+                                      int32_t *out, size_t cap, size_t *n_out,
+                                      coli_stop_reason *reason);
 
 /* ---- statistics ------------------------------------------------------ */
 

@@ -1,0 +1,740 @@
+/*
+ * test_generate.c - generation and sampling through the public API: why a
+ * generation stops (length, end of sequence, full context, stop strings, the
+ * callback), the statistics it leaves, padded vocabularies, min-p and the
+ * repetition penalty.
+ *
+ * Expectations come from the header's contract and from greedy decoding
+ * done by hand with coli_eval and an argmax written here, never from the
+ * library's internals.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <colibri/colibri.h>
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define PROMPT_TEXT "In the beginning God created the heaven and the earth."
+
+static char *fixture_dir(const char *name)
+{
+    return tu_path(tu_data_dir(), name);
+}
+
+static int argmax(const float *v, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}
+
+typedef struct fixture {
+    char *dir;
+    coli_model *m;
+    coli_context *c;
+    coli_model_info info;
+    int32_t prompt[128];
+    size_t n_prompt;
+} fixture;
+
+/* Opens dir (a fixture name or a path) with an optional context size. */
+static void fx_open_dir(fixture *f, const char *dir, int64_t n_ctx)
+{
+    coli_options *o = NULL;
+    coli_status st;
+
+    memset(f, 0, sizeof *f);
+    f->dir = strdup(dir);
+    ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+    if (n_ctx > 0)
+        ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, n_ctx), COLI_OK);
+    st = coli_model_open(dir, o, &f->m);
+    ck_assert_msg(st == COLI_OK, "opening %s: %s", dir, f->m ? coli_model_errmsg(f->m) : "");
+    coli_options_free(o);
+    f->info.struct_size = sizeof f->info;
+    ck_assert_int_eq(coli_model_get_info(f->m, &f->info), COLI_OK);
+    ck_assert_int_eq(coli_context_create(f->m, NULL, &f->c), COLI_OK);
+    ck_assert_int_eq(coli_tokenize(f->m, PROMPT_TEXT, strlen(PROMPT_TEXT), 1, f->prompt, 128, &f->n_prompt),
+                     COLI_OK);
+    ck_assert_uint_ge(f->n_prompt, 4);
+}
+
+static void fx_open(fixture *f, const char *name, int64_t n_ctx)
+{
+    char *dir = fixture_dir(name);
+    fx_open_dir(f, dir, n_ctx);
+    free(dir);
+}
+
+static void fx_close(fixture *f)
+{
+    coli_context_free(f->c);
+    coli_model_free(f->m);
+    free(f->dir);
+    memset(f, 0, sizeof *f);
+}
+
+/* Greedy continuation by hand: n tokens (no stop at eos), from a reset
+ * context; the last one is not evaluated. */
+static void greedy_by_hand(fixture *f, const int32_t *prompt, size_t n_prompt, int32_t *out, size_t n)
+{
+    coli_context_reset(f->c);
+    ck_assert_int_eq(coli_eval(f->c, prompt, n_prompt), COLI_OK);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = argmax(coli_context_logits(f->c), f->info.vocab_size);
+        if (i + 1 < n)
+            ck_assert_int_eq(coli_eval(f->c, &out[i], 1), COLI_OK);
+    }
+    coli_context_reset(f->c);
+    coli_context_stats_reset(f->c);
+}
+
+static coli_sampler *greedy(void)
+{
+    coli_sampler *s = NULL;
+    ck_assert_int_eq(coli_sampler_create(NULL, &s), COLI_OK);
+    return s;
+}
+
+typedef struct text_buf {
+    char text[16384];
+    size_t len;
+    int calls;
+} text_buf;
+
+static int collect(void *user, int32_t token, const char *text, size_t len)
+{
+    text_buf *b = user;
+    (void)token;
+    ck_assert(text != NULL);
+    ck_assert_uint_lt(b->len + len, sizeof b->text);
+    memcpy(b->text + b->len, text, len);
+    b->len += len;
+    b->text[b->len] = '\0';
+    b->calls++;
+    return 0;
+}
+
+static coli_generate_params params(size_t max_tokens)
+{
+    coli_generate_params p;
+    coli_generate_params_init(&p, sizeof p);
+    p.max_tokens = max_tokens;
+    return p;
+}
+
+/* ---- stop reasons and statistics ------------------------------------------ */
+
+START_TEST(test_defaults)
+{
+    coli_generate_params p;
+    coli_sampler_params sp;
+
+    memset(&p, 0xa5, sizeof p);
+    coli_generate_params_init(&p, sizeof p);
+    ck_assert_uint_eq(p.struct_size, sizeof p);
+    ck_assert_uint_eq(p.max_tokens, 64);
+    ck_assert_int_eq(p.ignore_eos, 0);
+    ck_assert_ptr_null(p.stop);
+    ck_assert_uint_eq(p.n_stop, 0);
+    ck_assert_ptr_null(p.on_token);
+    memset(&sp, 0xa5, sizeof sp);
+    coli_sampler_params_init(&sp, sizeof sp);
+    ck_assert_uint_eq(sp.struct_size, sizeof sp);
+    ck_assert(sp.temperature == 0.0f && sp.top_k == 0 && sp.top_p == 1.0f && sp.min_p == 0.0f);
+    ck_assert(sp.repeat_penalty == 1.0f && sp.repeat_last_n == 64 && sp.seed == 0);
+    /* A caller built against a shorter struct gets only its bytes written. */
+    unsigned char raw[sizeof sp + 8];
+    memset(raw, 0xa5, sizeof raw);
+    coli_sampler_params_init((coli_sampler_params *)(void *)raw, sizeof(size_t) + sizeof(float));
+    for (size_t i = sizeof(size_t) + sizeof(float); i < sizeof raw; i++)
+        ck_assert_uint_eq(raw[i], 0xa5);
+    ck_assert_str_eq(coli_stop_reason_name(COLI_STOP_EOS), "eos");
+    ck_assert_str_eq(coli_stop_reason_name(COLI_STOP_LENGTH), "length");
+    ck_assert_str_eq(coli_stop_reason_name(COLI_STOP_CONTEXT), "context");
+    ck_assert_str_eq(coli_stop_reason_name(COLI_STOP_STRING), "stop");
+    ck_assert_str_eq(coli_stop_reason_name(COLI_STOP_CALLBACK), "callback");
+    ck_assert_str_eq(coli_stop_reason_name((coli_stop_reason)99), "none");
+}
+END_TEST
+
+START_TEST(test_length_and_stats)
+{
+    fixture f;
+    coli_sampler *s = greedy();
+    coli_generate_params p = params(5);
+    coli_stop_reason why = COLI_STOP_NONE;
+    coli_stats st;
+    int32_t out[8], want[8];
+    size_t n = 0;
+
+    fx_open(&f, "olmoe", 0); /* eos 0: the greedy fixture text has none */
+    greedy_by_hand(&f, f.prompt, f.n_prompt, want, 5);
+    p.ignore_eos = 1;
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
+    ck_assert_int_eq(why, COLI_STOP_LENGTH);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_mem_eq(out, want, 5 * sizeof *out);
+    ck_assert_int_eq(coli_context_stats(f.c, &st), COLI_OK);
+    ck_assert_uint_eq(st.prefill_tokens, f.n_prompt);
+    /* every generated token is evaluated, so that a later call continues */
+    ck_assert_uint_eq(st.decode_tokens, 5);
+    ck_assert_uint_eq(coli_context_position(f.c), f.n_prompt + 5);
+
+    /* A one-token prompt is prefill too (it used to count as decode). */
+    coli_context_reset(f.c);
+    coli_context_stats_reset(f.c);
+    p.max_tokens = 0;
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, 1, s, &p, out, 8, &n, &why), COLI_OK);
+    ck_assert_int_eq(why, COLI_STOP_LENGTH);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(coli_context_stats(f.c, &st), COLI_OK);
+    ck_assert_uint_eq(st.prefill_tokens, 1);
+    ck_assert_uint_eq(st.decode_tokens, 0);
+
+    coli_context_reset(f.c);
+    coli_context_stats_reset(f.c);
+    p.max_tokens = 5;
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, 1, s, &p, out, 8, &n, &why), COLI_OK);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_int_eq(coli_context_stats(f.c, &st), COLI_OK);
+    ck_assert_uint_eq(st.prefill_tokens, 1);
+    ck_assert_uint_eq(st.decode_tokens, 5);
+
+    /* Continuing with an empty prompt picks up where the last call ended:
+     * 5 + 3 tokens equal 8 in one go. */
+    int32_t eight[8], more[3];
+    greedy_by_hand(&f, f.prompt, f.n_prompt, eight, 8);
+    p.max_tokens = 5;
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
+    p.max_tokens = 3;
+    ck_assert_int_eq(coli_generate_v2(f.c, NULL, 0, s, &p, more, 3, &n, &why), COLI_OK);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_mem_eq(out, eight, 5 * sizeof *out);
+    ck_assert_mem_eq(more, eight + 5, 3 * sizeof *out);
+    coli_sampler_free(s);
+    fx_close(&f);
+}
+END_TEST
+
+/* A full context ends the generation cleanly: the token sampled from the
+ * last position is kept (not evaluated), and both entry points succeed. */
+START_TEST(test_context_full)
+{
+    const int64_t n_ctx = 12;
+    fixture f;
+    coli_sampler *s = greedy();
+    coli_generate_params p = params(1000);
+    coli_stop_reason why = COLI_STOP_NONE;
+    int32_t out[64], want[64];
+    size_t n = 0, n_prompt = 5, expect = (size_t)n_ctx - n_prompt + 1;
+    text_buf tb;
+
+    fx_open(&f, "olmoe", n_ctx);
+    ck_assert_uint_eq(coli_context_capacity(f.c), (size_t)n_ctx);
+    greedy_by_hand(&f, f.prompt, n_prompt, want, expect);
+    p.ignore_eos = 1;
+    memset(&tb, 0, sizeof tb);
+    p.on_token = collect;
+    p.user = &tb;
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, n_prompt, s, &p, out, 64, &n, &why), COLI_OK);
+    ck_assert_int_eq(why, COLI_STOP_CONTEXT);
+    ck_assert_uint_eq(n, expect);
+    ck_assert_mem_eq(out, want, expect * sizeof *out);
+    ck_assert_int_eq(tb.calls, (int)expect);
+    ck_assert_uint_eq(coli_context_position(f.c), (size_t)n_ctx);
+
+    /* The text is all there: it equals the decoding of the tokens. */
+    {
+        int32_t all[64];
+        char a[4096], b[4096];
+        size_t la = 0, lb = 0;
+        memcpy(all, f.prompt, n_prompt * sizeof *all);
+        memcpy(all + n_prompt, out, n * sizeof *all);
+        ck_assert_int_eq(coli_detokenize(f.m, f.prompt, n_prompt, 1, a, sizeof a, &la), COLI_OK);
+        ck_assert_int_eq(coli_detokenize(f.m, all, n_prompt + n, 1, b, sizeof b, &lb), COLI_OK);
+        ck_assert_uint_eq(tb.len, lb - la);
+        ck_assert_int_eq(memcmp(tb.text, b + la, tb.len), 0);
+    }
+
+    /* The old entry point (which stops at eos) no longer fails either. */
+    coli_context_reset(f.c);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, n_prompt, 1000, s, NULL, NULL, out, 64, &n), COLI_OK);
+    ck_assert_uint_le(n, expect);
+
+    /* A prompt that does not fit is still an error, and says so. */
+    coli_context_reset(f.c);
+    ck_assert_uint_gt(f.n_prompt, (size_t)n_ctx);
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, &why), COLI_ENOSPC);
+    ck_assert_int_eq(why, COLI_STOP_NONE);
+    ck_assert_ptr_nonnull(strstr(coli_context_errmsg(f.c), "context"));
+    coli_sampler_free(s);
+    fx_close(&f);
+}
+END_TEST
+
+/* The model is told that the first greedy token ends the sequence: the
+ * generation stops there (EOS), unless ignore_eos is set. */
+START_TEST(test_eos_and_ignore_eos)
+{
+    fixture f;
+    char *src = fixture_dir("qwen3_moe"), *tmp = tu_mkdtemp();
+    char from[64], to[64], *dir = NULL;
+    int32_t first[6], out[8];
+    coli_sampler *s = greedy();
+    coli_generate_params p = params(6);
+    coli_stop_reason why = COLI_STOP_NONE;
+    size_t n = 0;
+
+    fx_open_dir(&f, src, 0);
+    greedy_by_hand(&f, f.prompt, f.n_prompt, first, 6);
+    fx_close(&f);
+    ck_assert_int_ne(first[0], 1000);
+    dir = tu_path(tmp, "m");
+    ck_assert_int_eq(tu_copy_dir(src, dir), 0);
+    snprintf(to, sizeof to, "%d", first[0]);
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"eos_token_id\": 1000", "\"eos_token_id\": 0"), 0);
+    snprintf(from, sizeof from, "1002,\n    1000");
+    snprintf(to, sizeof to, "1002,\n    %d", first[0]);
+    ck_assert_int_eq(tu_replace_in_file(dir, "generation_config.json", from, to), 0);
+    fx_open_dir(&f, dir, 0);
+    ck_assert(coli_model_is_eos(f.m, first[0]));
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
+    ck_assert_int_eq(why, COLI_STOP_EOS);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(out[0], first[0]);
+
+    coli_context_reset(f.c);
+    p.ignore_eos = 1;
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
+    ck_assert_int_eq(why, COLI_STOP_LENGTH);
+    ck_assert_uint_eq(n, 6);
+    ck_assert_mem_eq(out, first, 6 * sizeof *out);
+    coli_sampler_free(s);
+    fx_close(&f);
+    tu_rmtree(tmp);
+    free(tmp);
+    free(dir);
+    free(src);
+}
+END_TEST
+
+static int stop_at_two(void *user, int32_t token, const char *text, size_t len)
+{
+    text_buf *b = user;
+    collect(user, token, text, len);
+    return b->calls == 2;
+}
+
+START_TEST(test_callback_stop)
+{
+    fixture f;
+    coli_sampler *s = greedy();
+    coli_generate_params p = params(10);
+    coli_stop_reason why = COLI_STOP_NONE;
+    text_buf tb;
+    int32_t out[16];
+    size_t n = 0;
+
+    fx_open(&f, "olmoe", 0);
+    memset(&tb, 0, sizeof tb);
+    p.on_token = stop_at_two;
+    p.user = &tb;
+    p.ignore_eos = 1;
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 16, &n, &why), COLI_OK);
+    ck_assert_int_eq(why, COLI_STOP_CALLBACK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(tb.calls, 2);
+    coli_sampler_free(s);
+    fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_invalid_params)
+{
+    fixture f;
+    coli_sampler *s = greedy();
+    coli_generate_params p = params(4);
+    coli_stop_reason why = COLI_STOP_LENGTH;
+    const char *stops[2] = {"x", ""};
+    size_t n = 7;
+
+    fx_open(&f, "qwen3_moe", 0);
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, NULL, NULL, 0, &n, &why), COLI_EINVAL);
+    ck_assert_int_eq(why, COLI_STOP_NONE);
+    ck_assert_uint_eq(n, 0);
+    p.struct_size = sizeof(size_t);
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, NULL, 0, &n, &why), COLI_EINVAL);
+    p = params(4);
+    p.stop = stops;
+    p.n_stop = 2;
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, NULL, 0, &n, &why), COLI_EINVAL);
+    ck_assert_ptr_nonnull(strstr(coli_context_errmsg(f.c), "stop string 1 is empty"));
+    p.stop = NULL;
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, NULL, 0, &n, &why), COLI_EINVAL);
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, NULL, &p, NULL, 0, &n, &why), COLI_EINVAL);
+    /* nothing was evaluated by the refused calls */
+    ck_assert_uint_eq(coli_context_position(f.c), 0);
+    coli_sampler_free(s);
+    fx_close(&f);
+}
+END_TEST
+
+/* ---- stop strings --------------------------------------------------------- */
+
+/* The greedy text of the fixture without stop strings, then with a stop
+ * string cut out of it: the streamed text ends just before its first
+ * occurrence. _i picks the fixture and where the stop string starts. */
+START_TEST(test_stop_strings)
+{
+    static const char *const names[] = {"qwen3_moe", "mixtral", "olmoe"};
+    fixture f;
+    coli_sampler *s = greedy();
+    coli_generate_params p = params(40);
+    coli_stop_reason why = COLI_STOP_NONE;
+    text_buf full, cut;
+    int32_t out[64];
+    size_t n = 0, n_full = 0;
+    char stop[8];
+    const char *stops[2];
+
+    fx_open(&f, names[_i % 3], 0);
+    p.ignore_eos = 1;
+    memset(&full, 0, sizeof full);
+    p.on_token = collect;
+    p.user = &full;
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n_full, &why), COLI_OK);
+    ck_assert_uint_ge(full.len, 12);
+
+    /* start 0 (nothing reported), a third and two thirds in */
+    size_t at = (size_t)(_i / 3) * full.len / 3, len = 4;
+    memcpy(stop, full.text + at, len);
+    stop[len] = '\0';
+    const char *first = strstr(full.text, stop); /* may occur before 'at' */
+    ck_assert_ptr_nonnull(first);
+    stops[0] = "\x01never there";
+    stops[1] = stop;
+    p.stop = stops;
+    p.n_stop = 2;
+    memset(&cut, 0, sizeof cut);
+    p.user = &cut;
+    coli_context_reset(f.c);
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, &why), COLI_OK);
+    ck_assert_int_eq(why, COLI_STOP_STRING);
+    ck_assert_uint_eq(cut.len, (size_t)(first - full.text));
+    ck_assert_int_eq(memcmp(cut.text, full.text, cut.len), 0);
+    ck_assert_uint_le(n, n_full);
+    ck_assert_int_eq(cut.calls, (int)n);
+
+    /* A stop string that never appears changes nothing. */
+    p.n_stop = 1;
+    memset(&cut, 0, sizeof cut);
+    coli_context_reset(f.c);
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, &why), COLI_OK);
+    ck_assert_int_eq(why, COLI_STOP_LENGTH);
+    ck_assert_uint_eq(n, n_full);
+    ck_assert_uint_eq(cut.len, full.len);
+    ck_assert_str_eq(cut.text, full.text);
+
+    /* Without a callback the stop strings still stop the generation. */
+    p.n_stop = 2;
+    p.on_token = NULL;
+    coli_context_reset(f.c);
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, &why), COLI_OK);
+    ck_assert_int_eq(why, COLI_STOP_STRING);
+    coli_sampler_free(s);
+    fx_close(&f);
+}
+END_TEST
+
+/* ---- padded vocabulary ---------------------------------------------------- */
+
+/* Offset and length of tensor name's data in a safetensors file (the header
+ * read by hand: "name":{"dtype":...,"shape":[...],"data_offsets":[a,b]}). */
+static int tensor_span(const char *file, size_t size, const char *name, size_t *off, size_t *len)
+{
+    uint64_t hlen = 0;
+    char key[128];
+    const char *h, *p;
+    unsigned long long a, b;
+
+    if (size < 8)
+        return -1;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | (unsigned char)file[i];
+    if (hlen > size - 8)
+        return -1;
+    snprintf(key, sizeof key, "\"%s\"", name);
+    h = file + 8;
+    p = strstr(h, key);
+    if (!p || p > h + hlen)
+        return -1;
+    p = strstr(p, "\"data_offsets\"");
+    if (!p || sscanf(p, "\"data_offsets\":[%llu,%llu]", &a, &b) != 2)
+        return -1;
+    *off = 8 + (size_t)hlen + (size_t)a;
+    *len = (size_t)(b - a);
+    return 0;
+}
+
+/* A checkpoint whose config vocab_size exceeds its tokenizer's: the fixture
+ * with its last added token (id 1004) removed from tokenizer.json, and the
+ * output rows of 1004 and of the first greedy token swapped so that greedy
+ * decoding picks the padding id. It must decode to nothing, with or without
+ * a callback, never fail. */
+START_TEST(test_padding_ids)
+{
+    fixture f;
+    char *src = fixture_dir("qwen3_moe"), *tmp = tu_mkdtemp(), *dir = tu_path(tmp, "m");
+    char *path, *bytes, text[64];
+    int32_t first[1], out[4], pad = 1004;
+    size_t size = 0, off = 0, len = 0, row, n = 0, tl = 99;
+    coli_sampler *s = greedy();
+    coli_generate_params p = params(3);
+    coli_stop_reason why = COLI_STOP_NONE;
+    text_buf tb;
+
+    fx_open_dir(&f, src, 0);
+    greedy_by_hand(&f, f.prompt, f.n_prompt, first, 1);
+    ck_assert_int_eq(f.info.vocab_size, 1005);
+    fx_close(&f);
+    ck_assert_int_eq(tu_copy_dir(src, dir), 0);
+    ck_assert_int_eq(tu_replace_in_file(dir, "tokenizer.json",
+                                        "    },\n    {\n      \"id\": 1004,\n      \"content\": \"</think>\",\n"
+                                        "      \"single_word\": false,\n      \"lstrip\": false,\n"
+                                        "      \"rstrip\": false,\n      \"normalized\": false,\n"
+                                        "      \"special\": false\n    }\n  ],",
+                                        "    }\n  ],"),
+                     0);
+    path = tu_path(dir, "model.safetensors");
+    bytes = tu_read_file(path, &size);
+    ck_assert_ptr_nonnull(bytes);
+    ck_assert_int_eq(tensor_span(bytes, size, "lm_head.weight", &off, &len), 0);
+    row = len / 1005;
+    ck_assert_uint_eq(row * 1005, len);
+    {
+        char tmp_row[4096];
+        ck_assert_uint_le(row, sizeof tmp_row);
+        memcpy(tmp_row, bytes + off + row * (size_t)first[0], row);
+        memcpy(bytes + off + row * (size_t)first[0], bytes + off + row * 1004, row);
+        memcpy(bytes + off + row * 1004, tmp_row, row);
+    }
+    ck_assert_int_eq(tu_write_file(path, bytes, size), 0);
+
+    fx_open_dir(&f, dir, 0);
+    ck_assert_int_eq(coli_eval(f.c, f.prompt, f.n_prompt), COLI_OK);
+    ck_assert_int_eq(argmax(coli_context_logits(f.c), f.info.vocab_size), 1004);
+    coli_context_reset(f.c);
+    /* detokenize: nothing for the padding id, an error past the vocabulary */
+    ck_assert_int_eq(coli_detokenize(f.m, &pad, 1, 0, text, sizeof text, &tl), COLI_OK);
+    ck_assert_uint_eq(tl, 0);
+    pad = 1005;
+    ck_assert_int_eq(coli_detokenize(f.m, &pad, 1, 0, text, sizeof text, &tl), COLI_EINVAL);
+    memset(&tb, 0, sizeof tb);
+    p.on_token = collect;
+    p.user = &tb;
+    p.ignore_eos = 1;
+    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 4, &n, &why), COLI_OK);
+    ck_assert_int_eq(out[0], 1004);
+    ck_assert_int_eq(why, COLI_STOP_LENGTH);
+    ck_assert_int_eq(tb.calls, 3);
+    /* the same run without a callback gives the same tokens */
+    {
+        int32_t out2[4];
+        coli_context_reset(f.c);
+        p.on_token = NULL;
+        ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out2, 4, &n, &why), COLI_OK);
+        ck_assert_mem_eq(out, out2, 3 * sizeof *out);
+    }
+    coli_sampler_free(s);
+    fx_close(&f);
+    tu_rmtree(tmp);
+    free(bytes);
+    free(path);
+    free(dir);
+    free(tmp);
+    free(src);
+}
+END_TEST
+
+/* ---- sampler: min-p and repetition penalty -------------------------------- */
+
+static coli_sampler *make_sampler(float temperature, float min_p, float penalty, int last_n, uint64_t seed)
+{
+    coli_sampler_params sp;
+    coli_sampler *s = NULL;
+
+    coli_sampler_params_init(&sp, sizeof sp);
+    sp.temperature = temperature;
+    sp.min_p = min_p;
+    sp.repeat_penalty = penalty;
+    sp.repeat_last_n = last_n;
+    sp.seed = seed;
+    ck_assert_int_eq(coli_sampler_create_v2(&sp, &s), COLI_OK);
+    return s;
+}
+
+START_TEST(test_min_p)
+{
+    fixture f;
+    const float *l;
+    int best, kept = 0, differ = 0;
+    const float T = 1.5f;
+
+    fx_open(&f, "qwen3_moe", 0);
+    ck_assert_int_eq(coli_eval(f.c, f.prompt, f.n_prompt), COLI_OK);
+    l = coli_context_logits(f.c);
+    best = argmax(l, f.info.vocab_size);
+    for (int i = 0; i < f.info.vocab_size; i++)
+        kept += expf((l[i] - l[best]) / T) >= 0.5f;
+    for (uint64_t seed = 1; seed <= 64; seed++) {
+        int32_t tok = -1;
+        coli_sampler *s = make_sampler(T, 1.0f, 1.0f, 64, seed);
+        ck_assert_int_eq(coli_sample(s, f.c, &tok), COLI_OK);
+        ck_assert_int_eq(tok, best); /* min_p 1 keeps only the most likely */
+        coli_sampler_free(s);
+        s = make_sampler(T, 0.5f, 1.0f, 64, seed);
+        ck_assert_int_eq(coli_sample(s, f.c, &tok), COLI_OK);
+        ck_assert_msg(expf((l[tok] - l[best]) / T) >= 0.5f * (1 - 1e-6f), "seed %d: token %d below min_p",
+                      (int)seed, tok);
+        differ += tok != best;
+        coli_sampler_free(s);
+    }
+    if (kept > 1)
+        ck_assert_int_gt(differ, 0);
+    fx_close(&f);
+}
+END_TEST
+
+/* Greedy with a penalty equals the argmax of logits penalised by hand. */
+START_TEST(test_repeat_penalty)
+{
+    fixture f;
+    const float *l;
+    float *pen;
+    int32_t hist[3], tok = -1;
+    int v;
+
+    fx_open(&f, "qwen3_moe", 0);
+    v = f.info.vocab_size;
+    ck_assert_int_eq(coli_eval(f.c, f.prompt, f.n_prompt), COLI_OK);
+    l = coli_context_logits(f.c);
+    pen = malloc((size_t)v * sizeof *pen);
+    /* the three most likely tokens, best first */
+    memcpy(pen, l, (size_t)v * sizeof *pen);
+    for (int k = 0; k < 3; k++) {
+        hist[k] = argmax(pen, v);
+        pen[hist[k]] = -INFINITY;
+    }
+    for (int last_n = 1; last_n <= 3; last_n++) {
+        const float r = 4.0f;
+        coli_sampler *s = make_sampler(0.0f, 0.0f, r, last_n, 0);
+        /* history: 3rd, 2nd, best, best again (counted once) */
+        int32_t seen[4] = {hist[2], hist[1], hist[0], hist[0]};
+        ck_assert_int_eq(coli_sampler_accept(s, seen, 4), COLI_OK);
+        memcpy(pen, l, (size_t)v * sizeof *pen);
+        for (int k = 4 - last_n; k < 4; k++) {
+            int t = seen[k];
+            int dup = 0;
+            for (int j = 4 - last_n; j < k; j++)
+                dup |= seen[j] == t;
+            if (!dup)
+                pen[t] = pen[t] > 0 ? pen[t] / r : pen[t] * r;
+        }
+        ck_assert_int_eq(coli_sample(s, f.c, &tok), COLI_OK);
+        ck_assert_int_eq(tok, argmax(pen, v));
+        /* after a reset nothing is remembered: plain greedy */
+        coli_sampler_reset(s);
+        ck_assert_int_eq(coli_sample(s, f.c, &tok), COLI_OK);
+        ck_assert_int_eq(tok, hist[0]);
+        coli_sampler_free(s);
+    }
+    /* The picked token is remembered: two greedy picks with a huge penalty
+     * and a window of 1 differ. */
+    {
+        int32_t a = -1, b = -1;
+        coli_sampler *s = make_sampler(0.0f, 0.0f, 1e30f, 1, 0);
+        ck_assert_int_eq(coli_sample(s, f.c, &a), COLI_OK);
+        ck_assert_int_eq(coli_sample(s, f.c, &b), COLI_OK);
+        ck_assert_int_eq(a, hist[0]);
+        ck_assert_int_ne(b, a);
+        coli_sampler_free(s);
+    }
+    free(pen);
+    fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_sampler_params_invalid)
+{
+    coli_sampler_params sp;
+    coli_sampler *s = (coli_sampler *)&sp;
+    int32_t one = 1, neg = -1;
+
+    coli_sampler_params_init(&sp, sizeof sp);
+    sp.struct_size = sizeof(size_t);
+    ck_assert_int_eq(coli_sampler_create_v2(&sp, &s), COLI_EINVAL);
+    ck_assert_ptr_null(s);
+#define BAD(field, value)                                                  \
+    do {                                                                   \
+        coli_sampler_params_init(&sp, sizeof sp);                          \
+        sp.field = value;                                                  \
+        ck_assert_int_eq(coli_sampler_create_v2(&sp, &s), COLI_EINVAL);    \
+        ck_assert_ptr_null(s);                                             \
+    } while (0)
+    BAD(min_p, -0.1f);
+    BAD(min_p, 1.5f);
+    BAD(min_p, NAN);
+    BAD(repeat_penalty, 0.0f);
+    BAD(repeat_penalty, -1.0f);
+    BAD(repeat_penalty, INFINITY);
+    BAD(repeat_last_n, -1);
+    BAD(repeat_last_n, (1 << 20) + 1);
+    BAD(top_p, 0.0f);
+    BAD(temperature, NAN);
+#undef BAD
+    ck_assert_int_eq(coli_sampler_create_v2(NULL, &s), COLI_OK); /* NULL: defaults */
+    ck_assert_int_eq(coli_sampler_accept(s, &neg, 1), COLI_EINVAL);
+    ck_assert_int_eq(coli_sampler_accept(s, NULL, 1), COLI_EINVAL);
+    ck_assert_int_eq(coli_sampler_accept(s, &one, 1), COLI_OK);
+    ck_assert_int_eq(coli_sampler_accept(NULL, &one, 1), COLI_EINVAL);
+    coli_sampler_free(s);
+    coli_sampler_reset(NULL);
+}
+END_TEST
+
+static Suite *generate_suite(void)
+{
+    Suite *s = suite_create("generate");
+    TCase *t = tcase_create("generate");
+
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, test_defaults);
+    tcase_add_test(t, test_length_and_stats);
+    tcase_add_test(t, test_context_full);
+    tcase_add_test(t, test_eos_and_ignore_eos);
+    tcase_add_test(t, test_callback_stop);
+    tcase_add_test(t, test_invalid_params);
+    tcase_add_loop_test(t, test_stop_strings, 0, 9);
+    tcase_add_test(t, test_padding_ids);
+    tcase_add_test(t, test_min_p);
+    tcase_add_test(t, test_repeat_penalty);
+    tcase_add_test(t, test_sampler_params_invalid);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run_suite(generate_suite());
+}
