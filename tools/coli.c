@@ -4,9 +4,13 @@
  * A plain client of libcolibri: it uses the public header only, so every
  * thing it does can be done by any other program linked to the library.
  *
- * Exit status: 0 on success, 1 when the library reports a failure (the
- * message is "coli: <coli_strerror>: <detail>"), 2 for a usage error (an
- * unknown subcommand or option, a missing or malformed value).
+ * The option table, the parser and the help formatter are in options.c;
+ * this file holds the subcommands and main.
+ *
+ * Exit status: 0 on success, 1 on a failure (the library's, printed as
+ * "coli: <coli_strerror>: <detail>"; an unreadable file; a write error on
+ * standard output), 2 for a usage error (an unknown subcommand or option, a
+ * missing or malformed value).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -22,7 +26,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +33,12 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Where the demo model is looked for when --model is not given. The
- * Makefile defines both; the fallbacks keep a stand-alone compile working. */
+/* Where the demo model is installed. The Makefile defines it; the fallback
+ * keeps a stand-alone compile working. */
 #ifndef COLI_PKGDATADIR
 #define COLI_PKGDATADIR "/usr/local/share/libcolibri"
 #endif
+
 /* ---- small utilities ---------------------------------------------------- */
 
 /* Reports a failure of the library and returns 1. */
