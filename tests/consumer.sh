@@ -5,7 +5,8 @@
 #
 # Usage: consumer.sh DESTDIR LIBDIR BINDIR TOP_SRCDIR PKGDATADIR
 # (run by `make installcheck`; DESTDIR may be empty). Environment: CC
-# (default cc), PKG_CONFIG (default pkg-config).
+# (default cc), PKG_CONFIG (default pkg-config), COLI_DEMO_INSTALLED (no
+# after configure --disable-demo).
 set -eu
 
 if [ $# -ne 5 ]; then
@@ -44,7 +45,14 @@ echo "consumer: $CC $cflags consumer.c $libs"
 $CC $cflags -o "$tmp/consumer" "$top_srcdir/tests/consumer.c" $libs
 
 demo=$destdir$pkgdatadir/demo
-if [ ! -f "$demo/config.json" ]; then
+if [ "${COLI_DEMO_INSTALLED:-yes}" = no ]; then
+	# configure --disable-demo: none installed; use the source tree's copy.
+	if [ -e "$demo" ]; then
+		echo "consumer: FAIL: configured --disable-demo, yet $demo exists" >&2
+		exit 1
+	fi
+	demo=$top_srcdir/data/demo
+elif [ ! -f "$demo/config.json" ]; then
 	echo "consumer: FAIL: the demo model is not installed in $demo" >&2
 	exit 1
 fi
@@ -62,8 +70,8 @@ echo "consumer: ok: $got"
 
 # Without --model the installed coli uses the installed demo model. Its
 # compiled-in data directory lies outside DESTDIR, so a staged install is
-# pointed at its copy through COLI_DEMO_MODEL.
-if [ -n "$destdir" ]; then
+# pointed at its copy through COLI_DEMO_MODEL, as is one without a demo.
+if [ -n "$destdir" ] || [ "${COLI_DEMO_INSTALLED:-yes}" = no ]; then
 	COLI_DEMO_MODEL=$demo
 	export COLI_DEMO_MODEL
 else
