@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -502,7 +503,13 @@ static const opthelp generate_options[] = {
     {O_TEMPERATURE, "sampling temperature; 0 = greedy (default 0.8)"},
     {O_TOP_K, "keep the K most likely tokens; 0 = off (default 40)"},
     {O_TOP_P, "nucleus sampling mass; 1 = off (default 0.95)"},
+    {O_MIN_P, "drop tokens less likely than P times the most\nlikely one; 0 = off (default 0)"},
+    {O_REPEAT_PENALTY, "penalise tokens seen among the last N; 1 = off\n(default 1)"},
+    {O_REPEAT_LAST_N, "tokens the repetition penalty looks back on\n(default 64)"},
     {O_SEED, "random seed (default: taken from the clock;\nprinted with --format json)"},
+    {O_STOP, "stop before the text STR; may be repeated"},
+    {O_IGNORE_EOS, "do not stop at an end-of-sequence token"},
+    {O_NO_ECHO, "do not print the prompt text first"},
     H_WEIGHTS,
     H_Q4_GROUP,
     H_THREADS,
@@ -515,7 +522,12 @@ static const opthelp generate_options[] = {
 
 static const char generate_epilogue[] =
     "Exactly one of --prompt, --prompt-file and --prompt-ids gives the prompt;\n"
-    "it must not be empty.\n";
+    "it must not be empty. Generation stops at an end-of-sequence token, after\n"
+    "--max-tokens tokens, when the context is full, at a --stop string, or on\n"
+    "Ctrl-C; every token is kept and the reason is given (stop_reason in JSON,\n"
+    "a line on standard error in text mode). Exit status 130 after Ctrl-C.\n";
+
+static volatile sig_atomic_t g_interrupted; /* set by Ctrl-C during generate */
 
 typedef struct gen_state {
     int stream;        /* text mode: write as we go */
@@ -529,6 +541,8 @@ static int on_token(void *user, int32_t token, const char *text, size_t len)
     gen_state *g = user;
 
     (void)token;
+    if (g_interrupted)
+        return 1; /* stop after this token: what came is kept */
     if (g->stream) {
         if (len > 0 && fwrite(text, 1, len, stdout) != len)
             g->write_failed = 1;
@@ -654,10 +668,23 @@ done:
     return rc;
 }
 
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_interrupted = 1;
+    signal(SIGINT, SIG_DFL); /* a second Ctrl-C ends the program at once */
+}
+
 static int cmd_generate(const args *a)
 {
     model_args m;
-    coli_sampling sp;
+    coli_sampler_params sp;
+    coli_generate_params gp;
+    coli_stop_reason why = COLI_STOP_NONE;
+    const char *reason_name = "none", *reason_line = "none";
+    int interrupted = 0;
+    double min_p = 0.0, repeat_penalty = 1.0;
+    int64_t repeat_last_n = 64;
     coli_model *model = NULL;
     coli_context *ctx = NULL;
     coli_sampler *sampler = NULL;
@@ -691,6 +718,17 @@ static int cmd_generate(const args *a)
         return rc;
     if (a->value[O_TOP_P] && (rc = parse_real("--top-p", a->value[O_TOP_P], 0.0, 1.0, &top_p)))
         return rc;
+    if (a->value[O_MIN_P] && (rc = parse_real("--min-p", a->value[O_MIN_P], 0.0, 1.0, &min_p)))
+        return rc;
+    if (a->value[O_REPEAT_PENALTY] &&
+        (rc = parse_real("--repeat-penalty", a->value[O_REPEAT_PENALTY], 1e-6, 1e6, &repeat_penalty)))
+        return rc;
+    if (a->value[O_REPEAT_LAST_N] &&
+        (rc = parse_int64("--repeat-last-n", a->value[O_REPEAT_LAST_N], 0, 1 << 20, &repeat_last_n)))
+        return rc;
+    for (int k = 0; k < a->given[O_STOP]; k++)
+        if (a->values[O_STOP][k][0] == '\0')
+            return usage_error("--stop needs a non-empty string");
     if (a->value[O_SEED] != NULL) {
         if ((rc = parse_uint64("--seed", a->value[O_SEED], &seed)) != 0)
             return rc;
@@ -725,20 +763,36 @@ static int cmd_generate(const args *a)
         runtime_error(st, ctx ? coli_context_errmsg(ctx) : coli_model_errmsg(model));
         goto done;
     }
-    coli_sampling_default(&sp);
+    coli_sampler_params_init(&sp, sizeof sp);
     sp.temperature = (float)temperature;
     sp.top_k = (int)top_k;
     sp.top_p = (float)top_p;
+    sp.min_p = (float)min_p;
+    sp.repeat_penalty = (float)repeat_penalty;
+    sp.repeat_last_n = (int)repeat_last_n;
     sp.seed = seed;
-    st = coli_sampler_create(&sp, &sampler);
+    st = coli_sampler_create_v2(&sp, &sampler);
     if (st != COLI_OK) {
         runtime_error(st, "cannot create the sampler");
         goto done;
     }
     out = xrealloc(NULL, (size_t)(max_tokens ? max_tokens : 1) * sizeof *out);
     g.stream = !json;
-    st = coli_generate(ctx, prompt, n_prompt, (size_t)max_tokens, sampler, on_token, &g, out,
-                       (size_t)max_tokens, &n_out);
+    if (g.stream && text != NULL && !a->given[O_NO_ECHO]) {
+        fwrite(text, 1, text_len, stdout);
+        fflush(stdout);
+    }
+    coli_generate_params_init(&gp, sizeof gp);
+    gp.max_tokens = (size_t)max_tokens;
+    gp.ignore_eos = a->given[O_IGNORE_EOS];
+    gp.stop = a->values[O_STOP];
+    gp.n_stop = (size_t)a->given[O_STOP];
+    gp.on_token = on_token;
+    gp.user = &g;
+    signal(SIGINT, on_sigint);
+    st = coli_generate_v2(ctx, prompt, n_prompt, sampler, &gp, out, (size_t)max_tokens, &n_out, &why);
+    signal(SIGINT, SIG_DFL);
+    interrupted = why == COLI_STOP_CALLBACK && g_interrupted;
     if (g.stream) {
         fputc('\n', stdout);
         fflush(stdout); /* before the summary on stderr */
@@ -750,6 +804,13 @@ static int cmd_generate(const args *a)
     }
     if (n_out > (size_t)max_tokens)
         n_out = (size_t)max_tokens;
+    reason_name = interrupted ? "interrupted" : coli_stop_reason_name(why);
+    reason_line = interrupted                  ? "interrupted (Ctrl-C)"
+                  : why == COLI_STOP_EOS       ? "end of sequence"
+                  : why == COLI_STOP_LENGTH    ? "--max-tokens reached"
+                  : why == COLI_STOP_CONTEXT   ? "the context is full"
+                  : why == COLI_STOP_STRING    ? "a --stop string"
+                                               : reason_name;
     memset(&stats, 0, sizeof stats);
     st = coli_context_stats(ctx, &stats);
     if (st != COLI_OK) {
@@ -770,15 +831,16 @@ static int cmd_generate(const args *a)
         printf(",\"decode_tok_s\":");
         json_real(stdout, stats.decode_tok_s, "%.3f");
         printf(",\"prefill_tokens\":%" PRIu64 ",\"decode_tokens\":%" PRIu64
-               ",\"seed\":%" PRIu64 "}\n",
-               stats.prefill_tokens, stats.decode_tokens, seed);
+               ",\"seed\":%" PRIu64 ",\"stop_reason\":\"%s\"}\n",
+               stats.prefill_tokens, stats.decode_tokens, seed, reason_name);
     } else {
+        fprintf(stderr, "%s: stopped: %s\n", cli_prog, reason_line);
         fprintf(stderr, "prefill: %" PRIu64 " tok, %.2f tok/s; decode: %" PRIu64
                         " tok, %.2f tok/s\n",
                 stats.prefill_tokens, stats.prefill_tok_s, stats.decode_tokens,
                 stats.decode_tok_s);
     }
-    rc = 0;
+    rc = interrupted ? 130 : 0;
 done:
     coli_sampler_free(sampler);
     coli_context_free(ctx);

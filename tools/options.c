@@ -48,6 +48,12 @@ const optdef cli_opts[O_COUNT] = {
     [O_PROBE_MIB] = {"--probe-mib", 0, "N", 0},
     [O_NO_PROBE] = {"--no-probe", 0, NULL, 0},
     [O_AGAINST] = {"--against", 0, "FMT", 0},
+    [O_NO_ECHO] = {"--no-echo", 0, NULL, 0},
+    [O_IGNORE_EOS] = {"--ignore-eos", 0, NULL, 0},
+    [O_STOP] = {"--stop", 0, "STR", 1},
+    [O_MIN_P] = {"--min-p", 0, "P", 0},
+    [O_REPEAT_PENALTY] = {"--repeat-penalty", 0, "R", 0},
+    [O_REPEAT_LAST_N] = {"--repeat-last-n", 0, "N", 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */

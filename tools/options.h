@@ -44,6 +44,12 @@ enum opt_id {
     O_PROBE_MIB,
     O_NO_PROBE,
     O_AGAINST,
+    O_NO_ECHO,
+    O_IGNORE_EOS,
+    O_STOP,
+    O_MIN_P,
+    O_REPEAT_PENALTY,
+    O_REPEAT_LAST_N,
     O_COUNT
 };
 
