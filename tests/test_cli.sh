@@ -1339,5 +1339,38 @@ usage_error "compare without --weights" --weights "$COLI" compare --model "$data
 usage_error "compare: bad --against" --against "$COLI" compare --model "$data/olmoe" --weights q4 \
 	--against q3
 
+# Why generation stopped: a full context keeps every token (the fixture's
+# context set to 12 positions), a stop string, the echo of the prompt.
+m=$data/olmoe
+if run 0 "generate to a full context, json" "$COLI" generate -m "$m" -c 12 -p "In the beginning God created" \
+	-n 1000 --temperature 0 --ignore-eos --format json; then
+	if contains "$out" '"stop_reason":"context"' && [ "$(json_number "$out" prefill_tokens)" -ge 1 ]; then
+		pass "full context: stop_reason context, exit 0"
+	else
+		fail "full context json: $(cat "$out")"
+	fi
+fi
+if run 0 "generate --max-tokens 3" "$COLI" generate -m "$m" -p "In the beginning" -n 3 --temperature 0 \
+	--ignore-eos; then
+	if head -c 16 "$out" | grep -F "In the beginning" >/dev/null && contains "$err" "stopped: --max-tokens reached"; then
+		pass "text mode echoes the prompt and says why it stopped"
+	else
+		fail "echo/notice: stdout $(cat "$out") stderr $(cat "$err")"
+	fi
+fi
+if run 0 "generate --no-echo" "$COLI" generate -m "$m" -p "In the beginning" -n 3 --temperature 0 --no-echo; then
+	if grep -F "In the beginning" "$out" >/dev/null; then fail "--no-echo still printed the prompt"; else pass "--no-echo"; fi
+fi
+if run 0 "one-token prompt stats" "$COLI" generate -m "$m" --prompt-ids 5 -n 5 --temperature 0 --ignore-eos \
+	--format json; then
+	if [ "$(json_number "$out" prefill_tokens)" = 1 ] && [ "$(json_number "$out" decode_tokens)" = 5 ]; then
+		pass "one-token prompt: prefill 1, decode 5"
+	else
+		fail "one-token prompt stats: $(cat "$out")"
+	fi
+fi
+usage_error "empty --stop" --stop "$COLI" generate -m "$m" -p hi --stop ""
+usage_error "--min-p above 1" --min-p "$COLI" generate -m "$m" -p hi --min-p 2
+
 echo "$checks checks, $failures failures"
 [ "$failures" -eq 0 ]
