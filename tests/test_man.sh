@@ -197,19 +197,19 @@ fi
 # The example: the first .EX block after .SH EXAMPLES, and README.md's first
 # C block.
 awk '/^\.SH/ { ex = ($0 ~ /EXAMPLES/) } ex && /^\.EX/ { on = 1; next }
-     on && /^\.EE/ { exit } on' "$page3" | unroff >"$tmp/hello.page"
+     on && /^\.EE/ { exit } on' "$page3" | unroff >"$tmp/hello_page.c"
 awk '/^```c$/ { on = 1; next } on && /^```$/ { exit } on' "$readme" >"$tmp/hello.c"
 if [ ! -s "$tmp/hello.c" ]; then
 	fail "no C example found in $readme"
 elif ! grep -F -e 'hello.c' "$tmp/hello.c" >/dev/null; then
 	fail "the first C block of $readme is not hello.c"
-elif cmp -s "$tmp/hello.c" "$tmp/hello.page"; then
+elif cmp -s "$tmp/hello.c" "$tmp/hello_page.c"; then
 	pass "the example of libcolibri(3) is hello.c of README.md"
 else
 	fail "the example of libcolibri(3) differs from hello.c of README.md:"
-	diff "$tmp/hello.c" "$tmp/hello.page" | sed 's/^/    /'
+	diff "$tmp/hello.c" "$tmp/hello_page.c" | sed 's/^/    /'
 fi
-if $CC -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$srcdir/include" "$tmp/hello.page" \
+if $CC -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$srcdir/include" "$tmp/hello_page.c" \
 	>"$tmp/cc.out" 2>&1; then
 	pass "the example of libcolibri(3) compiles ($CC -std=c11 -Wall -Wextra -Werror)"
 else
