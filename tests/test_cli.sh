@@ -962,10 +962,13 @@ fi
 # look into (or name) the tree it was built in. The ELF is .libs/coli (or
 # .libs/lt-coli) behind the libtool wrapper, else ./coli itself. Its debug
 # information names the build directory, so the whole file is checked only
-# once stripped; the program's own strings are checked in any case.
+# once stripped; the program's own strings are checked in any case. The
+# installation's own paths may lie inside the tree (distcheck installs into
+# it): the demo's pkgdatadir, and libdir as the installed run path.
 abs_src=$(cd "$srcdir" && pwd)
 abs_build=$(cd "$builddir" && pwd)
 pkgdatadir=${COLI_TEST_PKGDATADIR:-}
+libdir=${COLI_TEST_LIBDIR:-$pkgdatadir}
 elf=
 for f in "$builddir/.libs/lt-coli" "$builddir/.libs/coli" "$builddir/coli"; do
 	if [ -f "$f" ] && [ "$(od -An -c -N4 "$f" | tr -d ' ')" = '177ELF' ]; then
@@ -982,7 +985,8 @@ if [ -z "$elf" ]; then
 elif [ -z "$pkgdatadir" ]; then
 	fail "COLI_TEST_PKGDATADIR is not set (make check sets it)"
 else
-	found=$(binary_strings "$elf" | grep -F -e "$abs_src/data" -e "$abs_build/data" | grep -v -F "$pkgdatadir")
+	found=$(binary_strings "$elf" | grep -F -e "$abs_src/data" -e "$abs_build/data" |
+		grep -v -F -e "$pkgdatadir" -e "$libdir")
 	if [ -z "$found" ]; then
 		pass "coli has no data path of the source or build tree compiled in"
 	else
@@ -990,7 +994,7 @@ else
 	fi
 	if command -v strip >/dev/null 2>&1 && cp "$elf" "$tmp/coli-stripped" && strip "$tmp/coli-stripped"; then
 		found=$(binary_strings "$tmp/coli-stripped" | grep -F -e "$abs_src" -e "$abs_build" |
-			grep -v -F "$pkgdatadir")
+			grep -v -F -e "$pkgdatadir" -e "$libdir")
 		if [ -z "$found" ]; then
 			pass "stripped coli names neither $abs_src nor $abs_build"
 		else
