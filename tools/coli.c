@@ -635,7 +635,10 @@ static int read_prompt_file(const char *path, char **text_out, size_t *len_out)
                         cli_prog, name, PROMPT_FILE_MAX >> 20);
                 goto done;
             }
+            /* One byte past the limit tells a file over it apart. */
             cap = cap ? 2 * cap : 4096;
+            if (cap > PROMPT_FILE_MAX + 1)
+                cap = PROMPT_FILE_MAX + 1;
             buf = xrealloc(buf, cap + 1);
         }
         n = fread(buf + len, 1, cap - len, f);
@@ -645,11 +648,6 @@ static int read_prompt_file(const char *path, char **text_out, size_t *len_out)
     }
     if (ferror(f)) {
         fprintf(stderr, "%s: %s: %s\n", cli_prog, name, strerror(errno));
-        goto done;
-    }
-    if (len > PROMPT_FILE_MAX) {
-        fprintf(stderr, "%s: %s: larger than the %zu MiB that --prompt-file reads\n", cli_prog,
-                name, PROMPT_FILE_MAX >> 20);
         goto done;
     }
     if (len == 0) {
