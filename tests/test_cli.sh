@@ -472,7 +472,7 @@ for c in $commands; do
 		ok=0
 		fail "coli $c --help: descriptions are not aligned in one column ($(echo "$cols" | tr '\n' ' '))"
 	fi
-	while read -r l s m col; do
+	while read -r l s m _; do
 		want=$(short_of "$l")
 		[ "$s" = "$want" ] || { ok=0; fail "coli $c --help: $l has short name '$s', expected '$want'"; }
 	done <"$o"
@@ -872,8 +872,11 @@ if run 1 "generate --prompt-file (missing)" "$COLI" generate --model "$q" --prom
 	fi
 fi
 if run 1 "generate --prompt-file (a directory)" "$COLI" generate --model "$q" --prompt-file "$tmp"; then
-	contains "$err" "$tmp" && pass "generate --prompt-file (a directory) names it" ||
+	if contains "$err" "$tmp"; then
+		pass "generate --prompt-file (a directory) names it"
+	else
 		fail "generate --prompt-file (a directory): $(cat "$err")"
+	fi
 fi
 : >"$tmp/empty.txt"
 usage_error "generate --prompt-file (empty)" "$tmp/empty.txt" "$COLI" generate --model "$q" \
@@ -1306,7 +1309,7 @@ if run 0 "compare q8 against f32" "$COLI" compare --model "$data/olmoe" --weight
 fi
 # compare --help lists every weight format of the header for --weights and
 # --against, and compare takes each of them (against itself: agreement 1).
-formats=$(sed -n 's/^ *COLI_WEIGHTS_\([A-Z0-9]*\) = [0-9]*,\{0,1\}$/\1/p' "$header" | tr 'A-Z' 'a-z')
+formats=$(sed -n 's/^ *COLI_WEIGHTS_\([A-Z0-9]*\) = [0-9]*,\{0,1\}$/\1/p' "$header" | tr '[:upper:]' '[:lower:]')
 # help_text FILE OPTION: the description of OPTION, its lines joined.
 help_text() {
 	awk -v opt="$2" '
@@ -1322,11 +1325,11 @@ else
 		ok=1
 		for f in $formats; do
 			case " $t " in
-			*[\ ,]$f[\ ,]*) ;;
+			*[\ ,]"$f"[\ ,]*) ;;
 			*) ok=0; fail "coli compare --help: $o does not list $f: $t" ;;
 			esac
 		done
-		[ "$ok" = 1 ] && pass "coli compare --help: $o lists $(echo $formats | tr ' ' ',')"
+		[ "$ok" = 1 ] && pass "coli compare --help: $o lists $(echo "$formats" | paste -sd, -)"
 	done
 	for f in $formats; do
 		if run 0 "compare $f against $f" "$COLI" compare --model "$data/qwen3_moe" --weights "$f" \
