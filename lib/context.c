@@ -367,13 +367,10 @@ COLI_API const char *coli_stop_reason_name(coli_stop_reason r)
 
 COLI_API void coli_generate_params_init(coli_generate_params *p, size_t struct_size)
 {
-    if (!p || struct_size < sizeof p->struct_size)
-        return;
     coli_generate_params d;
     memset(&d, 0, sizeof d);
-    d.struct_size = struct_size;
     d.max_tokens = 64;
-    memcpy(p, &d, struct_size < sizeof d ? struct_size : sizeof d);
+    coli__init_sized(p, &d, sizeof d, struct_size);
 }
 
 COLI_API coli_status coli_generate_v2(coli_context *c, const int32_t *prompt, size_t n_prompt,

@@ -1,5 +1,7 @@
 /* error.c - detail messages that travel with a status. */
 #include <stdio.h>
+#include <string.h>
+
 #include "error.h"
 
 coli_status coli__fail(coli__err *err, coli_status st, const char *fmt, ...)
@@ -19,4 +21,12 @@ void coli__err_clear(coli__err *err)
 {
     if (err != NULL)
         err->msg[0] = '\0';
+}
+
+void coli__init_sized(void *dst, const void *defaults, size_t size, size_t struct_size)
+{
+    if (!dst || struct_size < sizeof(size_t))
+        return;
+    memcpy(dst, defaults, struct_size < size ? struct_size : size);
+    memcpy(dst, &struct_size, sizeof struct_size);
 }

@@ -304,17 +304,18 @@ COLI_API coli_status coli_detokenize(coli_model *m, const int32_t *ids, size_t n
      * no text: leave them out; ids outside the model's vocabulary stay an
      * error of the tokenizer's. */
     size_t n_tok = coli__tok_vocab_size(m->tok), n_pad = 0;
+#define IS_PADDING(id) ((id) >= 0 && (size_t)(id) >= n_tok && (id) < m->cfg.vocab)
     for (size_t k = 0; k < n_ids; k++)
-        if (ids[k] >= 0 && (size_t)ids[k] >= n_tok && ids[k] < m->cfg.vocab)
-            n_pad++;
+        n_pad += IS_PADDING(ids[k]);
     int32_t *kept = NULL;
     if (n_pad) {
         if (!(kept = malloc((n_ids - n_pad + 1) * sizeof *kept)))
             return coli__fail(err, COLI_ENOMEM, "coli_detokenize: out of memory for %zu ids", n_ids);
         size_t j = 0;
         for (size_t k = 0; k < n_ids; k++)
-            if (!(ids[k] >= 0 && (size_t)ids[k] >= n_tok && ids[k] < m->cfg.vocab))
+            if (!IS_PADDING(ids[k]))
                 kept[j++] = ids[k];
+#undef IS_PADDING
         ids = kept;
         n_ids = j;
     }

@@ -70,11 +70,8 @@ COLI_API void coli_sampling_default(coli_sampling *s)
 
 COLI_API void coli_sampler_params_init(coli_sampler_params *p, size_t struct_size)
 {
-    if (!p || struct_size < sizeof p->struct_size)
-        return;
     coli_sampler_params d;
     memset(&d, 0, sizeof d);
-    d.struct_size = struct_size;
     d.temperature = 0.0f;
     d.top_k = 0;
     d.top_p = 1.0f;
@@ -82,7 +79,7 @@ COLI_API void coli_sampler_params_init(coli_sampler_params *p, size_t struct_siz
     d.repeat_penalty = 1.0f;
     d.repeat_last_n = 64;
     d.seed = 0;
-    memcpy(p, &d, struct_size < sizeof d ? struct_size : sizeof d);
+    coli__init_sized(p, &d, sizeof d, struct_size);
 }
 
 static void reseed(coli_sampler *s)

@@ -179,6 +179,7 @@ START_TEST(test_length_and_stats)
     size_t n = 0;
 
     fx_open(&f, "olmoe", 0); /* eos 0: the greedy fixture text has none */
+    memset(out, 0xff, sizeof out); /* poison: -1 is no token */
     greedy_by_hand(&f, f.prompt, f.n_prompt, want, 5);
     p.ignore_eos = 1;
     ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
@@ -241,6 +242,7 @@ START_TEST(test_context_full)
     text_buf tb;
 
     fx_open(&f, "olmoe", n_ctx);
+    memset(out, 0xff, sizeof out);
     ck_assert_uint_eq(coli_context_capacity(f.c), (size_t)n_ctx);
     greedy_by_hand(&f, f.prompt, n_prompt, want, expect);
     p.ignore_eos = 1;
@@ -308,6 +310,7 @@ START_TEST(test_eos_and_ignore_eos)
     snprintf(to, sizeof to, "1002,\n    %d", first[0]);
     ck_assert_int_eq(tu_replace_in_file(dir, "generation_config.json", from, to), 0);
     fx_open_dir(&f, dir, 0);
+    memset(out, 0xff, sizeof out);
     ck_assert(coli_model_is_eos(f.m, first[0]));
     ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
     ck_assert_int_eq(why, COLI_STOP_EOS);
