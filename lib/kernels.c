@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -243,14 +244,14 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void pick_kernels(void)
 {
 #if COLI_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    unsigned f = coli__cpu_features();
+    if ((f & COLI_CPU_AVX2) && (f & COLI_CPU_FMA)) {
         g_dot_f32 = dot_f32_avx2;
         g_dot_bf16 = dot_bf16_avx2;
         g_axpy = axpy_avx2;
         g_attn_scores = attn_scores_avx2;
         g_attn_mix = attn_mix_avx2;
-        if (__builtin_cpu_supports("f16c"))
+        if (f & COLI_CPU_F16C)
             g_dot_f16 = dot_f16_avx2;
         g_name = "avx2";
     }

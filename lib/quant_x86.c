@@ -49,10 +49,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "quant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #include <immintrin.h>
 
 #define T_AVX2 "avx2,f16c"
@@ -1212,32 +1212,18 @@ __attribute__((target(T_512))) static void gemm_512(const coli__qmat *w, int r0,
 
 /* ---- tables ---------------------------------------------------------- */
 
-static int has_f16c(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return 0;
-    return (c & bit_F16C) != 0;
-}
-
 const coli__qkernels *coli__q_kernels_avx2(void)
 {
     static const coli__qkernels k = {"avx2", gemm_avx2};
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !has_f16c())
-        return NULL;
-    return &k;
+    const unsigned need = COLI_CPU_AVX2 | COLI_CPU_F16C;
+    return (coli__cpu_features() & need) == need ? &k : NULL;
 }
 
 const coli__qkernels *coli__q_kernels_avx512(void)
 {
     static const coli__qkernels k = {"avx512vnni", gemm_512};
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !has_f16c() || !__builtin_cpu_supports("avx512f") ||
-        !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl") ||
-        !__builtin_cpu_supports("avx512vnni"))
-        return NULL;
-    return &k;
+    const unsigned need = COLI_CPU_AVX2 | COLI_CPU_F16C | COLI_CPU_AVX512 | COLI_CPU_AVX512VNNI;
+    return (coli__cpu_features() & need) == need ? &k : NULL;
 }
 
 #else /* not x86-64 GCC/Clang */

@@ -263,12 +263,42 @@ else
 	fail "package version '$pkg_version' differs from the header's '$hdr_string'"
 fi
 
+# --version as GNU tools print it: name and version, copyright, the licence
+# of COPYING, the no-warranty lines, then the features compiled in.
 if run 0 "coli --version" "$COLI" --version; then
-	if [ "$(cat "$out")" = "coli (libcolibri) $hdr_string" ]; then
-		pass "coli --version"
+	cp "$out" "$tmp/version"
+	if [ "$(sed -n 1p "$out")" = "coli (libcolibri) $hdr_string" ]; then
+		pass "coli --version: first line"
 	else
-		fail "coli --version printed '$(cat "$out")'"
+		fail "coli --version: first line is '$(sed -n 1p "$out")'"
 	fi
+	if [ "$(sed -n 1p "$srcdir/COPYING")" = "MIT License" ] &&
+		sed -n 2p "$out" | grep '^Copyright (C) [0-9][0-9]* ' >/dev/null &&
+		[ "$(sed -n 3p "$out")" = "License MIT: <https://opensource.org/licenses/MIT>." ] &&
+		[ "$(sed -n 4p "$out")" = "This is free software: you are free to change and redistribute it." ] &&
+		[ "$(sed -n 5p "$out")" = "There is NO WARRANTY, to the extent permitted by law." ]; then
+		pass "coli --version: copyright, MIT licence (as COPYING), no warranty"
+	else
+		fail "coli --version: copyright block: $(cat "$out")"
+	fi
+	# No GPU tier is configured unless config.h says CUDA or HIP.
+	want_tier=none
+	grep -E '^#define [A-Z_]*CUDA' "$builddir/config.h" >/dev/null 2>&1 && want_tier=CUDA
+	grep -E '^#define [A-Z_]*HIP' "$builddir/config.h" >/dev/null 2>&1 && want_tier=HIP
+	if [ "$(sed -n '$=' "$out")" = 6 ] &&
+		sed -n 6p "$out" | grep "^Features: CPU\(, threads\)\{0,1\} (GPU tier: $want_tier)\$" >/dev/null; then
+		pass "coli --version: features line (GPU tier $want_tier)"
+	else
+		fail "coli --version: features line '$(sed -n 6p "$out")', expected GPU tier $want_tier"
+	fi
+	for v in "-V" "generate --version" "bench -V"; do
+		# shellcheck disable=SC2086 # $v is split into words on purpose
+		if run 0 "coli $v" "$COLI" $v && cmp -s "$out" "$tmp/version"; then
+			pass "coli $v prints the same as coli --version"
+		else
+			fail "coli $v: $(cat "$out")"
+		fi
+	done
 fi
 
 # ---- help and usage errors -------------------------------------------------
@@ -349,6 +379,147 @@ usage_error "bench: probe size without probe" --no-probe "$COLI" bench --probe-m
 usage_error "bad weights (q5)" q5 "$COLI" bench --weights q5
 usage_error "bad q4 group" 48 "$COLI" info --weights q4 --q4-group 48
 usage_error "q4 group without q4" --q4-group "$COLI" generate --prompt-ids 1 --weights q8 --q4-group 64
+
+# ---- help, options and short names ---------------------------------------------
+
+commands="generate logits tokenize detokenize info bench compare"
+
+# `coli help` prints what `coli --help` prints, `coli help COMMAND` what
+# `coli COMMAND --help` prints.
+if run 0 "coli help" "$COLI" help; then
+	cp "$out" "$tmp/help_main"
+	if run 0 "coli --help" "$COLI" --help && cmp -s "$out" "$tmp/help_main" &&
+		contains "$out" "coli help [COMMAND]"; then
+		pass "coli help prints coli --help, which mentions coli help"
+	else
+		fail "coli help differs from coli --help or does not mention 'coli help [COMMAND]'"
+	fi
+fi
+for c in $commands; do
+	"$COLI" "$c" --help >"$tmp/help_$c" 2>/dev/null
+	if run 0 "coli help $c" "$COLI" help "$c"; then
+		if [ -s "$out" ] && cmp -s "$out" "$tmp/help_$c"; then
+			pass "coli help $c prints coli $c --help"
+		else
+			fail "coli help $c differs from coli $c --help"
+		fi
+	fi
+done
+usage_error "coli help with an unknown command" frob "$COLI" help frob
+usage_error "coli help with two commands" info "$COLI" help generate info
+
+# The option lines of a help text, one per option: "LONG SHORT META COLUMN"
+# (SHORT and META "-" when there is none, COLUMN 0 when the description
+# starts on the next line). An option line is "  -x, --long META  text" or
+# "      --long META  text".
+help_options() {
+	awk '
+	match($0, /^  (-[A-Za-z], |    )--[a-z0-9-]+( [A-Z][A-Z,.]*)?/) {
+		head = substr($0, 1, RLENGTH)
+		rest = substr($0, RLENGTH + 1)
+		short = substr(head, 3, 1) == "-" ? substr(head, 3, 2) : "-"
+		n = split(substr(head, 7), w, " ")
+		meta = n > 1 ? w[2] : "-"
+		col = 0
+		if (rest != "") {
+			if (match(rest, /^  +[^ ]/))
+				col = length(head) + RLENGTH
+			else
+				col = -1
+		}
+		print w[1], short, meta, col
+	}' "$1"
+}
+
+# The short names, as llama.cpp and GNU tools have them.
+short_of() {
+	case $1 in
+	--model) s=-m ;;
+	--prompt) s=-p ;;
+	--max-tokens) s=-n ;;
+	--threads) s=-t ;;
+	--seed) s=-s ;;
+	--context) s=-c ;;
+	--help) s=-h ;;
+	--version) s=-V ;;
+	*) s=- ;;
+	esac
+	printf '%s\n' "$s"
+}
+
+: >"$tmp/all_options"
+for c in $commands; do
+	help_options "$tmp/help_$c" >"$tmp/opts_$c"
+	cat "$tmp/opts_$c" >>"$tmp/all_options"
+done
+sort -u "$tmp/all_options" | awk '{ print $1, $2, $3 }' | sort -u >"$tmp/universe"
+
+for c in $commands; do
+	h=$tmp/help_$c
+	o=$tmp/opts_$c
+	ok=1
+	# Usage names --model as optional: every command defaults to the demo.
+	sed -n 1p "$h" | grep -F "Usage: coli $c [--model DIR]" >/dev/null ||
+		{ ok=0; fail "coli $c --help: usage line '$(sed -n 1p "$h")' does not mark --model optional"; }
+	long=$(awk 'length($0) > 80' "$h")
+	[ -z "$long" ] || { ok=0; fail "coli $c --help: lines over 80 columns: $long"; }
+	for must in --model --help --version; do
+		grep "^$must " "$o" >/dev/null || { ok=0; fail "coli $c --help does not list $must"; }
+	done
+	# One column for every description, after at least two blanks.
+	cols=$(awk '$4 != 0 { print $4 }' "$o" | sort -u)
+	if [ "$(echo "$cols" | wc -l)" -ne 1 ] || [ "$cols" = -1 ]; then
+		ok=0
+		fail "coli $c --help: descriptions are not aligned in one column ($(echo "$cols" | tr '\n' ' '))"
+	fi
+	while read -r l s m _; do
+		want=$(short_of "$l")
+		[ "$s" = "$want" ] || { ok=0; fail "coli $c --help: $l has short name '$s', expected '$want'"; }
+	done <"$o"
+	[ "$ok" = 1 ] && pass "coli $c --help: usage, short names, alignment, width"
+
+	# The parser takes exactly the options that the help lists, by both
+	# names; any other option of the tool is unknown to this command.
+	ok=0
+	bad=0
+	while read -r l s m; do
+		if [ "$m" = - ]; then
+			a1=$l
+			a2=$s
+		else
+			a1=$l=x
+			a2=${s}x
+		fi
+		if grep "^$l " "$o" >/dev/null; then
+			"$COLI" "$c" "$a1" --help >/dev/null 2>&1 || { bad=1; fail "coli $c rejects $a1, which its help lists"; }
+			if [ "$s" != - ]; then
+				"$COLI" "$c" "$a2" --help >/dev/null 2>&1 || { bad=1; fail "coli $c rejects $a2, which its help lists"; }
+			fi
+			ok=$((ok + 1))
+		else
+			"$COLI" "$c" "$a1" --help >/dev/null 2>"$err"
+			if [ $? -ne 2 ] || ! contains "$err" "unknown option '$l'"; then
+				bad=1
+				fail "coli $c accepts $l, which its help does not list"
+			fi
+		fi
+	done <"$tmp/universe"
+	for s in -m -p -n -t -s -c; do
+		grep " $s " "$o" >/dev/null && continue
+		"$COLI" "$c" "${s}1" --help >/dev/null 2>"$err"
+		if [ $? -ne 2 ] || ! contains "$err" "unknown option '$s'"; then
+			bad=1
+			fail "coli $c accepts $s, which its help does not list"
+		fi
+	done
+	[ "$bad" = 0 ] && [ "$ok" -gt 3 ] && pass "coli $c accepts exactly the $ok options of its help"
+done
+
+# Short options: "-x VALUE" and "-xVALUE" mean "--long VALUE".
+usage_error "short option without its value" "'-p'" "$COLI" generate -p
+usage_error "short option of another command" "'-p'" "$COLI" tokenize -p x
+usage_error "short flag with a value" "-hx" "$COLI" info -hx
+usage_error "short option: bad value" 12x "$COLI" generate --prompt-ids 1 -n 12x
 
 # ---- runtime failures --------------------------------------------------------
 
@@ -616,8 +787,170 @@ if run 0 "generate (text, sampled)" "$COLI" generate --model "$q" --prompt "In t
 	fi
 fi
 
-# Without --model the demo model is found (here: the one in the source tree,
-# or $COLI_DEMO_MODEL).
+# Short options give what the long ones give.
+if run 0 "generate (long options)" "$COLI" generate --model "$q" --prompt "In the beginning" \
+	--max-tokens 5 --seed 3 --temperature 1 --threads 1 --context 64 --format json; then
+	cp "$out" "$tmp/long.json"
+	# same_as_long DESCRIPTION: $out against the long options' output.
+	same_as_long() {
+		if [ "$(json_array "$out" prompt_ids)" = "$(json_array "$tmp/long.json" prompt_ids)" ] &&
+			[ "$(json_array "$out" tokens)" = "$(json_array "$tmp/long.json" tokens)" ] &&
+			[ "$(json_int "$out" seed)" = 3 ] && [ -n "$(json_array "$out" tokens)" ]; then
+			pass "generate $1 equals the long options"
+		else
+			fail "generate $1: $(cat "$out") vs $(cat "$tmp/long.json")"
+		fi
+	}
+	if run 0 "generate (short options)" "$COLI" generate -m "$q" -p "In the beginning" -n 5 \
+		-s 3 --temperature 1 -t 1 -c 64 --format json; then
+		same_as_long "-m DIR -p TEXT -n 5 -s 3 -t 1 -c 64"
+	fi
+	if run 0 "generate (short options, joined values)" "$COLI" generate "-m$q" "-pIn the beginning" \
+		-n5 -s3 --temperature 1 -t1 -c64 --format json; then
+		same_as_long "-mDIR -pTEXT -n5 -s3 -t1 -c64"
+	fi
+fi
+if run 0 "tokenize -m" "$COLI" tokenize -m "$q" --text "In the beginning"; then
+	cp "$out" "$tmp/short"
+	if run 0 "tokenize --model" "$COLI" tokenize --model "$q" --text "In the beginning" &&
+		cmp -s "$out" "$tmp/short"; then
+		pass "tokenize -m equals --model"
+	else
+		fail "tokenize -m differs from --model"
+	fi
+fi
+if run 0 "generate -n 2" "$COLI" generate -m "$q" --prompt-ids 1,2,3 -n 2 --temperature 0 --format json &&
+	[ "$(json_int "$out" decode_tokens)" -le 2 ] && [ "$(json_array "$out" tokens | wc -l)" -le 2 ] &&
+	[ "$(json_array "$out" tokens | wc -l)" -ge 1 ]; then
+	pass "generate -n 2 generates at most 2 tokens"
+else
+	fail "generate -n 2: $(cat "$out")"
+fi
+
+# An empty prompt is a usage error, however it is given.
+usage_error "empty --prompt" empty "$COLI" generate --model "$q" --prompt ""
+usage_error "empty --prompt=" empty "$COLI" generate --model "$q" --prompt=
+usage_error "empty -p" empty "$COLI" generate --model "$q" -p ""
+
+# --prompt-file: the file's bytes are the prompt, trailing newline included.
+printf 'In the beginning\n' >"$tmp/prompt.txt"
+nl_text=$(printf 'In the beginning\nx')
+nl_text=${nl_text%x}
+if run 0 "tokenize (text with newline)" "$COLI" tokenize --model "$q" --text "$nl_text" --format json; then
+	want_nl=$(json_array "$out" ids | paste -sd, -)
+	run 0 "tokenize (text without newline)" "$COLI" tokenize --model "$q" --text "In the beginning" --format json
+	want_plain=$(json_array "$out" ids | paste -sd, -)
+	if [ -n "$want_nl" ] && [ "$want_nl" != "$want_plain" ]; then
+		pass "the tokenizer tells the newline apart"
+	else
+		fail "tokenize with and without a newline: '$want_nl' vs '$want_plain'"
+	fi
+	if run 0 "generate --prompt-file" "$COLI" generate --model "$q" --prompt-file "$tmp/prompt.txt" \
+		-n 2 --temperature 0 --format json; then
+		got=$(json_array "$out" prompt_ids | paste -sd, -)
+		if [ "$got" = "$want_nl" ]; then
+			pass "generate --prompt-file: the prompt is the file, newline included"
+		else
+			fail "generate --prompt-file: prompt ids '$got', expected '$want_nl'"
+		fi
+	fi
+	"$COLI" generate --model "$q" --prompt-file - -n 2 --temperature 0 --format json \
+		<"$tmp/prompt.txt" >"$out" 2>"$err"
+	status=$?
+	got=$(json_array "$out" prompt_ids | paste -sd, -)
+	if [ "$status" -eq 0 ] && [ "$got" = "$want_nl" ]; then
+		pass "generate --prompt-file - reads standard input"
+	else
+		fail "generate --prompt-file -: status $status, prompt ids '$got', expected '$want_nl'"
+	fi
+fi
+if run 1 "generate --prompt-file (missing)" "$COLI" generate --model "$q" --prompt-file "$tmp/no-such-file"; then
+	if grep -F "coli generate: $tmp/no-such-file: No such file or directory" "$err" >/dev/null; then
+		pass "generate --prompt-file (missing) names the file and the error"
+	else
+		fail "generate --prompt-file (missing): $(cat "$err")"
+	fi
+fi
+if run 1 "generate --prompt-file (a directory)" "$COLI" generate --model "$q" --prompt-file "$tmp"; then
+	if contains "$err" "$tmp"; then
+		pass "generate --prompt-file (a directory) names it"
+	else
+		fail "generate --prompt-file (a directory): $(cat "$err")"
+	fi
+fi
+: >"$tmp/empty.txt"
+usage_error "generate --prompt-file (empty)" "$tmp/empty.txt" "$COLI" generate --model "$q" \
+	--prompt-file "$tmp/empty.txt"
+usage_error "generate --prompt-file - (empty input)" "empty" "$COLI" generate --model "$q" --prompt-file -
+usage_error "--prompt-file with --prompt" --prompt-file "$COLI" generate --prompt x --prompt-file "$tmp/prompt.txt"
+usage_error "--prompt-file with --prompt-ids" --prompt-ids "$COLI" generate --prompt-file "$tmp/prompt.txt" \
+	--prompt-ids 1
+# 64 MiB and one byte: refused, without reading it into the model (sparse file).
+if dd if=/dev/zero of="$tmp/big.txt" bs=1 count=1 seek=67108864 2>/dev/null &&
+	run 1 "generate --prompt-file (too large)" "$COLI" generate --model "$q" --prompt-file "$tmp/big.txt"; then
+	if contains "$err" "$tmp/big.txt" && contains "$err" "64 MiB"; then
+		pass "generate --prompt-file refuses a file over 64 MiB"
+	else
+		fail "generate --prompt-file (too large): $(cat "$err")"
+	fi
+fi
+rm -f "$tmp/big.txt"
+
+# More threads than online cores: allowed, with one warning line.
+cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null)
+if [ -z "$cores" ] || [ "$cores" -ge 1024 ]; then
+	echo "SKIP: the threads warning needs fewer than 1024 online cores (have '$cores')"
+else
+	many=$((cores + 1))
+	if run 0 "info --threads $many" "$COLI" info --model "$q" --threads "$many"; then
+		if [ "$(grep -c warning "$err")" = 1 ] &&
+			grep -F "coli info: warning: $many threads exceed the $cores online cores" "$err" >/dev/null; then
+			pass "info --threads above the cores warns once"
+		else
+			fail "info --threads $many: stderr $(cat "$err")"
+		fi
+	fi
+	if run 0 "generate -t $many" "$COLI" generate --model "$q" --prompt-ids 1 -n 1 -t "$many" &&
+		grep -F "coli generate: warning: $many threads exceed the $cores online cores" "$err" >/dev/null; then
+		pass "generate -t above the cores warns"
+	else
+		fail "generate -t $many: no warning: $(cat "$err")"
+	fi
+	if run 0 "info --threads $cores" "$COLI" info --model "$q" --threads "$cores" && ! contains "$err" warning; then
+		pass "info --threads at the number of cores does not warn"
+	else
+		fail "info --threads $cores warned: $(cat "$err")"
+	fi
+fi
+
+# A failed write on standard output is an error (exit 1) naming it.
+if [ ! -w /dev/full ]; then
+	echo "SKIP: no /dev/full to test write errors"
+else
+	for cmdline in "--help" "help" "help generate" "--version" "info --help" "generate --version" \
+		"tokenize -m $q --text x" "generate -m $q --prompt-ids 1,2 -n 2" "info -m $q" \
+		"generate -m $q --prompt-ids 1,2 -n 2 --format json"; do
+		# shellcheck disable=SC2086 # the words are the arguments
+		"$COLI" $cmdline >/dev/full 2>"$err"
+		status=$?
+		if [ "$status" -eq 1 ] && contains "$err" "standard output"; then
+			pass "coli $cmdline > /dev/full fails naming standard output"
+		else
+			fail "coli $cmdline > /dev/full: status $status, stderr $(cat "$err")"
+		fi
+	done
+fi
+
+# ---- the demo model -------------------------------------------------------------
+
+# Without --model the demo model is found: $COLI_DEMO_MODEL, the installed
+# one, or the data/demo of the build tree the running coli lies in (which
+# a VPATH build lacks: there the test points COLI_DEMO_MODEL at the source).
+demo_src=$srcdir/data/demo
+if [ -z "${COLI_DEMO_MODEL:-}" ] && [ ! -f "$builddir/data/demo/config.json" ]; then
+	COLI_DEMO_MODEL=$demo_src
+	export COLI_DEMO_MODEL
+fi
 if run 0 "generate with the demo model" "$COLI" generate --prompt "In the beginning" \
 	--max-tokens 8 --temperature 0 --format json; then
 	if json_valid <"$out" && grep '"model":"[^"]*/demo"' "$out" >/dev/null &&
@@ -625,6 +958,110 @@ if run 0 "generate with the demo model" "$COLI" generate --prompt "In the beginn
 		pass "generate with the demo model"
 	else
 		fail "generate with the demo model: $(cat "$out")"
+	fi
+fi
+
+# No path of the build is compiled into coli: the installed tool must not
+# look into (or name) the tree it was built in. The ELF is .libs/coli (or
+# .libs/lt-coli) behind the libtool wrapper, else ./coli itself. Its debug
+# information names the build directory, so the whole file is checked only
+# once stripped; the program's own strings are checked in any case. The
+# installation's own paths may lie inside the tree (distcheck installs into
+# it): the demo's pkgdatadir, and libdir as the installed run path.
+abs_src=$(cd "$srcdir" && pwd)
+abs_build=$(cd "$builddir" && pwd)
+pkgdatadir=${COLI_TEST_PKGDATADIR:-}
+libdir=${COLI_TEST_LIBDIR:-$pkgdatadir}
+elf=
+for f in "$builddir/.libs/lt-coli" "$builddir/.libs/coli" "$builddir/coli"; do
+	if [ -f "$f" ] && [ "$(od -An -c -N4 "$f" | tr -d ' ')" = '177ELF' ]; then
+		elf=$f
+		break
+	fi
+done
+# binary_strings FILE: its runs of printable characters, one per line.
+binary_strings() {
+	tr -c '\040-\176' '\n' <"$1" | grep '....'
+}
+if [ -z "$elf" ]; then
+	fail "no coli ELF binary found under $builddir"
+elif [ -z "$pkgdatadir" ]; then
+	fail "COLI_TEST_PKGDATADIR is not set (make check sets it)"
+else
+	found=$(binary_strings "$elf" | grep -F -e "$abs_src/data" -e "$abs_build/data" |
+		grep -v -F -e "$pkgdatadir" -e "$libdir")
+	if [ -z "$found" ]; then
+		pass "coli has no data path of the source or build tree compiled in"
+	else
+		fail "coli embeds a build path: $found"
+	fi
+	if command -v strip >/dev/null 2>&1 && cp "$elf" "$tmp/coli-stripped" && strip "$tmp/coli-stripped"; then
+		found=$(binary_strings "$tmp/coli-stripped" | grep -F -e "$abs_src" -e "$abs_build" |
+			grep -v -F -e "$pkgdatadir" -e "$libdir")
+		if [ -z "$found" ]; then
+			pass "stripped coli names neither $abs_src nor $abs_build"
+		else
+			fail "stripped coli embeds a build path: $found"
+		fi
+	else
+		echo "SKIP: no strip to check the stripped binary"
+	fi
+
+	# The real binary, copied elsewhere: with no demo installed and none
+	# beside it, the message names the installed path and the way out; a
+	# data/demo beside it (as in a build tree) is found.
+	mkdir -p "$tmp/tree/.libs" "$tmp/tree/data" "$tmp/alone"
+	cp "$elf" "$tmp/alone/coli"
+	cp "$elf" "$tmp/tree/.libs/coli"
+	ln -s "$abs_src/data/demo" "$tmp/tree/data/demo"
+	libs=$abs_build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	if [ -f "$pkgdatadir/demo/config.json" ]; then
+		want_alone=$pkgdatadir/demo
+		want_tree=$pkgdatadir/demo
+	else
+		want_alone=
+		want_tree=$tmp/tree/data/demo
+	fi
+	(
+		unset COLI_DEMO_MODEL
+		LD_LIBRARY_PATH=$libs
+		export LD_LIBRARY_PATH
+		"$tmp/alone/coli" info --format json >"$out" 2>"$err"
+	)
+	status=$?
+	if [ -z "$want_alone" ]; then
+		if [ "$status" -eq 1 ] && contains "$err" "$pkgdatadir/demo" && contains "$err" "--model" &&
+			contains "$err" COLI_DEMO_MODEL; then
+			pass "no demo model: the message names $pkgdatadir/demo, --model and COLI_DEMO_MODEL"
+		else
+			fail "no demo model: status $status, stderr $(cat "$err")"
+		fi
+	elif [ "$status" -eq 0 ] && contains "$out" "\"model\":\"$want_alone\""; then
+		pass "the installed demo model $want_alone is found"
+	else
+		fail "installed demo model: status $status, $(cat "$out") $(cat "$err")"
+	fi
+	(
+		unset COLI_DEMO_MODEL
+		LD_LIBRARY_PATH=$libs
+		export LD_LIBRARY_PATH
+		"$tmp/tree/.libs/coli" info --format json >"$out" 2>"$err"
+	)
+	status=$?
+	if [ "$status" -eq 0 ] && contains "$out" "\"model\":\"$want_tree\""; then
+		pass "the demo model is found at $want_tree"
+	else
+		fail "demo model beside the binary: status $status, $(cat "$out") $(cat "$err")"
+	fi
+	if (
+		COLI_DEMO_MODEL=$abs_src/data/demo
+		LD_LIBRARY_PATH=$libs
+		export COLI_DEMO_MODEL LD_LIBRARY_PATH
+		"$tmp/alone/coli" info --format json >"$out" 2>"$err"
+	) && contains "$out" "\"model\":\"$abs_src/data/demo\""; then
+		pass "COLI_DEMO_MODEL names the demo model"
+	else
+		fail "COLI_DEMO_MODEL: $(cat "$out") $(cat "$err")"
 	fi
 fi
 
@@ -710,6 +1147,54 @@ if run 0 "bench (decode only, json)" "$COLI" bench --model "$q" --prompt-tokens 
 		pass "bench without prefill or probe reports null for them"
 	else
 		fail "bench (decode only): $(cat "$out")"
+	fi
+fi
+# The defaults pp512 + tg128 exceed the demo's positions: those not given are
+# halved until the test fits, and the table names the sizes run. Sizes given
+# explicitly are kept, with the library's warning when they exceed.
+demo_max=$(tr ',{}' '\n' <"$demo_src/config.json" |
+	sed -n 's/^[[:space:]]*"max_position_embeddings"[[:space:]]*:[[:space:]]*\([0-9][0-9]*\).*/\1/p' | head -n 1)
+if [ -z "$demo_max" ] || [ "$demo_max" -ge 640 ]; then
+	fail "the demo model's max_position_embeddings '$demo_max' no longer tests the fitting"
+else
+	pp=512
+	while [ $((pp + 2)) -gt "$demo_max" ]; do
+		pp=$((pp / 2))
+	done
+	if run 0 "bench on the demo (default prompt size)" "$COLI" bench -m "$demo_src" --gen-tokens 2 \
+		--repetitions 1 --no-probe; then
+		if ! contains "$err" exceed && grep -E "^\\| demo +\\|.*\\| +pp$pp \\| +[0-9.]+ " "$out" >/dev/null &&
+			grep -E '^\| demo +\|.*\| +tg2 \| +[0-9.]+ ' "$out" >/dev/null && ! contains "$out" pp512 &&
+			contains "$out" "test sizes:              pp$pp + tg2"; then
+			pass "bench on the demo: pp$pp fits its $demo_max positions, no warning"
+		else
+			fail "bench on the demo: stderr $(cat "$err"), table $(cat "$out")"
+		fi
+	fi
+	pp=512
+	tg=128
+	while [ $((pp + tg)) -gt "$demo_max" ]; do
+		pp=$((pp / 2))
+		tg=$((tg / 2))
+	done
+	if run 0 "bench on the demo (default sizes, json)" "$COLI" bench -m "$demo_src" --repetitions 1 \
+		--no-probe --format json; then
+		if ! contains "$err" exceed && [ "$(json_int "$out" prompt_tokens)" = "$pp" ] &&
+			[ "$(json_int "$out" gen_tokens)" = "$tg" ] && contains "$out" '"sizes_fitted":true' &&
+			[ "$(json_int "$out" max_positions)" = "$demo_max" ]; then
+			pass "bench on the demo: defaults become pp$pp + tg$tg"
+		else
+			fail "bench on the demo (json): stderr $(cat "$err"), $(cat "$out")"
+		fi
+	fi
+	big=$((demo_max + 8))
+	if run 0 "bench on the demo (explicit size beyond)" "$COLI" bench -m "$demo_src" --prompt-tokens "$big" \
+		--gen-tokens 1 --repetitions 1 --no-probe; then
+		if contains "$err" "exceed" && grep -E "\\| +pp$big \\|" "$out" >/dev/null && ! contains "$out" "test sizes"; then
+			pass "bench: an explicit pp$big is kept, with the library's warning"
+		else
+			fail "bench (explicit pp$big): stderr $(cat "$err"), table $(cat "$out")"
+		fi
 	fi
 fi
 if run 1 "bench with a missing model" "$COLI" bench --model "$missing" --no-probe \
@@ -822,9 +1307,77 @@ if run 0 "compare q8 against f32" "$COLI" compare --model "$data/olmoe" --weight
 		fail "compare q8: $(cat "$out")"
 	fi
 fi
+# compare --help lists every weight format of the header for --weights and
+# --against, and compare takes each of them (against itself: agreement 1).
+formats=$(sed -n 's/^ *COLI_WEIGHTS_\([A-Z0-9]*\) = [0-9]*,\{0,1\}$/\1/p' "$header" | tr '[:upper:]' '[:lower:]')
+# help_text FILE OPTION: the description of OPTION, its lines joined.
+help_text() {
+	awk -v opt="$2" '
+	/^  (-[A-Za-z], |    )--/ { inside = 0 }
+	/^  (-[A-Za-z], |    )--/ && $0 ~ ("^  (-[A-Za-z], |    )" opt " ") { inside = 1 }
+	inside { printf "%s ", $0 }' "$1"
+}
+if [ "$(echo "$formats" | wc -w)" -lt 6 ]; then
+	fail "the header lists only these weight formats: $formats"
+else
+	for o in --weights --against; do
+		t=$(help_text "$tmp/help_compare" "$o")
+		ok=1
+		for f in $formats; do
+			case " $t " in
+			*[\ ,]"$f"[\ ,]*) ;;
+			*) ok=0; fail "coli compare --help: $o does not list $f: $t" ;;
+			esac
+		done
+		[ "$ok" = 1 ] && pass "coli compare --help: $o lists $(echo "$formats" | paste -sd, -)"
+	done
+	for f in $formats; do
+		if run 0 "compare $f against $f" "$COLI" compare --model "$data/qwen3_moe" --weights "$f" \
+			--against "$f" --prompt-tokens 3 --gen-tokens 2 --format json; then
+			if [ "$(json_number "$out" top1_agreement)" = "1.0000" ] && contains "$out" "\"weights\":\"$f\""; then
+				pass "compare --weights $f --against $f agrees with itself"
+			else
+				fail "compare $f against $f: $(cat "$out")"
+			fi
+		fi
+	done
+fi
 usage_error "compare without --weights" --weights "$COLI" compare --model "$data/olmoe"
 usage_error "compare: bad --against" --against "$COLI" compare --model "$data/olmoe" --weights q4 \
 	--against q3
+
+# Why generation stopped: a full context keeps every token (the fixture's
+# context set to 12 positions), a stop string, the echo of the prompt.
+m=$data/olmoe
+if run 0 "generate to a full context, json" "$COLI" generate -m "$m" -c 12 -p "In the beginning God created" \
+	-n 1000 --temperature 0 --ignore-eos --format json; then
+	if contains "$out" '"stop_reason":"context"' && [ "$(json_number "$out" prefill_tokens)" -ge 1 ]; then
+		pass "full context: stop_reason context, exit 0"
+	else
+		fail "full context json: $(cat "$out")"
+	fi
+fi
+if run 0 "generate --max-tokens 3" "$COLI" generate -m "$m" -p "In the beginning" -n 3 --temperature 0 \
+	--ignore-eos; then
+	if head -c 16 "$out" | grep -F "In the beginning" >/dev/null && contains "$err" "stopped: --max-tokens reached"; then
+		pass "text mode echoes the prompt and says why it stopped"
+	else
+		fail "echo/notice: stdout $(cat "$out") stderr $(cat "$err")"
+	fi
+fi
+if run 0 "generate --no-echo" "$COLI" generate -m "$m" -p "In the beginning" -n 3 --temperature 0 --no-echo; then
+	if grep -F "In the beginning" "$out" >/dev/null; then fail "--no-echo still printed the prompt"; else pass "--no-echo"; fi
+fi
+if run 0 "one-token prompt stats" "$COLI" generate -m "$m" --prompt-ids 5 -n 5 --temperature 0 --ignore-eos \
+	--format json; then
+	if [ "$(json_number "$out" prefill_tokens)" = 1 ] && [ "$(json_number "$out" decode_tokens)" = 5 ]; then
+		pass "one-token prompt: prefill 1, decode 5"
+	else
+		fail "one-token prompt stats: $(cat "$out")"
+	fi
+fi
+usage_error "empty --stop" --stop "$COLI" generate -m "$m" -p hi --stop ""
+usage_error "--min-p above 1" --min-p "$COLI" generate -m "$m" -p hi --min-p 2
 
 echo "$checks checks, $failures failures"
 [ "$failures" -eq 0 ]

@@ -315,6 +315,10 @@ static void print_text(const bench_params *p, const coli_model_info *info,
                p->threads, test, ts);
     }
     putchar('\n');
+    if (p->sizes_fitted)
+        printf("test sizes:              pp%" PRId64 " + tg%" PRId64
+               " (defaults halved to fit the model's %d positions)\n",
+               p->prompt_tokens, p->gen_tokens, p->max_positions);
     printf("repetitions:             %" PRId64 " (after one warm-up)\n", p->repetitions);
     if (r->weight_bytes_per_token > 0)
         printf("weight bytes per token:  %" PRIu64 " (%.1f MiB, %s)\n", r->weight_bytes_per_token,
@@ -372,6 +376,8 @@ static void print_json(const bench_params *p, const coli_model_info *info,
     printf(",\"threads\":%d,\"prompt_tokens\":%" PRId64 ",\"gen_tokens\":%" PRId64
            ",\"repetitions\":%" PRId64 ",\"seed\":%" PRIu64,
            p->threads, p->prompt_tokens, p->gen_tokens, p->repetitions, p->seed);
+    printf(",\"max_positions\":%d,\"sizes_fitted\":%s", p->max_positions,
+           p->sizes_fitted ? "true" : "false");
     printf(",\"prefill_tok_s\":");
     json_real(stdout, r->pp.mean, "%.3f");
     printf(",\"prefill_tok_s_sd\":");
@@ -449,7 +455,7 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
     for (i = 0; i <= p->prompt_tokens; i++)
         prompt[i] = (int32_t)(next_random(&state) % (uint64_t)info.vocab_size);
 
-    st = coli_context_create(model, NULL, &ctx);
+    st = coli_context_create(model, p->ctx_opts, &ctx);
     if (st != COLI_OK) {
         runtime_error(st, ctx ? coli_context_errmsg(ctx) : coli_model_errmsg(model));
         goto done;

@@ -35,6 +35,10 @@ typedef struct bench_params {
     int64_t repetitions;         /* timed repetitions, after one warm-up */
     uint64_t seed;               /* seeds the prompt's token ids */
     int json;                    /* 1: one JSON object, 0: a table */
+    const coli_options *ctx_opts; /* options of the benchmark's context, whose
+                                     capacity is prompt_tokens + gen_tokens */
+    int max_positions;           /* the model's, for the report */
+    int sizes_fitted;            /* 1: default sizes were shrunk to fit max_positions */
 } bench_params;
 
 /* The result of the memory bandwidth probe. */
@@ -60,8 +64,8 @@ int bench_online_cores(void);
 int bench_probe_bandwidth(int threads, int64_t mib, bench_probe *probe);
 
 /*
- * Runs the benchmark on an open model whose context capacity covers
- * prompt_tokens + gen_tokens, and prints the report on stdout.
+ * Runs the benchmark on an open model, in a context made with ctx_opts, and
+ * prints the report on stdout.
  * Returns 0, or 1 after printing the library's message.
  */
 int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe);

@@ -4,9 +4,13 @@
  * A plain client of libcolibri: it uses the public header only, so every
  * thing it does can be done by any other program linked to the library.
  *
- * Exit status: 0 on success, 1 when the library reports a failure (the
- * message is "coli: <coli_strerror>: <detail>"), 2 for a usage error (an
- * unknown subcommand or option, a missing or malformed value).
+ * The option table, the parser and the help formatter are in options.c;
+ * this file holds the subcommands and main.
+ *
+ * Exit status: 0 on success, 1 on a failure (the library's, printed as
+ * "coli: <coli_strerror>: <detail>"; an unreadable file; a write error on
+ * standard output), 2 for a usage error (an unknown subcommand or option, a
+ * missing or malformed value).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -16,51 +20,27 @@
 
 #include "bench.h"
 #include "compare.h"
+#include "options.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-/* Where the demo model is looked for when --model is not given. The
- * Makefile defines both; the fallbacks keep a stand-alone compile working. */
+/* Where the demo model is installed. The Makefile defines it; the fallback
+ * keeps a stand-alone compile working. */
 #ifndef COLI_PKGDATADIR
 #define COLI_PKGDATADIR "/usr/local/share/libcolibri"
 #endif
-#ifndef COLI_SRCDIR
-#define COLI_SRCDIR "."
-#endif
-
-#define EXIT_USAGE 2
 
 /* ---- small utilities ---------------------------------------------------- */
-
-static const char *g_cmd = "coli"; /* "coli generate" etc., for messages */
-
-/* Reports a usage error and returns EXIT_USAGE. */
-static int usage_error(const char *fmt, ...)
-#ifdef __GNUC__
-    __attribute__((format(printf, 1, 2)))
-#endif
-    ;
-
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "%s: ", g_cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nTry '%s --help'.\n", g_cmd);
-    return EXIT_USAGE;
-}
 
 /* Reports a failure of the library and returns 1. */
 int runtime_error(int status, const char *detail)
@@ -70,117 +50,6 @@ int runtime_error(int status, const char *detail)
     else
         fprintf(stderr, "coli: %s\n", coli_strerror(status));
     return 1;
-}
-
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (q == NULL) {
-        fprintf(stderr, "coli: %s\n", coli_strerror(COLI_ENOMEM));
-        exit(1);
-    }
-    return q;
-}
-
-/* Strict integer: the whole string, no blanks, within [min, max]. */
-static int parse_int64(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out)
-{
-    char *end = NULL;
-    long long v;
-
-    errno = 0;
-    if (s[0] == '\0' || s[0] == ' ' || s[0] == '\t')
-        return usage_error("invalid value '%s' for %s: not an integer", s, opt);
-    v = strtoll(s, &end, 10);
-    if (*end != '\0')
-        return usage_error("invalid value '%s' for %s: not an integer", s, opt);
-    if (errno == ERANGE || v < min || v > max)
-        return usage_error("value '%s' for %s is out of range [%" PRId64 ", %" PRId64 "]", s,
-                           opt, min, max);
-    *out = (int64_t)v;
-    return 0;
-}
-
-static int parse_uint64(const char *opt, const char *s, uint64_t *out)
-{
-    char *end = NULL;
-    unsigned long long v;
-
-    errno = 0;
-    if (s[0] < '0' || s[0] > '9')
-        return usage_error("invalid value '%s' for %s: not a non-negative integer", s, opt);
-    v = strtoull(s, &end, 10);
-    if (*end != '\0')
-        return usage_error("invalid value '%s' for %s: not a non-negative integer", s, opt);
-    if (errno == ERANGE)
-        return usage_error("value '%s' for %s is out of range", s, opt);
-    *out = (uint64_t)v;
-    return 0;
-}
-
-/* Strict finite real number within [min, max]. */
-static int parse_real(const char *opt, const char *s, double min, double max, double *out)
-{
-    char *end = NULL;
-    double v;
-
-    errno = 0;
-    if (s[0] == '\0' || s[0] == ' ' || s[0] == '\t')
-        return usage_error("invalid value '%s' for %s: not a number", s, opt);
-    v = strtod(s, &end);
-    if (*end != '\0' || !isfinite(v))
-        return usage_error("invalid value '%s' for %s: not a number", s, opt);
-    if (errno == ERANGE || v < min || v > max)
-        return usage_error("value '%s' for %s is out of range [%g, %g]", s, opt, min, max);
-    *out = v;
-    return 0;
-}
-
-/* A comma-separated list of token ids ("1,2,3"). */
-static int parse_ids(const char *opt, const char *s, int allow_empty, int32_t **ids_out,
-                     size_t *n_out)
-{
-    int32_t *ids = NULL;
-    size_t n = 0, cap = 0;
-    const char *p = s;
-
-    *ids_out = NULL;
-    *n_out = 0;
-    if (*p == '\0') {
-        if (allow_empty)
-            return 0;
-        return usage_error("%s needs at least one token id", opt);
-    }
-    for (;;) {
-        char *end = NULL;
-        long long v;
-
-        if (*p < '0' || *p > '9') {
-            free(ids);
-            return usage_error("invalid token id list '%s' for %s", s, opt);
-        }
-        errno = 0;
-        v = strtoll(p, &end, 10);
-        if (errno == ERANGE || v > INT32_MAX) {
-            free(ids);
-            return usage_error("token id out of range in '%s' for %s", s, opt);
-        }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            ids = xrealloc(ids, cap * sizeof *ids);
-        }
-        ids[n++] = (int32_t)v;
-        if (*end == '\0')
-            break;
-        if (*end != ',') {
-            free(ids);
-            return usage_error("invalid token id list '%s' for %s", s, opt);
-        }
-        p = end + 1;
-    }
-    *ids_out = ids;
-    *n_out = n;
-    return 0;
 }
 
 /* ---- JSON output ---------------------------------------------------------- */
@@ -278,131 +147,6 @@ void json_real(FILE *f, double v, const char *fmt)
         fputs("null", f);
 }
 
-/* ---- options -------------------------------------------------------------- */
-
-enum opt_id {
-    O_HELP,
-    O_MODEL,
-    O_PROMPT,
-    O_PROMPT_IDS,
-    O_MAX_TOKENS,
-    O_TEMPERATURE,
-    O_TOP_K,
-    O_TOP_P,
-    O_SEED,
-    O_WEIGHTS,
-    O_THREADS,
-    O_CONTEXT,
-    O_NO_SPECIAL,
-    O_SKIP_SPECIAL,
-    O_FORMAT,
-    O_TEXT,
-    O_IDS,
-    O_VERBOSE,
-    O_Q4_GROUP,
-    O_PROMPT_TOKENS,
-    O_GEN_TOKENS,
-    O_REPETITIONS,
-    O_PROBE_MIB,
-    O_NO_PROBE,
-    O_AGAINST,
-    O_COUNT
-};
-
-static const struct optdef {
-    const char *name;
-    int has_value;
-} g_opts[O_COUNT] = {
-    [O_HELP] = {"--help", 0},
-    [O_MODEL] = {"--model", 1},
-    [O_PROMPT] = {"--prompt", 1},
-    [O_PROMPT_IDS] = {"--prompt-ids", 1},
-    [O_MAX_TOKENS] = {"--max-tokens", 1},
-    [O_TEMPERATURE] = {"--temperature", 1},
-    [O_TOP_K] = {"--top-k", 1},
-    [O_TOP_P] = {"--top-p", 1},
-    [O_SEED] = {"--seed", 1},
-    [O_WEIGHTS] = {"--weights", 1},
-    [O_THREADS] = {"--threads", 1},
-    [O_CONTEXT] = {"--context", 1},
-    [O_NO_SPECIAL] = {"--no-special", 0},
-    [O_SKIP_SPECIAL] = {"--skip-special", 0},
-    [O_FORMAT] = {"--format", 1},
-    [O_TEXT] = {"--text", 1},
-    [O_IDS] = {"--ids", 1},
-    [O_VERBOSE] = {"--verbose", 0},
-    [O_Q4_GROUP] = {"--q4-group", 1},
-    [O_PROMPT_TOKENS] = {"--prompt-tokens", 1},
-    [O_GEN_TOKENS] = {"--gen-tokens", 1},
-    [O_REPETITIONS] = {"--repetitions", 1},
-    [O_PROBE_MIB] = {"--probe-mib", 1},
-    [O_NO_PROBE] = {"--no-probe", 0},
-    [O_AGAINST] = {"--against", 1},
-};
-
-/* The parsed command line of a subcommand: raw values, converted later. */
-typedef struct args {
-    const char *value[O_COUNT];
-    int given[O_COUNT];
-} args;
-
-typedef struct command {
-    const char *name;
-    const char *summary;
-    const char *usage;
-    const unsigned char *allowed; /* O_COUNT flags */
-    int (*run)(const args *a);
-} command;
-
-/*
- * Parses argv (after the subcommand name) into a. Accepts "--opt VALUE" and
- * "--opt=VALUE"; "-h" means --help. Returns 0, EXIT_USAGE, or -1 when --help
- * was seen (the caller prints the usage).
- */
-static int parse_args(const command *cmd, int argc, char **argv, args *a)
-{
-    int i;
-
-    memset(a, 0, sizeof *a);
-    for (i = 0; i < argc; i++) {
-        const char *arg = argv[i];
-        const char *eq;
-        size_t name_len;
-        int id, found = -1;
-
-        if (strcmp(arg, "-h") == 0)
-            return -1;
-        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
-            return usage_error("unexpected argument '%s'", arg);
-        eq = strchr(arg, '=');
-        name_len = eq ? (size_t)(eq - arg) : strlen(arg);
-        for (id = 0; id < O_COUNT; id++) {
-            if (cmd->allowed[id] && strlen(g_opts[id].name) == name_len &&
-                strncmp(g_opts[id].name, arg, name_len) == 0) {
-                found = id;
-                break;
-            }
-        }
-        if (found < 0)
-            return usage_error("unknown option '%.*s'", (int)name_len, arg);
-        if (found == O_HELP)
-            return -1;
-        if (g_opts[found].has_value) {
-            if (eq != NULL) {
-                a->value[found] = eq + 1;
-            } else if (i + 1 < argc) {
-                a->value[found] = argv[++i];
-            } else {
-                return usage_error("option '%s' needs a value", g_opts[found].name);
-            }
-        } else if (eq != NULL) {
-            return usage_error("option '%s' takes no value", g_opts[found].name);
-        }
-        a->given[found] = 1;
-    }
-    return 0;
-}
-
 /* --format text|json */
 static int parse_format(const args *a, int default_json, int *json)
 {
@@ -438,17 +182,65 @@ static int file_exists(const char *dir, const char *name)
     return n > 0 && (size_t)n < sizeof path && access(path, R_OK) == 0;
 }
 
-/* The demo model: $COLI_DEMO_MODEL, else the installed copy, else the one in
- * the source tree (so that ./coli works straight after make). */
+/* The directory of the running executable, into buf; 0 if unknown. */
+static int exe_dir(char *buf, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+    char *slash;
+
+    if (n <= 0 || (size_t)n >= cap - 1)
+        return 0;
+    buf[n] = '\0';
+    if ((slash = strrchr(buf, '/')) == NULL)
+        return 0;
+    *slash = '\0';
+    return 1;
+}
+
+/*
+ * The demo model: $COLI_DEMO_MODEL, else the installed copy, else the
+ * data/demo of the build tree that the running executable lies in (so that
+ * ./coli works straight after make). Uninstalled, ./coli is a libtool
+ * wrapper that runs .libs/coli, hence both <exe dir> and its parent. No
+ * path of the build is compiled in: the installed tool must not look there.
+ * NULL when there is none.
+ */
 static const char *demo_model_dir(void)
 {
+    static char buf[4096];
     const char *env = getenv("COLI_DEMO_MODEL");
+    char *slash;
+    size_t len;
 
     if (env != NULL && env[0] != '\0')
         return env;
     if (file_exists(COLI_PKGDATADIR "/demo", "config.json"))
         return COLI_PKGDATADIR "/demo";
-    return COLI_SRCDIR "/data/demo";
+    if (!exe_dir(buf, sizeof buf - sizeof "/data/demo"))
+        return NULL;
+    len = strlen(buf);
+    memcpy(buf + len, "/data/demo", sizeof "/data/demo");
+    if (file_exists(buf, "config.json"))
+        return buf;
+    buf[len] = '\0';
+    if ((slash = strrchr(buf, '/')) == NULL)
+        return NULL;
+    memcpy(slash, "/data/demo", sizeof "/data/demo");
+    if (file_exists(buf, "config.json"))
+        return buf;
+    return NULL;
+}
+
+/* Warns when --threads asks for more threads than there are cores: it is
+ * allowed (the library takes up to its bound), but decode will be slow. */
+static void warn_threads(int64_t threads)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+    if (cores > 0 && threads > cores)
+        fprintf(stderr, "%s: warning: %" PRId64 " threads exceed the %ld online cores; decode "
+                        "will be slow\n",
+                cli_prog, threads, cores);
 }
 
 static int option_in_bounds(const char *name, coli_option opt, const char *s, int64_t *out)
@@ -482,9 +274,9 @@ static int parse_model_args(const args *a, model_args *m)
     int rc;
 
     memset(m, 0, sizeof *m);
-    m->dir = a->value[O_MODEL] ? a->value[O_MODEL] : demo_model_dir();
-    if (m->dir[0] == '\0')
+    if (a->value[O_MODEL] != NULL && a->value[O_MODEL][0] == '\0')
         return usage_error("--model needs a directory");
+    m->dir = a->value[O_MODEL] ? a->value[O_MODEL] : demo_model_dir(); /* NULL: none */
     m->verbose = a->given[O_VERBOSE];
     if (a->value[O_WEIGHTS] != NULL) {
         m->have_weights = 1;
@@ -515,6 +307,8 @@ static int parse_model_args(const args *a, model_args *m)
             return rc;
         m->have_context = 1;
     }
+    if (m->have_threads)
+        warn_threads(m->threads);
     return 0;
 }
 
@@ -530,6 +324,47 @@ static void log_to_stderr(void *user, coli_log_level level, const char *message)
     fprintf(stderr, "coli: %s: %s\n", (unsigned)level < 4 ? names[level] : "log", message);
 }
 
+/* The library options that m asks for. On failure prints the message and
+ * returns 1. */
+static int make_options(model_args *m, coli_options **out)
+{
+    coli_options *opts = NULL;
+    coli_status st;
+
+    *out = NULL;
+    st = coli_options_create(&opts);
+    if (st != COLI_OK)
+        return runtime_error(st, "cannot create options");
+    if (m->have_weights && (st = coli_options_set(opts, COLI_OPT_WEIGHTS, m->weights)) != COLI_OK) {
+        runtime_error(st, "--weights");
+        goto fail;
+    }
+    if (m->have_threads && (st = coli_options_set(opts, COLI_OPT_THREADS, m->threads)) != COLI_OK) {
+        runtime_error(st, "--threads");
+        goto fail;
+    }
+    if (m->have_context && (st = coli_options_set(opts, COLI_OPT_CONTEXT, m->context)) != COLI_OK) {
+        runtime_error(st, "--context");
+        goto fail;
+    }
+    if (m->have_q4_group &&
+        (st = coli_options_set(opts, COLI_OPT_Q4_GROUP, m->q4_group)) != COLI_OK) {
+        runtime_error(st, "--q4-group");
+        goto fail;
+    }
+    st = coli_options_set_log(opts, log_to_stderr, &m->verbose,
+                              m->verbose ? COLI_LOG_DEBUG : COLI_LOG_WARN);
+    if (st != COLI_OK) {
+        runtime_error(st, "cannot set the log callback");
+        goto fail;
+    }
+    *out = opts;
+    return 0;
+fail:
+    coli_options_free(opts);
+    return 1;
+}
+
 /* Opens m->dir. On failure prints the message and returns 1. */
 static int open_model(model_args *m, coli_model **out)
 {
@@ -539,32 +374,12 @@ static int open_model(model_args *m, coli_model **out)
     int rc = 1;
 
     *out = NULL;
-    st = coli_options_create(&opts);
-    if (st != COLI_OK)
-        return runtime_error(st, "cannot create options");
-    if (m->have_weights && (st = coli_options_set(opts, COLI_OPT_WEIGHTS, m->weights)) != COLI_OK) {
-        runtime_error(st, "--weights");
-        goto done;
-    }
-    if (m->have_threads && (st = coli_options_set(opts, COLI_OPT_THREADS, m->threads)) != COLI_OK) {
-        runtime_error(st, "--threads");
-        goto done;
-    }
-    if (m->have_context && (st = coli_options_set(opts, COLI_OPT_CONTEXT, m->context)) != COLI_OK) {
-        runtime_error(st, "--context");
-        goto done;
-    }
-    if (m->have_q4_group &&
-        (st = coli_options_set(opts, COLI_OPT_Q4_GROUP, m->q4_group)) != COLI_OK) {
-        runtime_error(st, "--q4-group");
-        goto done;
-    }
-    st = coli_options_set_log(opts, log_to_stderr, &m->verbose,
-                              m->verbose ? COLI_LOG_DEBUG : COLI_LOG_WARN);
-    if (st != COLI_OK) {
-        runtime_error(st, "cannot set the log callback");
-        goto done;
-    }
+    if (m->dir == NULL)
+        return runtime_error(COLI_ENOENT, "no demo model in " COLI_PKGDATADIR
+                                          "/demo (not installed?): give --model DIR or set "
+                                          "COLI_DEMO_MODEL");
+    if (make_options(m, &opts) != 0)
+        return 1;
     st = coli_model_open(m->dir, opts, &model);
     if (st != COLI_OK) {
         const char *msg = model ? coli_model_errmsg(model) : "";
@@ -599,10 +414,9 @@ static int get_info(coli_model *model, coli_model_info *info)
 }
 
 /* Tokenizes text, growing the buffer as coli_tokenize asks. */
-static int tokenize_text(coli_model *model, const char *text, int add_special, int32_t **ids_out,
-                         size_t *n_out)
+static int tokenize_text(coli_model *model, const char *text, size_t len, int add_special,
+                         int32_t **ids_out, size_t *n_out)
 {
-    size_t len = strlen(text);
     size_t cap = len + 8, need = 0;
     int32_t *ids = xrealloc(NULL, cap * sizeof *ids);
     coli_status st;
@@ -655,39 +469,65 @@ static int detokenize_ids(coli_model *model, const int32_t *ids, size_t n, int s
     return 0;
 }
 
+/* ---- help texts shared by the commands ------------------------------------ */
+
+#define H_MODEL {O_MODEL, "Hugging Face model directory (default: the demo\nmodel)"}
+#define H_WEIGHTS                                                                     \
+    {O_WEIGHTS, "weights in memory: auto, f32, bf16, q8, q4 or q2\n(default auto: as " \
+                "the checkpoint stores them)"}
+#define H_Q4_GROUP {O_Q4_GROUP, "group size of q4 weights: 32, 64 or 128 (default 32)"}
+#define H_THREADS                                                                  \
+    {O_THREADS, "worker threads; 0 = all online cores (default 0);\nmore than the " \
+                "online cores is allowed, with a warning"}
+#define H_CONTEXT \
+    {O_CONTEXT, "KV cache positions; 0 = the model's maximum, at\nmost 4096 (default 0)"}
+#define H_VERBOSE {O_VERBOSE, "print the library's log messages on standard error"}
+#define H_END {O_COUNT, NULL}
+
 /* ---- coli generate -------------------------------------------------------- */
 
-static const unsigned char generate_allowed[O_COUNT] = {
-    [O_HELP] = 1, [O_MODEL] = 1, [O_PROMPT] = 1, [O_PROMPT_IDS] = 1, [O_MAX_TOKENS] = 1,
-    [O_TEMPERATURE] = 1, [O_TOP_K] = 1, [O_TOP_P] = 1, [O_SEED] = 1, [O_WEIGHTS] = 1,
-    [O_THREADS] = 1, [O_CONTEXT] = 1, [O_NO_SPECIAL] = 1, [O_FORMAT] = 1, [O_VERBOSE] = 1,
-    [O_Q4_GROUP] = 1,
+static const char generate_synopsis[] =
+    "Usage: coli generate [--model DIR] --prompt TEXT [OPTION]...\n"
+    "  or:  coli generate [--model DIR] --prompt-file FILE [OPTION]...\n"
+    "  or:  coli generate [--model DIR] --prompt-ids ID,ID,... [OPTION]...\n"
+    "Generate text from a prompt. The text is streamed to standard output as it\n"
+    "is produced; speeds are reported on standard error.\n";
+
+static const opthelp generate_options[] = {
+    H_MODEL,
+    {O_PROMPT, "prompt text, tokenized with the model's tokenizer"},
+    {O_PROMPT_FILE, "read the prompt text from FILE ('-': standard\ninput), byte for byte, "
+                    "at most 64 MiB"},
+    {O_PROMPT_IDS, "prompt as comma-separated token ids"},
+    {O_MAX_TOKENS, "generate at most N tokens (default 64)"},
+    {O_TEMPERATURE, "sampling temperature; 0 = greedy (default 0.8)"},
+    {O_TOP_K, "keep the K most likely tokens; 0 = off (default 40)"},
+    {O_TOP_P, "nucleus sampling mass; 1 = off (default 0.95)"},
+    {O_MIN_P, "drop tokens less likely than P times the most\nlikely one; 0 = off (default 0)"},
+    {O_REPEAT_PENALTY, "penalise tokens seen among the last N; 1 = off\n(default 1)"},
+    {O_REPEAT_LAST_N, "tokens the repetition penalty looks back on\n(default 64)"},
+    {O_SEED, "random seed (default: taken from the clock;\nprinted with --format json)"},
+    {O_STOP, "stop before the text STR; may be repeated"},
+    {O_IGNORE_EOS, "do not stop at an end-of-sequence token"},
+    {O_NO_ECHO, "do not print the prompt text first"},
+    H_WEIGHTS,
+    H_Q4_GROUP,
+    H_THREADS,
+    H_CONTEXT,
+    {O_NO_SPECIAL, "do not add the tokenizer's special tokens to the\nprompt text"},
+    {O_FORMAT, "text or json (default text)"},
+    H_VERBOSE,
+    H_END,
 };
 
-static const char generate_usage[] =
-    "Usage: coli generate [--model DIR] (--prompt TEXT | --prompt-ids ID,ID,...) [OPTION]...\n"
-    "Generate text from a prompt. The text is streamed to standard output as it\n"
-    "is produced; speeds are reported on standard error.\n"
-    "\n"
-    "  --model DIR           Hugging Face model directory (default: the demo model:\n"
-    "                        $COLI_DEMO_MODEL, else the installed one)\n"
-    "  --prompt TEXT         prompt text, tokenized with the model's tokenizer\n"
-    "  --prompt-ids LIST     prompt as comma-separated token ids\n"
-    "  --max-tokens N        generate at most N tokens (default 64)\n"
-    "  --temperature T       sampling temperature; 0 = greedy (default 0.8)\n"
-    "  --top-k K             keep the K most likely tokens; 0 = off (default 40)\n"
-    "  --top-p P             nucleus sampling mass; 1 = off (default 0.95)\n"
-    "  --seed S              random seed (default: taken from the clock; printed\n"
-    "                        with --format json)\n"
-    "  --weights FMT         weights in memory: auto, f32, bf16, q8, q4 or q2\n"
-    "                        (default auto: as the checkpoint stores them)\n"
-    "  --q4-group N          group size of q4 weights: 32, 64 or 128 (default 32)\n"
-    "  --threads N           worker threads; 0 = all cores (default 0)\n"
-    "  --context N           KV cache positions; 0 = model maximum (default 0)\n"
-    "  --no-special          do not add the tokenizer's special tokens to --prompt\n"
-    "  --format FMT          text or json (default text)\n"
-    "  --verbose             print the library's log messages on standard error\n"
-    "  --help                show this help and exit\n";
+static const char generate_epilogue[] =
+    "Exactly one of --prompt, --prompt-file and --prompt-ids gives the prompt;\n"
+    "it must not be empty. Generation stops at an end-of-sequence token, after\n"
+    "--max-tokens tokens, when the context is full, at a --stop string, or on\n"
+    "Ctrl-C; every token is kept and the reason is given (stop_reason in JSON,\n"
+    "a line on standard error in text mode). Exit status 130 after Ctrl-C.\n";
+
+static volatile sig_atomic_t g_interrupted; /* set by Ctrl-C during generate */
 
 typedef struct gen_state {
     int stream;        /* text mode: write as we go */
@@ -701,11 +541,15 @@ static int on_token(void *user, int32_t token, const char *text, size_t len)
     gen_state *g = user;
 
     (void)token;
+    if (g_interrupted)
+        return 1; /* stop after this token: what came is kept */
     if (g->stream) {
         if (len > 0 && fwrite(text, 1, len, stdout) != len)
             g->write_failed = 1;
         if (fflush(stdout) != 0)
             g->write_failed = 1;
+        if (g->write_failed)
+            note_stdout_error(errno);
         return g->write_failed; /* stop when nobody reads any more */
     }
     if (g->len + len + 1 > g->cap) {
@@ -734,10 +578,111 @@ static uint64_t clock_seed(void)
     return z ^ (z >> 31);
 }
 
+/* Exactly one non-empty prompt: --prompt, --prompt-file or --prompt-ids. */
+static int check_prompt_args(const args *a)
+{
+    static const int ids[] = {O_PROMPT, O_PROMPT_FILE, O_PROMPT_IDS};
+    const char *first = NULL;
+    size_t i;
+
+    for (i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        if (a->value[ids[i]] == NULL)
+            continue;
+        if (first != NULL)
+            return usage_error("%s and %s cannot be used together", first, cli_opts[ids[i]].name);
+        first = cli_opts[ids[i]].name;
+    }
+    if (first == NULL)
+        return usage_error("a prompt is needed: --prompt TEXT, --prompt-file FILE or "
+                           "--prompt-ids LIST");
+    if (a->value[O_PROMPT] != NULL && a->value[O_PROMPT][0] == '\0')
+        return usage_error("the prompt is empty: --prompt needs a text");
+    if (a->value[O_PROMPT_FILE] != NULL && a->value[O_PROMPT_FILE][0] == '\0')
+        return usage_error("--prompt-file needs a file name ('-' for standard input)");
+    return 0;
+}
+
+/* The limit of --prompt-file: far beyond any context, small enough to read. */
+#define PROMPT_FILE_MAX ((size_t)64 << 20)
+
+/*
+ * Reads the prompt file whole ("-": standard input), as it is: no newline is
+ * stripped, as llama.cpp keeps its prompt files. The text is NUL-terminated
+ * for convenience; *len excludes the NUL. Returns 0, 1 after an error
+ * naming the file, or EXIT_USAGE when it is empty.
+ */
+static int read_prompt_file(const char *path, char **text_out, size_t *len_out)
+{
+    int is_stdin = strcmp(path, "-") == 0;
+    const char *name = is_stdin ? "standard input" : path;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = 1;
+
+    *text_out = NULL;
+    *len_out = 0;
+    if (f == NULL) {
+        fprintf(stderr, "%s: %s: %s\n", cli_prog, path, strerror(errno));
+        return 1;
+    }
+    for (;;) {
+        size_t n;
+
+        if (len == cap) {
+            if (cap > PROMPT_FILE_MAX) {
+                fprintf(stderr, "%s: %s: larger than the %zu MiB that --prompt-file reads\n",
+                        cli_prog, name, PROMPT_FILE_MAX >> 20);
+                goto done;
+            }
+            /* One byte past the limit tells a file over it apart. */
+            cap = cap ? 2 * cap : 4096;
+            if (cap > PROMPT_FILE_MAX + 1)
+                cap = PROMPT_FILE_MAX + 1;
+            buf = xrealloc(buf, cap + 1);
+        }
+        n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "%s: %s: %s\n", cli_prog, name, strerror(errno));
+        goto done;
+    }
+    if (len == 0) {
+        rc = usage_error("the prompt is empty: %s has no bytes", name);
+        goto done;
+    }
+    buf[len] = '\0';
+    *text_out = buf;
+    *len_out = len;
+    buf = NULL;
+    rc = 0;
+done:
+    if (!is_stdin)
+        fclose(f);
+    free(buf);
+    return rc;
+}
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_interrupted = 1;
+    signal(SIGINT, SIG_DFL); /* a second Ctrl-C ends the program at once */
+}
+
 static int cmd_generate(const args *a)
 {
     model_args m;
-    coli_sampling sp;
+    coli_sampler_params sp;
+    coli_generate_params gp;
+    coli_stop_reason why = COLI_STOP_NONE;
+    const char *reason_name = "none", *reason_line = "none";
+    int interrupted = 0;
+    double min_p = 0.0, repeat_penalty = 1.0;
+    int64_t repeat_last_n = 64;
     coli_model *model = NULL;
     coli_context *ctx = NULL;
     coli_sampler *sampler = NULL;
@@ -748,6 +693,9 @@ static int cmd_generate(const args *a)
     int64_t max_tokens = 64, top_k = 40;
     double temperature = 0.8, top_p = 0.95;
     uint64_t seed = 0;
+    const char *text = NULL; /* the prompt text, if not ids */
+    char *file_text = NULL;
+    size_t text_len = 0;
     int json, rc;
     coli_status st;
 
@@ -756,10 +704,8 @@ static int cmd_generate(const args *a)
         return rc;
     if ((rc = parse_model_args(a, &m)) != 0)
         return rc;
-    if (a->value[O_PROMPT] != NULL && a->value[O_PROMPT_IDS] != NULL)
-        return usage_error("--prompt and --prompt-ids cannot be used together");
-    if (a->value[O_PROMPT] == NULL && a->value[O_PROMPT_IDS] == NULL)
-        return usage_error("a prompt is needed: --prompt TEXT or --prompt-ids LIST");
+    if ((rc = check_prompt_args(a)) != 0)
+        return rc;
     if (a->value[O_MAX_TOKENS] &&
         (rc = parse_int64("--max-tokens", a->value[O_MAX_TOKENS], 0, 1 << 24, &max_tokens)))
         return rc;
@@ -770,6 +716,17 @@ static int cmd_generate(const args *a)
         return rc;
     if (a->value[O_TOP_P] && (rc = parse_real("--top-p", a->value[O_TOP_P], 0.0, 1.0, &top_p)))
         return rc;
+    if (a->value[O_MIN_P] && (rc = parse_real("--min-p", a->value[O_MIN_P], 0.0, 1.0, &min_p)))
+        return rc;
+    if (a->value[O_REPEAT_PENALTY] &&
+        (rc = parse_real("--repeat-penalty", a->value[O_REPEAT_PENALTY], 1e-6, 1e6, &repeat_penalty)))
+        return rc;
+    if (a->value[O_REPEAT_LAST_N] &&
+        (rc = parse_int64("--repeat-last-n", a->value[O_REPEAT_LAST_N], 0, 1 << 20, &repeat_last_n)))
+        return rc;
+    for (int k = 0; k < a->given[O_STOP]; k++)
+        if (a->values[O_STOP][k][0] == '\0')
+            return usage_error("--stop needs a non-empty string");
     if (a->value[O_SEED] != NULL) {
         if ((rc = parse_uint64("--seed", a->value[O_SEED], &seed)) != 0)
             return rc;
@@ -779,13 +736,20 @@ static int cmd_generate(const args *a)
     if (a->value[O_PROMPT_IDS] != NULL &&
         (rc = parse_ids("--prompt-ids", a->value[O_PROMPT_IDS], 0, &prompt, &n_prompt)) != 0)
         return rc;
+    if (a->value[O_PROMPT] != NULL) {
+        text = a->value[O_PROMPT];
+        text_len = strlen(text);
+    } else if (a->value[O_PROMPT_FILE] != NULL) {
+        if ((rc = read_prompt_file(a->value[O_PROMPT_FILE], &file_text, &text_len)) != 0)
+            return rc;
+        text = file_text;
+    }
 
     rc = 1;
     if (open_model(&m, &model) != 0)
         goto done;
-    if (a->value[O_PROMPT] != NULL) {
-        if (tokenize_text(model, a->value[O_PROMPT], !a->given[O_NO_SPECIAL], &prompt,
-                          &n_prompt) != 0)
+    if (text != NULL) {
+        if (tokenize_text(model, text, text_len, !a->given[O_NO_SPECIAL], &prompt, &n_prompt) != 0)
             goto done;
         if (n_prompt == 0) {
             runtime_error(COLI_EINVAL, "the prompt is empty after tokenization");
@@ -797,20 +761,36 @@ static int cmd_generate(const args *a)
         runtime_error(st, ctx ? coli_context_errmsg(ctx) : coli_model_errmsg(model));
         goto done;
     }
-    coli_sampling_default(&sp);
+    coli_sampler_params_init(&sp, sizeof sp);
     sp.temperature = (float)temperature;
     sp.top_k = (int)top_k;
     sp.top_p = (float)top_p;
+    sp.min_p = (float)min_p;
+    sp.repeat_penalty = (float)repeat_penalty;
+    sp.repeat_last_n = (int)repeat_last_n;
     sp.seed = seed;
-    st = coli_sampler_create(&sp, &sampler);
+    st = coli_sampler_create_v2(&sp, &sampler);
     if (st != COLI_OK) {
         runtime_error(st, "cannot create the sampler");
         goto done;
     }
     out = xrealloc(NULL, (size_t)(max_tokens ? max_tokens : 1) * sizeof *out);
     g.stream = !json;
-    st = coli_generate(ctx, prompt, n_prompt, (size_t)max_tokens, sampler, on_token, &g, out,
-                       (size_t)max_tokens, &n_out);
+    if (g.stream && text != NULL && !a->given[O_NO_ECHO]) {
+        fwrite(text, 1, text_len, stdout);
+        fflush(stdout);
+    }
+    coli_generate_params_init(&gp, sizeof gp);
+    gp.max_tokens = (size_t)max_tokens;
+    gp.ignore_eos = a->given[O_IGNORE_EOS];
+    gp.stop = a->values[O_STOP];
+    gp.n_stop = (size_t)a->given[O_STOP];
+    gp.on_token = on_token;
+    gp.user = &g;
+    signal(SIGINT, on_sigint);
+    st = coli_generate_v2(ctx, prompt, n_prompt, sampler, &gp, out, (size_t)max_tokens, &n_out, &why);
+    signal(SIGINT, SIG_DFL);
+    interrupted = why == COLI_STOP_CALLBACK && g_interrupted;
     if (g.stream) {
         fputc('\n', stdout);
         fflush(stdout); /* before the summary on stderr */
@@ -822,6 +802,13 @@ static int cmd_generate(const args *a)
     }
     if (n_out > (size_t)max_tokens)
         n_out = (size_t)max_tokens;
+    reason_name = interrupted ? "interrupted" : coli_stop_reason_name(why);
+    reason_line = interrupted                  ? "interrupted (Ctrl-C)"
+                  : why == COLI_STOP_EOS       ? "end of sequence"
+                  : why == COLI_STOP_LENGTH    ? "--max-tokens reached"
+                  : why == COLI_STOP_CONTEXT   ? "the context is full"
+                  : why == COLI_STOP_STRING    ? "a --stop string"
+                                               : reason_name;
     memset(&stats, 0, sizeof stats);
     st = coli_context_stats(ctx, &stats);
     if (st != COLI_OK) {
@@ -842,15 +829,16 @@ static int cmd_generate(const args *a)
         printf(",\"decode_tok_s\":");
         json_real(stdout, stats.decode_tok_s, "%.3f");
         printf(",\"prefill_tokens\":%" PRIu64 ",\"decode_tokens\":%" PRIu64
-               ",\"seed\":%" PRIu64 "}\n",
-               stats.prefill_tokens, stats.decode_tokens, seed);
+               ",\"seed\":%" PRIu64 ",\"stop_reason\":\"%s\"}\n",
+               stats.prefill_tokens, stats.decode_tokens, seed, reason_name);
     } else {
+        fprintf(stderr, "%s: stopped: %s\n", cli_prog, reason_line);
         fprintf(stderr, "prefill: %" PRIu64 " tok, %.2f tok/s; decode: %" PRIu64
                         " tok, %.2f tok/s\n",
                 stats.prefill_tokens, stats.prefill_tok_s, stats.decode_tokens,
                 stats.decode_tok_s);
     }
-    rc = 0;
+    rc = interrupted ? 130 : 0;
 done:
     coli_sampler_free(sampler);
     coli_context_free(ctx);
@@ -858,32 +846,28 @@ done:
     free(prompt);
     free(out);
     free(g.text);
+    free(file_text);
     return rc;
 }
 
 /* ---- coli logits ---------------------------------------------------------- */
 
-static const unsigned char logits_allowed[O_COUNT] = {
-    [O_HELP] = 1, [O_MODEL] = 1, [O_PROMPT_IDS] = 1, [O_WEIGHTS] = 1, [O_THREADS] = 1,
-    [O_CONTEXT] = 1, [O_FORMAT] = 1, [O_VERBOSE] = 1, [O_Q4_GROUP] = 1,
-};
-
-static const char logits_usage[] =
-    "Usage: coli logits --model DIR --prompt-ids ID,ID,... [OPTION]...\n"
+static const char logits_synopsis[] =
+    "Usage: coli logits [--model DIR] --prompt-ids ID,ID,... [OPTION]...\n"
     "Run the model on the prompt and print the next-token logits of its last\n"
-    "position, for the whole vocabulary.\n"
-    "\n"
-    "  --model DIR           Hugging Face model directory (default: the demo model)\n"
-    "  --prompt-ids LIST     prompt as comma-separated token ids\n"
-    "  --weights FMT         weights in memory: auto, f32, bf16, q8, q4 or q2\n"
-    "                        (default auto: as the checkpoint stores them)\n"
-    "  --q4-group N          group size of q4 weights: 32, 64 or 128 (default 32)\n"
-    "  --threads N           worker threads; 0 = all cores (default 0)\n"
-    "  --context N           KV cache positions; 0 = model maximum (default 0)\n"
-    "  --format FMT          json ({\"logits\":[...]}) or text (one per line)\n"
-    "                        (default json)\n"
-    "  --verbose             print the library's log messages on standard error\n"
-    "  --help                show this help and exit\n";
+    "position, for the whole vocabulary.\n";
+
+static const opthelp logits_options[] = {
+    H_MODEL,
+    {O_PROMPT_IDS, "prompt as comma-separated token ids"},
+    H_WEIGHTS,
+    H_Q4_GROUP,
+    H_THREADS,
+    H_CONTEXT,
+    {O_FORMAT, "json ({\"logits\":[...]}) or text (one per line)\n(default json)"},
+    H_VERBOSE,
+    H_END,
+};
 
 static int cmd_logits(const args *a)
 {
@@ -946,22 +930,18 @@ done:
 
 /* ---- coli tokenize -------------------------------------------------------- */
 
-static const unsigned char tokenize_allowed[O_COUNT] = {
-    [O_HELP] = 1, [O_MODEL] = 1, [O_TEXT] = 1, [O_NO_SPECIAL] = 1, [O_FORMAT] = 1,
-    [O_VERBOSE] = 1,
-};
+static const char tokenize_synopsis[] =
+    "Usage: coli tokenize [--model DIR] --text STR [OPTION]...\n"
+    "Print the token ids of a text.\n";
 
-static const char tokenize_usage[] =
-    "Usage: coli tokenize --model DIR --text STR [OPTION]...\n"
-    "Print the token ids of a text.\n"
-    "\n"
-    "  --model DIR           Hugging Face model directory (default: the demo model)\n"
-    "  --text STR            the UTF-8 text to encode\n"
-    "  --no-special          do not add the tokenizer's special tokens\n"
-    "  --format FMT          text (ids separated by spaces) or json ({\"ids\":[...]})\n"
-    "                        (default text)\n"
-    "  --verbose             print the library's log messages on standard error\n"
-    "  --help                show this help and exit\n";
+static const opthelp tokenize_options[] = {
+    H_MODEL,
+    {O_TEXT, "the UTF-8 text to encode"},
+    {O_NO_SPECIAL, "do not add the tokenizer's special tokens"},
+    {O_FORMAT, "text (ids separated by spaces) or json\n({\"ids\":[...]}) (default text)"},
+    H_VERBOSE,
+    H_END,
+};
 
 static int cmd_tokenize(const args *a)
 {
@@ -981,7 +961,8 @@ static int cmd_tokenize(const args *a)
     rc = 1;
     if (open_model(&m, &model) != 0)
         goto done;
-    if (tokenize_text(model, a->value[O_TEXT], !a->given[O_NO_SPECIAL], &ids, &n) != 0)
+    if (tokenize_text(model, a->value[O_TEXT], strlen(a->value[O_TEXT]), !a->given[O_NO_SPECIAL],
+                      &ids, &n) != 0)
         goto done;
     if (json) {
         fputs("{\"ids\":", stdout);
@@ -1001,21 +982,18 @@ done:
 
 /* ---- coli detokenize ------------------------------------------------------ */
 
-static const unsigned char detokenize_allowed[O_COUNT] = {
-    [O_HELP] = 1, [O_MODEL] = 1, [O_IDS] = 1, [O_SKIP_SPECIAL] = 1, [O_FORMAT] = 1,
-    [O_VERBOSE] = 1,
-};
+static const char detokenize_synopsis[] =
+    "Usage: coli detokenize [--model DIR] --ids ID,ID,... [OPTION]...\n"
+    "Print the text of a list of token ids.\n";
 
-static const char detokenize_usage[] =
-    "Usage: coli detokenize --model DIR --ids ID,ID,... [OPTION]...\n"
-    "Print the text of a list of token ids.\n"
-    "\n"
-    "  --model DIR           Hugging Face model directory (default: the demo model)\n"
-    "  --ids LIST            comma-separated token ids\n"
-    "  --skip-special        leave special tokens out of the text\n"
-    "  --format FMT          text or json ({\"text\":\"...\"}) (default text)\n"
-    "  --verbose             print the library's log messages on standard error\n"
-    "  --help                show this help and exit\n";
+static const opthelp detokenize_options[] = {
+    H_MODEL,
+    {O_IDS, "comma-separated token ids"},
+    {O_SKIP_SPECIAL, "leave special tokens out of the text"},
+    {O_FORMAT, "text or json ({\"text\":\"...\"}) (default text)"},
+    H_VERBOSE,
+    H_END,
+};
 
 static int cmd_detokenize(const args *a)
 {
@@ -1058,23 +1036,19 @@ done:
 
 /* ---- coli info ------------------------------------------------------------ */
 
-static const unsigned char info_allowed[O_COUNT] = {
-    [O_HELP] = 1, [O_MODEL] = 1, [O_WEIGHTS] = 1, [O_THREADS] = 1, [O_FORMAT] = 1,
-    [O_VERBOSE] = 1, [O_Q4_GROUP] = 1,
-};
+static const char info_synopsis[] =
+    "Usage: coli info [--model DIR] [OPTION]...\n"
+    "Load a model and describe it: architecture, sizes, parameters, weights.\n";
 
-static const char info_usage[] =
-    "Usage: coli info --model DIR [OPTION]...\n"
-    "Load a model and describe it: architecture, sizes, parameters, weights.\n"
-    "\n"
-    "  --model DIR           Hugging Face model directory (default: the demo model)\n"
-    "  --weights FMT         weights in memory: auto, f32, bf16, q8, q4 or q2\n"
-    "                        (default auto: as the checkpoint stores them)\n"
-    "  --q4-group N          group size of q4 weights: 32, 64 or 128 (default 32)\n"
-    "  --threads N           worker threads; 0 = all cores (default 0)\n"
-    "  --format FMT          text or json (default text)\n"
-    "  --verbose             print the library's log messages on standard error\n"
-    "  --help                show this help and exit\n";
+static const opthelp info_options[] = {
+    H_MODEL,
+    H_WEIGHTS,
+    H_Q4_GROUP,
+    H_THREADS,
+    {O_FORMAT, "text or json (default text)"},
+    H_VERBOSE,
+    H_END,
+};
 
 static const char *weights_label(const coli_model_info *info)
 {
@@ -1197,13 +1171,7 @@ done:
 
 /* ---- coli bench ----------------------------------------------------------- */
 
-static const unsigned char bench_allowed[O_COUNT] = {
-    [O_HELP] = 1, [O_MODEL] = 1, [O_WEIGHTS] = 1, [O_Q4_GROUP] = 1, [O_THREADS] = 1,
-    [O_PROMPT_TOKENS] = 1, [O_GEN_TOKENS] = 1, [O_REPETITIONS] = 1, [O_SEED] = 1,
-    [O_PROBE_MIB] = 1, [O_NO_PROBE] = 1, [O_FORMAT] = 1, [O_VERBOSE] = 1,
-};
-
-static const char bench_usage[] =
+static const char bench_synopsis[] =
     "Usage: coli bench [--model DIR] [OPTION]...\n"
     "Measure prefill and decode speed, in the manner of llama-bench: each\n"
     "repetition evaluates a prompt of random token ids in one batch (ppN), then\n"
@@ -1211,31 +1179,71 @@ static const char bench_usage[] =
     "deviation of tokens per second over the repetitions, after one warm-up.\n"
     "Decode speed is set against memory bandwidth: the weight bytes read per\n"
     "token (as the library counts them, else estimated from the parameters read\n"
-    "per token), and the read bandwidth of a probe run first in this process.\n"
-    "\n"
-    "  --model DIR           Hugging Face model directory (default: the demo model)\n"
-    "  --weights FMT         weights in memory: auto, f32, bf16, q8, q4 or q2\n"
-    "                        (default auto: as the checkpoint stores them)\n"
-    "  --q4-group N          group size of q4 weights: 32, 64 or 128 (default 32)\n"
-    "  --threads N           worker threads, also used by the probe; 0 = all cores\n"
-    "                        (default 0)\n"
-    "  --prompt-tokens N     tokens of the prefill test; 0 = skip it (default 512)\n"
-    "  --gen-tokens N        tokens of the decode test; 0 = skip it (default 128)\n"
-    "  --repetitions N       timed repetitions, at least 1 (default 5)\n"
-    "  --seed S              seed of the prompt's random token ids (default 1)\n"
-    "  --probe-mib N         size of the bandwidth probe's array in MiB\n"
-    "                        (default 2048)\n"
-    "  --no-probe            do not measure the memory bandwidth\n"
-    "  --format FMT          text (a table) or json (one object) (default text)\n"
-    "  --verbose             print the library's log messages on standard error\n"
-    "  --help                show this help and exit\n";
+    "per token), and the read bandwidth of a probe run first in this process.\n";
+
+static const opthelp bench_options[] = {
+    H_MODEL,
+    H_WEIGHTS,
+    H_Q4_GROUP,
+    {O_THREADS, "worker threads, also used by the probe; 0 = all\nonline cores (default 0)"},
+    {O_PROMPT_TOKENS, "tokens of the prefill test; 0 = skip it\n(default 512, see below)"},
+    {O_GEN_TOKENS, "tokens of the decode test; 0 = skip it\n(default 128, see below)"},
+    {O_REPETITIONS, "timed repetitions, at least 1 (default 5)"},
+    {O_SEED, "seed of the prompt's random token ids (default 1)"},
+    {O_PROBE_MIB, "size of the bandwidth probe's array in MiB\n(default 2048)"},
+    {O_NO_PROBE, "do not measure the memory bandwidth"},
+    {O_FORMAT, "text (a table) or json (one object) (default text)"},
+    H_VERBOSE,
+    H_END,
+};
+
+static const char bench_epilogue[] =
+    "The defaults pp512 and tg128 are halved, those not given on the command line,\n"
+    "until the prompt and the generated tokens fit the model's maximum positions\n"
+    "(max_position_embeddings); the report names the sizes used. Sizes asked for\n"
+    "explicitly are kept, with the library's warning when they exceed it.\n";
+
+/*
+ * llama-bench's pp512 and tg128 need 640 positions, more than small models
+ * have. The sizes not given on the command line are halved together (so
+ * that they stay llama-bench's usual sizes) until the test fits max
+ * positions; sizes given explicitly are the user's call, and when they alone
+ * exceed the model nothing is shrunk (the library warns). Returns 1 if a
+ * size was shrunk.
+ */
+static int fit_defaults(int64_t *pp, int pp_given, int64_t *tg, int tg_given, int64_t max)
+{
+    int64_t fixed = (pp_given ? *pp : 0) + (tg_given ? *tg : 0);
+    int shrunk = 0;
+
+    if (max <= 0 || fixed >= max)
+        return 0;
+    while (*pp + *tg > max) {
+        int moved = 0;
+
+        if (!pp_given && *pp > 1) {
+            *pp /= 2;
+            moved = 1;
+        }
+        if (!tg_given && *tg > 1) {
+            *tg /= 2;
+            moved = 1;
+        }
+        if (!moved)
+            break;
+        shrunk = 1;
+    }
+    return shrunk;
+}
 
 static int cmd_bench(const args *a)
 {
     bench_params p;
     bench_probe probe;
     model_args m;
+    coli_model_info info;
     coli_model *model = NULL;
+    coli_options *ctx_opts = NULL;
     int64_t repetitions = 5, probe_mib = 2048;
     int rc;
 
@@ -1276,48 +1284,58 @@ static int cmd_bench(const args *a)
     if (p.weights == COLI_WEIGHTS_Q4)
         p.q4_group = m.have_q4_group ? (int)m.q4_group : 32;
     p.threads = m.have_threads && m.threads > 0 ? (int)m.threads : bench_online_cores();
-    /* The context holds the prompt and the decoded tokens. */
-    m.have_context = 1;
-    m.context = p.prompt_tokens + p.gen_tokens;
 
     /* The probe runs first, so that its array and the model are not in
-     * memory together. */
+     * memory together. The test sizes, which depend on the model, do not
+     * matter to the model's loading: its one context is made afterwards,
+     * with a capacity of exactly the sizes chosen, so one open suffices. */
     if (!a->given[O_NO_PROBE] && bench_probe_bandwidth(p.threads, probe_mib, &probe) != 0)
         return 1;
     if (open_model(&m, &model) != 0)
         return 1;
+    if (get_info(model, &info) != 0)
+        goto done;
+    p.max_positions = info.max_positions;
+    p.sizes_fitted = fit_defaults(&p.prompt_tokens, a->value[O_PROMPT_TOKENS] != NULL,
+                                  &p.gen_tokens, a->value[O_GEN_TOKENS] != NULL,
+                                  info.max_positions);
+    m.have_context = 1;
+    m.context = p.prompt_tokens + p.gen_tokens;
+    if (make_options(&m, &ctx_opts) != 0)
+        goto done;
+    p.ctx_opts = ctx_opts;
     rc = bench_run(model, &p, &probe);
+done:
+    coli_options_free(ctx_opts);
     coli_model_free(model);
     return rc;
 }
 
 /* ---- coli compare --------------------------------------------------------- */
 
-static const unsigned char compare_allowed[O_COUNT] = {
-    [O_HELP] = 1, [O_MODEL] = 1, [O_WEIGHTS] = 1, [O_Q4_GROUP] = 1, [O_AGAINST] = 1, [O_THREADS] = 1,
-    [O_PROMPT_IDS] = 1, [O_PROMPT_TOKENS] = 1, [O_GEN_TOKENS] = 1, [O_SEED] = 1, [O_FORMAT] = 1,
-    [O_VERBOSE] = 1,
-};
-
-static const char compare_usage[] =
+static const char compare_synopsis[] =
     "Usage: coli compare [--model DIR] --weights FMT [OPTION]...\n"
     "Measure how far the model in one weight format strays from the same model\n"
     "in another: top-1 agreement and KL divergence of the next-token\n"
     "distribution at every prompt position, and the length of the common prefix\n"
-    "of the two greedy continuations.\n"
-    "\n"
-    "  --model DIR           Hugging Face model directory (default: the demo model)\n"
-    "  --weights FMT         the format under test: f32, bf16, q8, q4 or q2\n"
-    "  --q4-group N          group size of q4 weights: 32, 64 or 128 (default 32)\n"
-    "  --against FMT         the reference format (default f32)\n"
-    "  --prompt-ids LIST     prompt token ids (default: random ids, see below)\n"
-    "  --prompt-tokens N     length of the random prompt (default 64)\n"
-    "  --gen-tokens N        length of the greedy continuations (default 24)\n"
-    "  --seed S              seed of the random prompt (default 1)\n"
-    "  --threads N           worker threads; 0 = all cores (default 0)\n"
-    "  --format FMT          text or json (default text)\n"
-    "  --verbose             print the library's log messages on standard error\n"
-    "  --help                show this help and exit\n";
+    "of the two greedy continuations.\n";
+
+static const opthelp compare_options[] = {
+    H_MODEL,
+    {O_WEIGHTS, "the format under test: auto, f32, bf16, q8, q4 or\nq2 (auto: as the "
+                "checkpoint stores them)"},
+    {O_Q4_GROUP, "group size of q4 weights under test: 32, 64 or\n128 (default 32; the "
+                 "reference uses 32)"},
+    {O_AGAINST, "the reference format: auto, f32, bf16, q8, q4 or\nq2 (default f32)"},
+    {O_PROMPT_IDS, "prompt token ids (default: random ids)"},
+    {O_PROMPT_TOKENS, "length of the random prompt (default 64)"},
+    {O_GEN_TOKENS, "length of the greedy continuations (default 24)"},
+    {O_SEED, "seed of the random prompt (default 1)"},
+    H_THREADS,
+    {O_FORMAT, "text or json (default text)"},
+    H_VERBOSE,
+    H_END,
+};
 
 static int cmd_compare(const args *a)
 {
@@ -1387,28 +1405,40 @@ done:
 /* ---- main ----------------------------------------------------------------- */
 
 static const command g_commands[] = {
-    {"generate", "generate text from a prompt", generate_usage, generate_allowed, cmd_generate},
-    {"logits", "print the next-token logits of a prompt", logits_usage, logits_allowed,
+    {"generate", "generate text from a prompt", generate_synopsis, generate_options,
+     generate_epilogue, cmd_generate},
+    {"logits", "print the next-token logits of a prompt", logits_synopsis, logits_options, NULL,
      cmd_logits},
-    {"tokenize", "print the token ids of a text", tokenize_usage, tokenize_allowed,
+    {"tokenize", "print the token ids of a text", tokenize_synopsis, tokenize_options, NULL,
      cmd_tokenize},
-    {"detokenize", "print the text of token ids", detokenize_usage, detokenize_allowed,
+    {"detokenize", "print the text of token ids", detokenize_synopsis, detokenize_options, NULL,
      cmd_detokenize},
-    {"info", "describe a model", info_usage, info_allowed, cmd_info},
-    {"bench", "measure prefill and decode speed against memory bandwidth", bench_usage,
-     bench_allowed, cmd_bench},
-    {"compare", "compare a weight format with another (top-1, KL)", compare_usage, compare_allowed,
-     cmd_compare},
+    {"info", "describe a model", info_synopsis, info_options, NULL, cmd_info},
+    {"bench", "measure prefill and decode speed against memory bandwidth", bench_synopsis,
+     bench_options, bench_epilogue, cmd_bench},
+    {"compare", "compare a weight format with another (top-1, KL)", compare_synopsis,
+     compare_options, NULL, cmd_compare},
 };
 
 #define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])
+
+static const command *find_command(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < N_COMMANDS; i++)
+        if (strcmp(name, g_commands[i].name) == 0)
+            return &g_commands[i];
+    return NULL;
+}
 
 static void main_usage(FILE *f)
 {
     size_t i;
 
     fprintf(f, "Usage: coli COMMAND [OPTION]...\n"
-               "       coli --version | --help\n"
+               "  or:  coli help [COMMAND]\n"
+               "  or:  coli --help | --version\n"
                "Run Mixture-of-Experts language models from Hugging Face checkpoint\n"
                "directories on the CPU.\n"
                "\n"
@@ -1416,17 +1446,56 @@ static void main_usage(FILE *f)
     for (i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-12s %s\n", g_commands[i].name, g_commands[i].summary);
     fprintf(f, "\n"
-               "'coli COMMAND --help' describes the options of a command.\n"
-               "Without --model the bundled demo model is used ($COLI_DEMO_MODEL overrides).\n"
-               "Exit status: 0 success, 1 failure reported by the library, 2 usage error.\n");
+               "  -h, --help     display this help and exit\n"
+               "  -V, --version  output version information and exit\n"
+               "\n"
+               "'coli COMMAND --help' or 'coli help COMMAND' describes the options of a\n"
+               "command. Without --model the demo model is used: $COLI_DEMO_MODEL if set,\n"
+               "else %s/demo, else the data/demo of the build\n"
+               "tree when coli runs uninstalled from there.\n"
+               "Exit status: 0 success, 1 failure, 2 usage error.\n",
+            COLI_PKGDATADIR);
 }
 
-int main(int argc, char **argv)
+/* As GNU tools print it; the last line says what the library was built with. */
+static void print_version(void)
 {
-    char name_buf[64];
-    const command *cmd = NULL;
+    const char *gpu = coli_has_feature(COLI_FEATURE_CUDA)  ? "CUDA"
+                      : coli_has_feature(COLI_FEATURE_HIP) ? "HIP"
+                                                           : "none";
+
+    printf("coli (libcolibri) %s\n"
+           "Copyright (C) 2026 the libcolibri authors.\n"
+           "License MIT: <https://opensource.org/licenses/MIT>.\n"
+           "This is free software: you are free to change and redistribute it.\n"
+           "There is NO WARRANTY, to the extent permitted by law.\n"
+           "Features: CPU%s (GPU tier: %s)\n",
+           coli_version_string(), coli_has_feature(COLI_FEATURE_THREADS) ? ", threads" : "",
+           gpu);
+}
+
+/* `coli help [COMMAND]` */
+static int cmd_help(int argc, char **argv)
+{
+    const command *cmd;
+
+    if (argc == 0) {
+        main_usage(stdout);
+        return 0;
+    }
+    if (argc > 1)
+        return usage_error("unexpected argument '%s'", argv[1]);
+    if ((cmd = find_command(argv[0])) == NULL)
+        return usage_error("unknown command '%s'", argv[0]);
+    print_help(cmd, stdout);
+    return 0;
+}
+
+static int run_main(int argc, char **argv)
+{
+    static char prog[64];
+    const command *cmd;
     args a;
-    size_t i;
     int rc;
 
     if (argc < 2) {
@@ -1434,18 +1503,16 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
-        printf("coli (libcolibri) %s\n", coli_version_string());
+        print_version();
         return 0;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         main_usage(stdout);
         return 0;
     }
-    for (i = 0; i < N_COMMANDS; i++)
-        if (strcmp(argv[1], g_commands[i].name) == 0)
-            cmd = &g_commands[i];
-    if (cmd == NULL) {
+    if (strcmp(argv[1], "help") == 0)
+        return cmd_help(argc - 2, argv + 2);
+    if ((cmd = find_command(argv[1])) == NULL) {
         if (argv[1][0] == '-')
             fprintf(stderr, "coli: unknown option '%s'\n", argv[1]);
         else
@@ -1453,20 +1520,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "Try 'coli --help'.\n");
         return EXIT_USAGE;
     }
-    snprintf(name_buf, sizeof name_buf, "coli %s", cmd->name);
-    g_cmd = name_buf;
+    snprintf(prog, sizeof prog, "coli %s", cmd->name);
+    cli_prog = prog;
     rc = parse_args(cmd, argc - 2, argv + 2, &a);
-    if (rc < 0) {
-        fputs(cmd->usage, stdout);
-        return fflush(stdout) == 0 ? 0 : 1;
+    if (rc == -1) {
+        print_help(cmd, stdout);
+        return 0;
+    }
+    if (rc == -2) {
+        print_version();
+        return 0;
     }
     if (rc != 0)
         return rc;
-    rc = cmd->run(&a);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        if (rc == 0)
-            fprintf(stderr, "coli: %s: standard output\n", coli_strerror(COLI_EIO));
-        rc = 1;
-    }
-    return rc;
+    return cmd->run(&a);
+}
+
+int main(int argc, char **argv)
+{
+    return close_stdout(run_main(argc, argv));
 }
