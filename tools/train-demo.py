@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Train the small Qwen3-MoE demo model shipped with libcolibri.
 
-Usage: python3 tools/train-demo.py --corpus corpus/kjv.txt --out DIR [--minutes M]
+Usage: python3 tools/train-demo.py --corpus corpus/kjv.txt --out DIR
+           [--minutes M] [--steps N] [--seed S] ...
 
 Trains a byte-level BPE tokenizer (Qwen2 style) and a small
 Qwen3MoeForCausalLM on the corpus (on a GPU when there is one, bf16
-autocast), for M minutes of wall-clock time. Then rounds the weights to
+autocast), for M minutes of wall-clock time (4 by default) or for N steps,
+whichever comes first when both are given; the learning-rate schedule
+follows the steps when N is given, else the clock. Then rounds the weights to
 bfloat16 and writes DIR/config.json, model.safetensors (bf16, per-expert
 tensor names), tokenizer.json, tokenizer_config.json and
 generation_config.json, and prints greedy and sampled continuations of
@@ -100,16 +103,19 @@ def train(model, data, args, device):
     V = model.config.vocab_size
     use_aux = True
     amp = dict(device_type="cuda", dtype=torch.bfloat16) if device == "cuda" else dict(device_type="cpu", enabled=False)
-    budget = args.minutes * 60.0
+    budget = args.minutes * 60.0 if args.minutes is not None else None
     warmup = 200
     t0 = time.time()
     step, hist = 0, []
     model.train()
     while True:
         el = time.time() - t0
-        if el >= budget:
+        if args.steps is not None and step >= args.steps:
             break
-        frac = el / budget
+        if budget is not None and el >= budget:
+            print("time limit of %g minutes reached" % args.minutes)
+            break
+        frac = step / args.steps if args.steps is not None else el / budget
         lr = args.lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = lr
@@ -174,16 +180,27 @@ def generate(model, ids, n, temperature=None, seed=0):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--minutes", type=float, default=4.0)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--ctx", type=int, default=256)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--corpus", required=True, help="training text, UTF-8 (README: bible -l0 ...)")
+    ap.add_argument("--out", required=True, help="checkpoint directory to write (replaced if it exists)")
+    ap.add_argument("--minutes", type=float,
+                    help="wall-clock training time limit (default: 4 when --steps is not given)")
+    ap.add_argument("--steps", type=int,
+                    help="optimizer steps to train; the learning-rate schedule follows them")
+    ap.add_argument("--batch", type=int, default=64, help="sequences per step (default 64)")
+    ap.add_argument("--ctx", type=int, default=256, help="tokens per sequence (default 256)")
+    ap.add_argument("--lr", type=float, default=2e-3,
+                    help="peak AdamW learning rate, cosine-decayed to a tenth (default 2e-3)")
+    ap.add_argument("--seed", type=int, default=1234,
+                    help="seed of model initialisation and batch sampling (default 1234)")
     ap.add_argument("--save-raw", help="also save the trained bf16 state (torch.save) to this path")
     ap.add_argument("--from-raw", help="skip training: load a state saved with --save-raw")
     args = ap.parse_args()
+    if args.steps is None and args.minutes is None:
+        args.minutes = 4.0
+    if args.steps is not None and args.steps < 1:
+        ap.error("--steps must be at least 1")
+    if args.minutes is not None and not args.minutes > 0:
+        ap.error("--minutes must be positive")
 
     import torch
     import transformers
@@ -197,6 +214,8 @@ def main():
         " (%s)" % torch.cuda.get_device_name(0) if device == "cuda" else ""))
     torch.backends.cuda.matmul.allow_tf32 = True
 
+    print("arguments:", " ".join("--%s %s" % (k.replace("_", "-"), v)
+                                   for k, v in sorted(vars(args).items()) if v is not None))
     lines = mr.read_corpus_lines(args.corpus)
     if args.from_raw:
         raw = torch.load(args.from_raw, map_location="cpu")
