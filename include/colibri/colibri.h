@@ -144,7 +144,13 @@ COLI_API coli_status coli_options_set_log(coli_options *opts, coli_log_fn fn, vo
  * 0 if the arguments are invalid (cols must be a multiple of 32 and of group).
  */
 COLI_API size_t coli_quant_size(coli_weight_format fmt, int group, size_t rows, size_t cols);
-/* Quantizes src[rows * cols] into dst (cap bytes; coli_quant_size needed). */
+/*
+ * Quantizes src[rows * cols] into dst (cap bytes; coli_quant_size needed).
+ * COLI_EINVAL for invalid arguments or when src holds a NaN or an infinity,
+ * COLI_ERANGE for values beyond the fp16 range of the scales, COLI_ENOSPC
+ * if cap is too small. A refused src leaves no partial result: dst is then
+ * all zeros (argument errors leave it untouched).
+ */
 COLI_API coli_status coli_quantize(coli_weight_format fmt, int group, const float *src, size_t rows,
                                    size_t cols, void *dst, size_t cap);
 /* Expands quantized weights back to dst[rows * cols]. */
