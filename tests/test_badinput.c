@@ -540,6 +540,91 @@ START_TEST(test_beyond_bf16_refused_as_bf16)
 }
 END_TEST
 
+/* ---- non-finite logits ------------------------------------------------- */
+
+/* lm_head row 7 all 3e38 (finite in bf16 and f32): its logit overflows. */
+START_TEST(test_overflowing_logit_is_an_error)
+{
+    char *dir = patched_fixture("BF16", "lm_head.weight", 7 * 64, 64, 3e38f);
+    const coli_weight_format fmts[] = {COLI_WEIGHTS_AUTO, COLI_WEIGHTS_F32, COLI_WEIGHTS_BF16};
+    const int32_t prompt[3] = {1, 5, 15};
+    for (size_t f = 0; f < 3; f++) {
+        coli_model *m = NULL;
+        ck_assert_int_eq(open_as(dir, fmts[f], &m), COLI_OK);
+        coli_context *c = NULL;
+        ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+        coli_status st = coli_eval(c, prompt, 3);
+        const char *msg = coli_context_errmsg(c);
+        ck_assert_msg(st == COLI_ERANGE, "format %d: status %s (%s)", (int)fmts[f], coli_status_name(st), msg);
+        ck_assert_msg(strstr(msg, "non-finite logit at position 2") && strstr(msg, "token id 7"), "%s", msg);
+        /* nothing to sample from, and the positions were not kept */
+        ck_assert_ptr_null(coli_context_logits(c));
+        ck_assert_int_eq(coli_context_position(c), 0);
+        /* generation stops with the same error and no token */
+        coli_sampler *s = NULL;
+        ck_assert_int_eq(coli_sampler_create(NULL, &s), COLI_OK);
+        int32_t out[4];
+        size_t n_out = 99;
+        ck_assert_int_eq(coli_generate(c, prompt, 3, 4, s, NULL, NULL, out, 4, &n_out), COLI_ERANGE);
+        ck_assert_uint_eq(n_out, 0);
+        ck_assert_ptr_nonnull(strstr(coli_context_errmsg(c), "token id 7"));
+        coli_sampler_free(s);
+        coli_context_free(c);
+        coli_model_free(m);
+    }
+    /* The quantized formats make the output q8, whose fp16 scales cannot
+     * hold 3e38: refused at load instead. */
+    for (size_t f = 3; f < N_FORMATS; f++) {
+        coli_model *m = NULL;
+        ck_assert_int_eq(open_as(dir, FORMATS[f], &m), COLI_ERANGE);
+        ck_assert_ptr_nonnull(strstr(coli_model_errmsg(m), "lm_head.weight"));
+        coli_model_free(m);
+    }
+    done(dir);
+}
+END_TEST
+
+/* The sampler never picks from a NaN or infinite logit, whatever the
+ * settings (the logits are altered behind the library's back here). */
+START_TEST(test_sampler_refuses_nonfinite_logits)
+{
+    char *dir = make_model(NULL);
+    coli_model *m = NULL;
+    ck_assert_int_eq(coli_model_open(dir, NULL, &m), COLI_OK);
+    coli_context *c = NULL;
+    ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+    int32_t ids[2] = {3, 4};
+    ck_assert_int_eq(coli_eval(c, ids, 2), COLI_OK);
+    float *logits = (float *)coli_context_logits(c); /* the context's own, writable buffer */
+    coli_sampling greedy, random;
+    coli_sampling_default(&greedy);
+    coli_sampling_default(&random);
+    random.temperature = 0.8f;
+    random.top_k = 8;
+    random.top_p = 0.9f;
+    random.seed = 7;
+    const coli_sampling *settings[2] = {&greedy, &random};
+    for (int k = 0; k < 2; k++) {
+        coli_sampler *s = NULL;
+        ck_assert_int_eq(coli_sampler_create(settings[k], &s), COLI_OK);
+        int32_t tok = -1;
+        ck_assert_int_eq(coli_sample(s, c, &tok), COLI_OK);
+        for (size_t b = 0; b < 3; b++) {
+            float keep = logits[5];
+            logits[5] = BAD[b].v;
+            tok = -1;
+            ck_assert_int_eq(coli_sample(s, c, &tok), COLI_ERANGE);
+            ck_assert_int_eq(tok, -1);
+            logits[5] = keep;
+        }
+        coli_sampler_free(s);
+    }
+    coli_context_free(c);
+    coli_model_free(m);
+    done(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("badinput");
@@ -573,6 +658,8 @@ static Suite *suite(void)
     tcase_add_loop_test(nf, test_nonfinite_weight_anywhere, 0, (int)(3 * N_VICTIMS));
     tcase_add_loop_test(nf, test_finite_patch_opens, 0, 3);
     tcase_add_test(nf, test_beyond_bf16_refused_as_bf16);
+    tcase_add_test(nf, test_overflowing_logit_is_an_error);
+    tcase_add_test(nf, test_sampler_refuses_nonfinite_logits);
     suite_add_tcase(s, nf);
     return s;
 }

@@ -256,7 +256,9 @@ COLI_API const char *coli_context_errmsg(const coli_context *ctx);
 /*
  * Appends n tokens at the current position and runs the model on them
  * (prefill when n > 1, decode when n == 1). Afterwards coli_context_logits()
- * gives the next-token logits of the last of them.
+ * gives the next-token logits of the last of them. COLI_ERANGE if a logit
+ * comes out NaN or infinite (weights or activations overflowing): the n
+ * positions are then not kept.
  */
 COLI_API coli_status coli_eval(coli_context *ctx, const int32_t *tokens, size_t n);
 /* vocab_size floats of the last evaluated position, or NULL before any eval. */
