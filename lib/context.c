@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "finite.h"
 #include "forward.h"
 #include "sampler.h"
 
@@ -112,6 +113,14 @@ static coli_status eval_tokens(coli_context *c, const int32_t *tokens, size_t n,
         /* Positions written partly are forgotten; earlier ones stay valid. */
         c->has_logits = 0;
         return ctx_fail(c, st);
+    }
+    /* Overflowing weights or activations: a NaN or infinity is no token. */
+    size_t bad = coli__first_nonfinite(COLI_DT_F32, c->logits, (size_t)vocab);
+    if (bad < (size_t)vocab) {
+        c->has_logits = 0;
+        return ctx_fail(c, coli__fail(&c->err, COLI_ERANGE,
+                                      "coli_eval: non-finite logit at position %zu (token id %zu: %g)",
+                                      c->pos + n - 1, bad, (double)c->logits[bad]));
     }
     c->pos += n;
     c->has_logits = 1;

@@ -178,8 +178,9 @@ static void quantize_32(const float *x, float D, float lo, float hi, int8_t *q)
         q[i] = (int8_t)(int)v[i];
 }
 
-/* The largest magnitude of 32 values (x not NaN): compared as the integers
- * of their magnitude bits, whose order is the order of the magnitudes. */
+/* The largest magnitude of 32 values: compared as the integers of their
+ * magnitude bits, whose order is the order of the magnitudes (a NaN's are
+ * above infinity's, so a NaN among them gives a NaN). */
 static float amax_32(const float *x)
 {
     uint32_t bits[32], m = 0;
@@ -195,9 +196,13 @@ static float amax_32(const float *x)
 
 /* The scale d is a rounded fp16; when it rounds to 0 although the group is not
  * all zeros (|scale| < 2^-25), every q is 0, as for an all-zero group: the
- * division by f32(d) would otherwise be by zero. */
+ * division by f32(d) would otherwise be by zero.
+ *
+ * Each group quantizer returns 1 if its group holds a NaN or an infinity,
+ * which it sees for free in the magnitude or range it computes anyway; the
+ * quants it then writes are defined but meaningless. */
 
-static void quantize_q8_group(const float *x, uint8_t *qs, uint16_t *d)
+static int quantize_q8_group(const float *x, uint8_t *qs, uint16_t *d)
 {
     float xv[32];
     memcpy(xv, x, sizeof xv);
@@ -211,15 +216,18 @@ static void quantize_q8_group(const float *x, uint8_t *qs, uint16_t *d)
     else
         memset(q, 0, sizeof q);
     memcpy(qs, q, sizeof q);
+    return !(amax <= FLT_MAX);
 }
 
 /* One G-group of q4: x[0..G), quants into qs (G/2 bytes, whole 32-column
  * blocks of 16 bytes). */
-static void quantize_q4_group(const float *x, int G, uint8_t *qs, uint16_t *d)
+static int quantize_q4_group(const float *x, int G, uint8_t *qs, uint16_t *d)
 {
     float amx = 0.0f;
+    int bad = 0;
     for (int k = 0; k < G / 32; k++) {
         float a = amax_32(x + 32 * k);
+        bad |= !(a <= FLT_MAX); /* a NaN would be lost by the comparison below */
         amx = a > amx ? a : amx;
     }
     /* mx: the first element of that magnitude, with its sign */
@@ -243,9 +251,10 @@ static void quantize_q4_group(const float *x, int G, uint8_t *qs, uint16_t *d)
         for (int b = 0; b < 16; b++)
             qb[b] = (uint8_t)((q[b] + 8) | ((q[b + 16] + 8) << 4));
     }
+    return bad;
 }
 
-static void quantize_q2_group(const float *x, uint8_t *qs, uint16_t *d, uint16_t *m)
+static int quantize_q2_group(const float *x, uint8_t *qs, uint16_t *d, uint16_t *m)
 {
     /* lo and hi in the order of the floats; a group holding both -0 and +0
      * (and nothing below/above) takes lo = -0, hi = +0: see the key below */
@@ -288,9 +297,11 @@ static void quantize_q2_group(const float *x, uint8_t *qs, uint16_t *d, uint16_t
     }
     for (int b = 0; b < 8; b++)
         qs[b] = (uint8_t)(q[b] | (q[b + 8] << 2) | (q[b + 16] << 4) | (q[b + 24] << 6));
+    /* a NaN sorts below -inf or above +inf, so it is lo or hi */
+    return !(fabsf(lo) <= FLT_MAX && fabsf(hi) <= FLT_MAX);
 }
 
-void coli__q_quantize_rows(const float *src, int n_rows, coli__qmat *w)
+int coli__q_quantize_rows(const float *src, int n_rows, coli__qmat *w)
 {
     int cols = w->cols;
     int G = scale_group(w->type, w->group);
@@ -299,29 +310,34 @@ void coli__q_quantize_rows(const float *src, int n_rows, coli__qmat *w)
     uint8_t *qs = (uint8_t *)w->qs;
     uint16_t *d = (uint16_t *)w->d;
     uint16_t *m = (uint16_t *)w->m;
+    int first_bad = -1;
     for (int r = 0; r < n_rows; r++) {
         const float *x = src + (size_t)r * (size_t)cols;
         uint8_t *qr = qs + (size_t)r * rb;
         uint16_t *dr = d + (size_t)r * (size_t)ng;
+        int bad = 0;
         switch (w->type) {
         case COLI_DT_Q8:
             for (int j = 0; j < n32; j++)
-                quantize_q8_group(x + 32 * j, qr + 32 * j, dr + j);
+                bad |= quantize_q8_group(x + 32 * j, qr + 32 * j, dr + j);
             break;
         case COLI_DT_Q4:
             for (int j = 0; j < ng; j++)
-                quantize_q4_group(x + (size_t)G * j, G, qr + (size_t)(G / 2) * j, dr + j);
+                bad |= quantize_q4_group(x + (size_t)G * j, G, qr + (size_t)(G / 2) * j, dr + j);
             break;
         case COLI_DT_Q2: {
             uint16_t *mr = m + (size_t)r * (size_t)n32;
             for (int j = 0; j < n32; j++)
-                quantize_q2_group(x + 32 * j, qr + 8 * j, dr + j, mr + j);
+                bad |= quantize_q2_group(x + 32 * j, qr + 8 * j, dr + j, mr + j);
             break;
         }
         default:
-            return;
+            return -1;
         }
+        if (bad && first_bad < 0)
+            first_bad = r;
     }
+    return first_bad;
 }
 
 void coli__q_dequantize_row(const coli__qmat *w, int r, float *out)
@@ -634,9 +650,6 @@ COLI_API coli_status coli_quantize(coli_weight_format fmt, int group, const floa
         return COLI_EINVAL;
     if (cap < sh.total)
         return COLI_ENOSPC;
-    for (size_t i = 0; i < rows * cols; i++)
-        if (!isfinite(src[i]))
-            return COLI_EINVAL;
     /* dst may have any alignment: the fp16 arrays of a row are built in
      * aligned scratch and copied. */
     size_t nd = cols / (size_t)sh.group, nm = sh.type == COLI_DT_Q2 ? cols / COLI_QK : 0;
@@ -647,7 +660,8 @@ COLI_API coli_status coli_quantize(coli_weight_format fmt, int group, const floa
     size_t rb = sh.qs_bytes / rows;
     unsigned char *dbase = out + sh.qs_bytes;
     unsigned char *mbase = dbase + sh.n_scales * 2;
-    for (size_t r = 0; r < rows; r++) {
+    coli_status st = COLI_OK;
+    for (size_t r = 0; r < rows && st == COLI_OK; r++) {
         coli__qmat w = {.type = sh.type,
                         .group = sh.group,
                         .rows = 1,
@@ -655,21 +669,21 @@ COLI_API coli_status coli_quantize(coli_weight_format fmt, int group, const floa
                         .qs = out + r * rb,
                         .d = tmp,
                         .m = tmp + nd};
-        coli__q_quantize_rows(src + r * cols, 1, &w);
+        if (coli__q_quantize_rows(src + r * cols, 1, &w) >= 0)
+            st = COLI_EINVAL; /* a NaN or an infinity */
         /* values beyond the fp16 range of the scales (q8 |x| >= ~8.3e6, q4
          * ~5.2e5, q2 |min| >= 65520 or range >= ~2e5) would store infinite
          * scales, whose products are NaN */
-        for (size_t i = 0; i < nd + nm; i++) {
-            if ((tmp[i] & 0x7c00u) == 0x7c00u) {
-                free(tmp);
-                return COLI_ERANGE;
-            }
-        }
+        for (size_t i = 0; i < nd + nm && st == COLI_OK; i++)
+            if ((tmp[i] & 0x7c00u) == 0x7c00u)
+                st = COLI_ERANGE;
         store_le16(dbase + r * nd * 2, tmp, nd);
         store_le16(mbase + r * nm * 2, tmp + nd, nm);
     }
     free(tmp);
-    return COLI_OK;
+    if (st != COLI_OK)
+        memset(dst, 0, sh.total); /* no partial result */
+    return st;
 }
 
 COLI_API coli_status coli_dequantize(coli_weight_format fmt, int group, const void *src, size_t size,

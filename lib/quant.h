@@ -33,8 +33,10 @@ size_t coli__q_matrix_bytes(coli__dtype type, int group, int rows, int cols);
 
 /* Quantizes n_rows rows of src (row stride cols floats) into the arrays of
  * w (w->qs, w->d, w->m point to writable memory for those rows, i.e. rows
- * [0, n_rows) of w are written; w->type, group, cols set). */
-void coli__q_quantize_rows(const float *src, int n_rows, coli__qmat *w);
+ * [0, n_rows) of w are written; w->type, group, cols set). Returns the
+ * first row holding a NaN or an infinity, whose quants mean nothing, or -1
+ * if every value was finite. */
+int coli__q_quantize_rows(const float *src, int n_rows, coli__qmat *w);
 /* Writes the f32 values of row r of w into out[cols]. */
 void coli__q_dequantize_row(const coli__qmat *w, int r, float *out);
 

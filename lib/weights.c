@@ -5,12 +5,21 @@
  * Every shape is checked against config.json before anything is used. In
  * AUTO format matrices point into the mapping (no copy); F32 widens, BF16
  * narrows and Q8/Q4/Q2 quantize into owned memory (docs/formats.md says
- * which matrices keep their precision). Norm vectors are always f32. */
+ * which matrices keep their precision). Norm vectors are always f32.
+ *
+ * A NaN or an infinity in any weight refuses the model, naming the tensor
+ * and the row. The check rides on the pass that already reads each value:
+ * widening, narrowing and quantizing check the rows they produce (the
+ * quantizer sees it for free); matrices kept as stored (AUTO, or a format
+ * equal to the stored one, and the router and embedding of the quantized
+ * formats) are scanned at memory speed, their only read at load. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "finite.h"
 #include "model.h"
 
 typedef struct loader {
@@ -98,6 +107,39 @@ static uint16_t f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* Value i of n stored values of type dt (F32, BF16 or F16). */
+static float stored_at(coli__dtype dt, const void *p, size_t i)
+{
+    if (dt == COLI_DT_F32) {
+        float f;
+        memcpy(&f, (const float *)p + i, sizeof f);
+        return f;
+    }
+    uint16_t h = ((const uint16_t *)p)[i];
+    return dt == COLI_DT_BF16 ? coli__bf16_to_f32(h) : coli__f16_to_f32(h);
+}
+
+/* The refusal of a NaN or infinity v at element i of tensor name (row-major
+ * with cols columns; cols 0: a vector). */
+static coli_status nonfinite(loader *L, const char *file, const char *name, int cols, size_t i, float v)
+{
+    const char *what = isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
+    if (cols == 0)
+        return coli__fail(L->err, COLI_EFORMAT, "%s: tensor '%s': element %zu holds a non-finite value (%s)",
+                          file, name, i, what);
+    return coli__fail(L->err, COLI_EFORMAT,
+                      "%s: tensor '%s': row %zu, column %zu holds a non-finite value (%s)", file, name,
+                      i / (size_t)cols, i % (size_t)cols, what);
+}
+
+/* Refuses a NaN or infinity among the n values of type dt at p. */
+static coli_status check_finite(loader *L, const char *file, const char *name, int cols, coli__dtype dt,
+                                const void *p, size_t n)
+{
+    size_t i = coli__first_nonfinite(dt, p, n);
+    return i == n ? COLI_OK : nonfinite(L, file, name, cols, i, stored_at(dt, p, i));
+}
+
 /* Tensor data is only as aligned as the file's offsets; a misaligned tensor
  * is copied so that kernels may load whole elements. */
 static const void *aligned(loader *L, const coli__tensor *t)
@@ -142,7 +184,7 @@ coli__dtype coli__weights_target(coli_weight_format fmt, coli__mat_kind kind, co
     return q;
 }
 
-static coli_status quantize(loader *L, coli__mat *m, const char *name, coli__dtype q)
+static coli_status quantize(loader *L, coli__mat *m, const char *file, const char *name, coli__dtype q)
 {
     const int rows = m->rows, cols = m->cols;
     int group = q == COLI_DT_Q4 ? L->q4_group : COLI_QK;
@@ -173,7 +215,12 @@ static coli_status quantize(loader *L, coli__mat *m, const char *name, coli__dty
         view.qs = w->qs + (size_t)r * coli__q_row_bytes(q, cols);
         view.d = w->d + (size_t)r * (size_t)(cols / group);
         view.m = w->m ? w->m + (size_t)r * (size_t)(cols / COLI_QK) : NULL;
-        coli__q_quantize_rows(L->rowbuf, n, &view);
+        int bad = coli__q_quantize_rows(L->rowbuf, n, &view);
+        if (bad >= 0) {
+            const float *row = L->rowbuf + (size_t)bad * (size_t)cols;
+            size_t c = coli__first_nonfinite(COLI_DT_F32, row, (size_t)cols);
+            return nonfinite(L, file, name, cols, (size_t)(r + bad) * (size_t)cols + c, row[c]);
+        }
     }
     /* Scales that overflow fp16 (docs/formats.md) cannot be represented. */
     for (size_t i = 0; i < n_d + n_m; i++)
@@ -186,21 +233,27 @@ static coli_status quantize(loader *L, coli__mat *m, const char *name, coli__dty
     return COLI_OK;
 }
 
-/* Brings m (pointing at checkpoint data) into the target format. */
-static coli_status convert(loader *L, coli__mat *m, const char *name, coli__dtype target)
+/* Brings m (pointing at checkpoint data in file) into the target format,
+ * refusing non-finite values on the way. */
+static coli_status convert(loader *L, coli__mat *m, const char *file, const char *name, coli__dtype target)
 {
     size_t n = (size_t)m->rows * (size_t)m->cols;
     const int rows = m->rows, cols = m->cols;
     if (target == m->dt)
-        return COLI_OK;
+        return check_finite(L, file, name, cols, m->dt, m->data, n);
     if (target == COLI_DT_Q8 || target == COLI_DT_Q4 || target == COLI_DT_Q2)
-        return quantize(L, m, name, target);
+        return quantize(L, m, file, name, target);
     if (target == COLI_DT_F32) {
         float *p = own(L, n * sizeof(float));
         if (!p)
             return coli__fail(L->err, COLI_ENOMEM, "out of memory widening tensor '%s'", name);
-        for (int r = 0; r < rows; r++)
-            coli__mat_row(m, r, p + (size_t)r * (size_t)cols);
+        for (int r = 0; r < rows; r++) {
+            float *row = p + (size_t)r * (size_t)cols;
+            coli__mat_row(m, r, row);
+            size_t c = coli__first_nonfinite(COLI_DT_F32, row, (size_t)cols);
+            if (c < (size_t)cols)
+                return nonfinite(L, file, name, cols, (size_t)r * (size_t)cols + c, row[c]);
+        }
         m->data = p;
         m->dt = COLI_DT_F32;
         return COLI_OK;
@@ -214,8 +267,21 @@ static coli_status convert(loader *L, coli__mat *m, const char *name, coli__dtyp
     }
     for (int r = 0; r < rows; r++) {
         coli__mat_row(m, r, row);
+        uint16_t *out = p + (size_t)r * (size_t)cols;
         for (int c = 0; c < cols; c++)
-            p[(size_t)r * (size_t)cols + (size_t)c] = f32_to_bf16(row[c]);
+            out[c] = f32_to_bf16(row[c]);
+        /* a non-finite bf16 comes from a non-finite value or a finite one
+         * beyond bf16's range (3.39e38), which f32 can hold */
+        size_t c = coli__first_nonfinite(COLI_DT_BF16, out, (size_t)cols);
+        if (c < (size_t)cols) {
+            float v = row[c];
+            free(row);
+            if (!isfinite(v))
+                return nonfinite(L, file, name, cols, (size_t)r * (size_t)cols + c, v);
+            return coli__fail(L->err, COLI_ERANGE,
+                              "%s: tensor '%s': row %d, column %zu: %g is beyond the range of bf16; load it as f32",
+                              file, name, r, c, (double)v);
+        }
     }
     free(row);
     m->data = p;
@@ -249,7 +315,7 @@ static coli_status load_mat(loader *L, coli__mat *m, const char *name, int rows,
     if (!m->data)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory copying tensor '%s'", name);
     COLI_TRY(record(L, rows, cols, kind, (int)coli__dtype_size(t->dtype), role));
-    COLI_TRY(convert(L, m, name, coli__weights_target(L->fmt, kind, t->dtype, cols, L->q4_group)));
+    COLI_TRY(convert(L, m, t->file, name, coli__weights_target(L->fmt, kind, t->dtype, cols, L->q4_group)));
     count(L, m, role);
     return COLI_OK;
 }
@@ -265,6 +331,7 @@ static coli_status load_vec(loader *L, float **out, const char *name, int n)
     if (!m.data)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory copying tensor '%s'", name);
     coli__mat_row(&m, 0, p);
+    COLI_TRY(check_finite(L, t->file, name, 0, COLI_DT_F32, p, (size_t)n));
     *out = p;
     L->w->bytes += (uint64_t)n * sizeof(float);
     L->w->n_params_total += n;
@@ -370,7 +437,8 @@ static coli_status load_all(loader *L)
         w->lm_head = w->embed;
         w->n_params_active += (int64_t)V * H - H;
         if (target != stored) {
-            COLI_TRY(convert(L, &w->lm_head, "lm_head.weight (tied)", target));
+            const char *file = coli__st_find(L->ts, "model.embed_tokens.weight")->file;
+            COLI_TRY(convert(L, &w->lm_head, file, "lm_head.weight (tied)", target));
             w->bytes += coli__mat_bytes(&w->lm_head);
             w->n_by_dt[target]++;
         }

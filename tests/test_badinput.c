@@ -3,8 +3,11 @@
  * Each case builds a tiny synthetic Qwen3-MoE checkpoint with one defect and
  * checks that coli_model_open returns the expected status with a message
  * naming the file and the tensor or field at fault. Under ASan this also
- * proves that nothing leaks or is read out of bounds on the way out. */
+ * proves that nothing leaks or is read out of bounds on the way out. The
+ * non-finite cases patch a copy of the qwen3_moe fixture instead, in every
+ * stored dtype and load format. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -399,6 +402,229 @@ START_TEST(test_bad_token_ids)
 }
 END_TEST
 
+/* ---- non-finite weights ------------------------------------------------ */
+
+static const coli_weight_format FORMATS[] = {COLI_WEIGHTS_AUTO, COLI_WEIGHTS_F32, COLI_WEIGHTS_BF16,
+                                             COLI_WEIGHTS_Q8,   COLI_WEIGHTS_Q4,  COLI_WEIGHTS_Q2};
+#define N_FORMATS (sizeof FORMATS / sizeof FORMATS[0])
+static const char *const STORED[] = {"BF16", "F32", "F16"};
+
+/* The value planted and the word the message must use for it. */
+typedef struct bad_value {
+    float v;
+    const char *word;
+} bad_value;
+
+static const bad_value BAD[] = {{NAN, "(NaN)"}, {INFINITY, "(+Inf)"}, {-INFINITY, "(-Inf)"}};
+
+/* A copy of the qwen3_moe fixture stored as dtype, with elements [first,
+ * first + count) of tensor victim set to v (victim NULL: unchanged). */
+static char *patched_fixture(const char *dtype, const char *victim, size_t first, size_t count, float v)
+{
+    char *src = tu_path(tu_data_dir(), "qwen3_moe");
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_copy_dir(src, dir), 0);
+    char *p = tu_path(dir, "model.safetensors");
+    ck_assert_int_eq(tu_st_rewrite(p, dtype, victim, first, count, v), 0);
+    free(p);
+    free(src);
+    return dir;
+}
+
+static coli_status open_as(const char *dir, coli_weight_format fmt, coli_model **m)
+{
+    coli_options *o = NULL;
+    ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_WEIGHTS, fmt), COLI_OK);
+    coli_status st = coli_model_open(dir, o, m);
+    coli_options_free(o);
+    ck_assert_ptr_nonnull(*m);
+    return st;
+}
+
+/* Opens dir in every load format and expects a refusal naming the file,
+ * the tensor, the place and the value. */
+static void expect_refused_everywhere(const char *dir, const char *dtype, const char *tensor, const char *where,
+                                      const char *word)
+{
+    for (size_t f = 0; f < N_FORMATS; f++) {
+        coli_model *m = NULL;
+        coli_status st = open_as(dir, FORMATS[f], &m);
+        const char *msg = coli_model_errmsg(m);
+        ck_assert_msg(st == COLI_EFORMAT, "%s stored, format %d: status %s (%s)", dtype, (int)FORMATS[f],
+                      coli_status_name(st), msg);
+        const char *needles[] = {"model.safetensors", tensor, where, word, "non-finite"};
+        for (size_t k = 0; k < sizeof needles / sizeof needles[0]; k++)
+            ck_assert_msg(strstr(msg, needles[k]), "%s stored, format %d: '%s' does not name '%s'", dtype,
+                          (int)FORMATS[f], msg, needles[k]);
+        coli_model_free(m);
+    }
+}
+
+/* One expert weight, row 17 column 5 (of [32, 64]), in every stored dtype,
+ * every non-finite value and every load format. */
+START_TEST(test_nonfinite_weight_refused)
+{
+    const char *dtype = STORED[_i / 3];
+    const bad_value *b = &BAD[_i % 3];
+    const char *victim = "model.layers.0.mlp.experts.3.up_proj.weight";
+    char *dir = patched_fixture(dtype, victim, 17 * 64 + 5, 1, b->v);
+    expect_refused_everywhere(dir, dtype, victim, "row 17, column 5", b->word);
+    done(dir);
+}
+END_TEST
+
+/* Every other kind of tensor: the ones the quantized formats keep as stored
+ * (embedding, router), the q8 output, a dense MLP, attention and the norm
+ * vectors, each in every stored dtype; the value cycles through BAD. */
+typedef struct victim {
+    const char *name;
+    size_t first;
+    const char *where;
+} victim;
+
+static const victim VICTIMS[] = {
+    {"model.embed_tokens.weight", 1004 * 64 + 63, "row 1004, column 63"},
+    {"model.layers.2.mlp.gate.weight", 0, "row 0, column 0"},
+    {"lm_head.weight", 3 * 64 + 1, "row 3, column 1"},
+    {"model.layers.1.mlp.down_proj.weight", 63 * 96 + 95, "row 63, column 95"},
+    {"model.layers.2.self_attn.k_proj.weight", 40 * 64 + 7, "row 40, column 7"},
+    {"model.norm.weight", 9, "element 9"},
+    {"model.layers.0.self_attn.q_norm.weight", 23, "element 23"},
+};
+#define N_VICTIMS (sizeof VICTIMS / sizeof VICTIMS[0])
+
+START_TEST(test_nonfinite_weight_anywhere)
+{
+    const victim *v = &VICTIMS[_i % N_VICTIMS];
+    const char *dtype = STORED[_i / N_VICTIMS];
+    const bad_value *b = &BAD[_i % 3];
+    char *dir = patched_fixture(dtype, v->name, v->first, 1, b->v);
+    expect_refused_everywhere(dir, dtype, v->name, v->where, b->word);
+    done(dir);
+}
+END_TEST
+
+/* The control: the same rewrite with a finite value opens in every format. */
+START_TEST(test_finite_patch_opens)
+{
+    char *dir = patched_fixture(STORED[_i], "model.layers.0.mlp.experts.3.up_proj.weight", 17 * 64 + 5, 1, 0.5f);
+    for (size_t f = 0; f < N_FORMATS; f++) {
+        coli_model *m = NULL;
+        coli_status st = open_as(dir, FORMATS[f], &m);
+        ck_assert_msg(st == COLI_OK, "%s stored, format %d: %s", STORED[_i], (int)FORMATS[f], coli_model_errmsg(m));
+        coli_model_free(m);
+    }
+    done(dir);
+}
+END_TEST
+
+/* A finite f32 weight beyond bf16's largest value (3.39e38) would narrow to
+ * infinity: bf16 refuses it, f32 keeps it. */
+START_TEST(test_beyond_bf16_refused_as_bf16)
+{
+    const char *tensor = "model.layers.0.mlp.experts.3.up_proj.weight";
+    char *dir = patched_fixture("F32", tensor, 17 * 64 + 5, 1, 3.4e38f);
+    coli_model *m = NULL;
+    ck_assert_int_eq(open_as(dir, COLI_WEIGHTS_BF16, &m), COLI_ERANGE);
+    const char *msg = coli_model_errmsg(m);
+    ck_assert_msg(strstr(msg, tensor) && strstr(msg, "row 17, column 5") && strstr(msg, "bf16"), "%s", msg);
+    coli_model_free(m);
+    const coli_weight_format keep[] = {COLI_WEIGHTS_AUTO, COLI_WEIGHTS_F32};
+    for (size_t f = 0; f < 2; f++) {
+        m = NULL;
+        ck_assert_msg(open_as(dir, keep[f], &m) == COLI_OK, "%s", coli_model_errmsg(m));
+        coli_model_free(m);
+    }
+    done(dir);
+}
+END_TEST
+
+/* ---- non-finite logits ------------------------------------------------- */
+
+/* lm_head row 7 all 3e38 (finite in bf16 and f32): its logit overflows. */
+START_TEST(test_overflowing_logit_is_an_error)
+{
+    char *dir = patched_fixture("BF16", "lm_head.weight", 7 * 64, 64, 3e38f);
+    const coli_weight_format fmts[] = {COLI_WEIGHTS_AUTO, COLI_WEIGHTS_F32, COLI_WEIGHTS_BF16};
+    const int32_t prompt[3] = {1, 5, 15};
+    for (size_t f = 0; f < 3; f++) {
+        coli_model *m = NULL;
+        ck_assert_int_eq(open_as(dir, fmts[f], &m), COLI_OK);
+        coli_context *c = NULL;
+        ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+        coli_status st = coli_eval(c, prompt, 3);
+        const char *msg = coli_context_errmsg(c);
+        ck_assert_msg(st == COLI_ERANGE, "format %d: status %s (%s)", (int)fmts[f], coli_status_name(st), msg);
+        ck_assert_msg(strstr(msg, "non-finite logit at position 2") && strstr(msg, "token id 7"), "%s", msg);
+        /* nothing to sample from, and the positions were not kept */
+        ck_assert_ptr_null(coli_context_logits(c));
+        ck_assert_int_eq(coli_context_position(c), 0);
+        /* generation stops with the same error and no token */
+        coli_sampler *s = NULL;
+        ck_assert_int_eq(coli_sampler_create(NULL, &s), COLI_OK);
+        int32_t out[4];
+        size_t n_out = 99;
+        ck_assert_int_eq(coli_generate(c, prompt, 3, 4, s, NULL, NULL, out, 4, &n_out), COLI_ERANGE);
+        ck_assert_uint_eq(n_out, 0);
+        ck_assert_ptr_nonnull(strstr(coli_context_errmsg(c), "token id 7"));
+        coli_sampler_free(s);
+        coli_context_free(c);
+        coli_model_free(m);
+    }
+    /* The quantized formats make the output q8, whose fp16 scales cannot
+     * hold 3e38: refused at load instead. */
+    for (size_t f = 3; f < N_FORMATS; f++) {
+        coli_model *m = NULL;
+        ck_assert_int_eq(open_as(dir, FORMATS[f], &m), COLI_ERANGE);
+        ck_assert_ptr_nonnull(strstr(coli_model_errmsg(m), "lm_head.weight"));
+        coli_model_free(m);
+    }
+    done(dir);
+}
+END_TEST
+
+/* The sampler never picks from a NaN or infinite logit, whatever the
+ * settings (the logits are altered behind the library's back here). */
+START_TEST(test_sampler_refuses_nonfinite_logits)
+{
+    char *dir = make_model(NULL);
+    coli_model *m = NULL;
+    ck_assert_int_eq(coli_model_open(dir, NULL, &m), COLI_OK);
+    coli_context *c = NULL;
+    ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+    int32_t ids[2] = {3, 4};
+    ck_assert_int_eq(coli_eval(c, ids, 2), COLI_OK);
+    float *logits = (float *)coli_context_logits(c); /* the context's own, writable buffer */
+    coli_sampling greedy, random;
+    coli_sampling_default(&greedy);
+    coli_sampling_default(&random);
+    random.temperature = 0.8f;
+    random.top_k = 8;
+    random.top_p = 0.9f;
+    random.seed = 7;
+    const coli_sampling *settings[2] = {&greedy, &random};
+    for (int k = 0; k < 2; k++) {
+        coli_sampler *s = NULL;
+        ck_assert_int_eq(coli_sampler_create(settings[k], &s), COLI_OK);
+        int32_t tok = -1;
+        ck_assert_int_eq(coli_sample(s, c, &tok), COLI_OK);
+        for (size_t b = 0; b < 3; b++) {
+            float keep = logits[5];
+            logits[5] = BAD[b].v;
+            tok = -1;
+            ck_assert_int_eq(coli_sample(s, c, &tok), COLI_ERANGE);
+            ck_assert_int_eq(tok, -1);
+            logits[5] = keep;
+        }
+        coli_sampler_free(s);
+    }
+    coli_context_free(c);
+    coli_model_free(m);
+    done(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("badinput");
@@ -427,6 +653,14 @@ static Suite *suite(void)
     tcase_add_test(tc, test_index_names_missing_shard);
     tcase_add_test(tc, test_bad_token_ids);
     suite_add_tcase(s, tc);
+    TCase *nf = tcase_create("nonfinite");
+    tcase_add_loop_test(nf, test_nonfinite_weight_refused, 0, 9);
+    tcase_add_loop_test(nf, test_nonfinite_weight_anywhere, 0, (int)(3 * N_VICTIMS));
+    tcase_add_loop_test(nf, test_finite_patch_opens, 0, 3);
+    tcase_add_test(nf, test_beyond_bf16_refused_as_bf16);
+    tcase_add_test(nf, test_overflowing_logit_is_an_error);
+    tcase_add_test(nf, test_sampler_refuses_nonfinite_logits);
+    suite_add_tcase(s, nf);
     return s;
 }
 

@@ -1357,6 +1357,76 @@ START_TEST(test_public_roundtrip)
 }
 END_TEST
 
+/* The quantizer reports the first row holding a NaN or an infinity, for
+ * every type and group, wherever the value sits in its group: the first or
+ * a later 32-column block of a q4 group of 64 or 128 (whose magnitude
+ * comparison would pass over a NaN), alone or next to other extremes. */
+START_TEST(test_quantize_reports_nonfinite)
+{
+    rng_seed(71);
+    const int rows = 4, cols = 256;
+    static float src[4 * 256];
+    static const float bad[] = {NAN, -NAN, INFINITY, -INFINITY};
+    static const int at[] = {0, 31, 32, 63, 64, 100, 127, 128, 255};
+    for (int c = 0; c < N_QCONF; c++) {
+        qbuf b;
+        qbuf_init(&b, qconf[c].type, qconf[c].group, rows, cols);
+        fill_row_data(src, sizeof src / sizeof src[0]);
+        ck_assert_int_eq(coli__q_quantize_rows(src, rows, &b.w), -1);
+        for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++) {
+            for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+                float *x = src + 2 * cols + at[k];
+                float keep3 = src[3 * cols + 5];
+                *x = bad[v];
+                src[3 * cols + 5] = -bad[v]; /* a later row as well: the first is reported */
+                ck_assert_msg(coli__q_quantize_rows(src, rows, &b.w) == 2, "%s: %g at column %d", qconf[c].name,
+                              (double)bad[v], at[k]);
+                /* a group of nothing but that value, or with both infinities */
+                for (int i = 0; i < 32; i++)
+                    src[2 * cols + 32 * (at[k] / 32) + i] = i % 2 ? -bad[v] : bad[v];
+                ck_assert_int_eq(coli__q_quantize_rows(src, rows, &b.w), 2);
+                fill_row_data(src + 2 * cols, (size_t)cols); /* row 2 finite again */
+                src[3 * cols + 5] = keep3;
+                ck_assert_int_eq(coli__q_quantize_rows(src, rows, &b.w), -1);
+            }
+        }
+        /* beyond the fp16 scales is not "non-finite": the loader says ERANGE */
+        src[cols + 7] = 3e38f;
+        ck_assert_int_eq(coli__q_quantize_rows(src, rows, &b.w), -1);
+        src[cols + 7] = 0.0f;
+        qbuf_free(&b);
+    }
+}
+END_TEST
+
+/* A refused coli_quantize leaves zeros, not the rows it got through. */
+START_TEST(test_public_refusal_leaves_zeros)
+{
+    rng_seed(73);
+    const int rows = 3, cols = 128;
+    float src[3 * 128];
+    static const coli_weight_format fmts[] = {COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q4,
+                                              COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q2};
+    static const float bad[] = {NAN, INFINITY, -INFINITY, 1e30f /* beyond the fp16 scales */};
+    static const coli_status want[] = {COLI_EINVAL, COLI_EINVAL, COLI_EINVAL, COLI_ERANGE};
+    for (int c = 0; c < N_QCONF; c++) {
+        size_t size = coli_quant_size(fmts[c], qconf[c].group, rows, cols);
+        unsigned char *buf = malloc(size);
+        ck_assert_ptr_nonnull(buf);
+        for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++) {
+            fill_row_data(src, sizeof src / sizeof src[0]);
+            src[2 * cols + 77] = bad[v]; /* the last row: the first two were written */
+            memset(buf, 0xa5, size);
+            ck_assert_int_eq(coli_quantize(fmts[c], qconf[c].group, src, rows, cols, buf, size), want[v]);
+            for (size_t i = 0; i < size; i++)
+                ck_assert_msg(buf[i] == 0, "%s, %g: byte %zu of %zu is %#x", qconf[c].name, (double)bad[v], i,
+                              size, buf[i]);
+        }
+        free(buf);
+    }
+}
+END_TEST
+
 /* ---- suite ------------------------------------------------------------------ */
 
 static Suite *quant_suite(void)
@@ -1380,6 +1450,8 @@ static Suite *quant_suite(void)
     tcase_add_test(tc, test_check_sizes);
     tcase_add_test(tc, test_public_sizes);
     tcase_add_test(tc, test_public_roundtrip);
+    tcase_add_test(tc, test_quantize_reports_nonfinite);
+    tcase_add_test(tc, test_public_refusal_leaves_zeros);
     suite_add_tcase(s, tc);
 
     TCase *tk = tcase_create("kernels");

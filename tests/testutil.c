@@ -389,6 +389,87 @@ int tu_st_write_raw_len(const char *path, uint64_t header_len, const char *heade
     return write_st(path, header_len, header_json, strlen(header_json), data, nbytes);
 }
 
+/* One entry of a fixture's header: "name":{"dtype":"BF16","shape":[a,b],
+ * "data_offsets":[x,y]}, the only form tu_st_write and the fixtures use. */
+int tu_st_rewrite(const char *path, const char *dtype, const char *patch, size_t first, size_t count,
+                  float value)
+{
+    size_t n = 0;
+    unsigned char *raw = (unsigned char *)tu_read_file(path, &n);
+    char *hdr = NULL;
+    tu_st *w = tu_st_new();
+    int patched = 0, n_tensors = 0, rc = -1;
+    uint64_t hl = 0;
+    if (raw == NULL || w == NULL || n < 8)
+        goto out;
+    for (int i = 7; i >= 0; i--)
+        hl = (hl << 8) | raw[i];
+    if (hl > n - 8 || (hdr = malloc((size_t)hl + 1)) == NULL)
+        goto out;
+    memcpy(hdr, raw + 8, (size_t)hl);
+    hdr[hl] = '\0';
+    const unsigned char *data = raw + 8 + hl;
+    for (const char *s = hdr; (s = strstr(s, "\"dtype\":\"BF16\"")) != NULL; s++) {
+        const char *q = s;
+        while (q > hdr && *q != '{')
+            q--;
+        const char *name_end = q - 2; /* "name":{ */
+        const char *name_start = name_end;
+        while (name_start > hdr && name_start[-1] != '"')
+            name_start--;
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(name_end - name_start), name_start);
+        int64_t shape[8];
+        int nd = 0;
+        const char *sh = strstr(s, "\"shape\":[");
+        const char *off = strstr(s, "\"data_offsets\":[");
+        if (sh == NULL || off == NULL)
+            goto out;
+        for (sh += 9; *sh != ']' && nd < 8;) {
+            shape[nd++] = strtoll(sh, (char **)&sh, 10);
+            if (*sh == ',')
+                sh++;
+        }
+        off += 16;
+        unsigned long long b = strtoull(off, (char **)&off, 10);
+        unsigned long long e = strtoull(off + 1, NULL, 10);
+        if (b > e || e > n - 8 - hl)
+            goto out;
+        size_t cnt = (size_t)(e - b) / 2;
+        float *f = malloc(cnt * sizeof(float) + 1);
+        uint16_t *h = malloc(cnt * sizeof(uint16_t) + 1);
+        if (f == NULL || h == NULL) {
+            free(f);
+            free(h);
+            goto out;
+        }
+        for (size_t i = 0; i < cnt; i++)
+            f[i] = tu_bf16_to_f32((uint16_t)(data[b + 2 * i] | (data[b + 2 * i + 1] << 8)));
+        if (patch != NULL && strcmp(name, patch) == 0 && first <= cnt && count <= cnt - first) {
+            for (size_t i = first; i < first + count; i++)
+                f[i] = value;
+            patched = 1;
+        }
+        if (strcmp(dtype, "F32") == 0) {
+            tu_st_add(w, name, "F32", nd, shape, f, cnt * sizeof(float));
+        } else {
+            for (size_t i = 0; i < cnt; i++)
+                h[i] = strcmp(dtype, "F16") == 0 ? tu_f32_to_f16(f[i]) : tu_f32_to_bf16(f[i]);
+            tu_st_add(w, name, dtype, nd, shape, h, cnt * sizeof(uint16_t));
+        }
+        free(f);
+        free(h);
+        n_tensors++;
+    }
+    if (n_tensors > 0 && (patch == NULL || patched))
+        rc = tu_st_write(w, path);
+out:
+    tu_st_free(w);
+    free(hdr);
+    free(raw);
+    return rc;
+}
+
 /* ---- floats ------------------------------------------------------------ */
 
 uint16_t tu_f32_to_bf16(float f)

@@ -64,6 +64,16 @@ int tu_st_write_raw(const char *path, const char *header_json, const void *data,
 int tu_st_write_raw_len(const char *path, uint64_t header_len, const char *header_json,
                         const void *data, size_t nbytes);
 
+/* Rewrites the checkpoint file path, whose tensors are all BF16 (as the
+ * fixtures are), with every tensor stored as dtype: "F32" (exact), "F16"
+ * (rounded to nearest even) or "BF16". If patch is not NULL, elements
+ * [first, first + count) of that tensor, in row-major order, are set to
+ * value before the conversion (-1 if there is no such tensor or range, or
+ * no BF16 tensor at all).
+ * The header is parsed here, without the library. */
+int tu_st_rewrite(const char *path, const char *dtype, const char *patch, size_t first, size_t count,
+                  float value);
+
 /* ---- floats ------------------------------------------------------------ */
 
 /* float -> bfloat16, rounding to nearest even (NaN stays a quiet NaN). */

@@ -144,7 +144,13 @@ COLI_API coli_status coli_options_set_log(coli_options *opts, coli_log_fn fn, vo
  * 0 if the arguments are invalid (cols must be a multiple of 32 and of group).
  */
 COLI_API size_t coli_quant_size(coli_weight_format fmt, int group, size_t rows, size_t cols);
-/* Quantizes src[rows * cols] into dst (cap bytes; coli_quant_size needed). */
+/*
+ * Quantizes src[rows * cols] into dst (cap bytes; coli_quant_size needed).
+ * COLI_EINVAL for invalid arguments or when src holds a NaN or an infinity,
+ * COLI_ERANGE for values beyond the fp16 range of the scales, COLI_ENOSPC
+ * if cap is too small. A refused src leaves no partial result: dst is then
+ * all zeros (argument errors leave it untouched).
+ */
 COLI_API coli_status coli_quantize(coli_weight_format fmt, int group, const float *src, size_t rows,
                                    size_t cols, void *dst, size_t cap);
 /* Expands quantized weights back to dst[rows * cols]. */
@@ -250,7 +256,9 @@ COLI_API const char *coli_context_errmsg(const coli_context *ctx);
 /*
  * Appends n tokens at the current position and runs the model on them
  * (prefill when n > 1, decode when n == 1). Afterwards coli_context_logits()
- * gives the next-token logits of the last of them.
+ * gives the next-token logits of the last of them. COLI_ERANGE if a logit
+ * comes out NaN or infinite (weights or activations overflowing): the n
+ * positions are then not kept.
  */
 COLI_API coli_status coli_eval(coli_context *ctx, const int32_t *tokens, size_t n);
 /* vocab_size floats of the last evaluated position, or NULL before any eval. */
