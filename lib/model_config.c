@@ -57,9 +57,9 @@ static coli_status get_num(cfg_reader *r, const coli__json *obj, const char *key
         *out = def;
         return COLI_OK;
     }
-    if (v->type != COLI_JSON_NUMBER || !isfinite(v->number))
+    if (v->type != COLI_JSON_NUMBER || !isfinite(coli__json_num(v)))
         return coli__fail(r->err, COLI_EFORMAT, "%s: field '%s' must be a number", r->file, key);
-    *out = v->number;
+    *out = coli__json_num(v);
     return COLI_OK;
 }
 

@@ -566,9 +566,9 @@ static coli_status load_model(coli__tokenizer *t, const coli__json *root, coli__
         return tfail(t, err, COLI_EUNSUPPORTED,
                      "model type \"%.40s\" is not supported (only BPE)", type);
     j = coli__json_get(model, "dropout");
-    if (j && j->type == COLI_JSON_NUMBER && j->number > 0.0)
+    if (j && j->type == COLI_JSON_NUMBER && coli__json_num(j) > 0.0)
         return tfail(t, err, COLI_EUNSUPPORTED,
-                     "model.dropout %g is not supported (BPE dropout is random)", j->number);
+                     "model.dropout %g is not supported (BPE dropout is random)", coli__json_num(j));
 
     t->byte_fallback = coli__json_get_bool(model, "byte_fallback", 0);
     t->fuse_unk = coli__json_get_bool(model, "fuse_unk", 0);
@@ -597,13 +597,13 @@ static coli_status load_model(coli__tokenizer *t, const coli__json *root, coli__
     if (!t->vents || !t->vtab || buf_reserve(&t->strs, t->n_vents * 8))
         return oom(t, err);
     for (size_t i = 0; i < vocab->len; i++) {
-        const coli__json *v = &vocab->items[i];
+        const coli__json *v = &vocab->items[i], *key = coli__json_key(vocab, i);
         if (v->type != COLI_JSON_NUMBER || !v->is_int || v->integer < 0 || v->integer >= MAX_ID)
             return tfail(t, err, COLI_EFORMAT, "model.vocab[\"%.60s\"] is not a valid id",
-                         vocab->keys[i]);
-        if (strs_add(t, vocab->keys[i], vocab->key_lens[i], &t->vents[i].off))
+                         key->str);
+        if (strs_add(t, key->str, key->len, &t->vents[i].off))
             return oom(t, err);
-        t->vents[i].len = (uint32_t)vocab->key_lens[i];
+        t->vents[i].len = key->len;
         t->vents[i].id = (int32_t)v->integer;
         vocab_insert(t, i);
     }
