@@ -318,7 +318,7 @@ static coli_status load_json(const char *dir, const char *name, int required, co
     *path = coli__path_join(dir, name);
     if (!*path)
         return coli__fail(err, COLI_ENOMEM, "out of memory");
-    coli_status st = coli__json_parse_file(*path, doc, err);
+    coli_status st = coli__json_parse_file_max(*path, COLI__JSON_CONFIG_MAX, doc, err);
     if (st == COLI_ENOENT && !required) {
         coli__err_clear(err);
         return COLI_OK;

@@ -18,6 +18,13 @@
 #include "unicode.h"
 
 #define MAX_ID (1 << 26) /* ids at or above are refused as corrupt */
+/* Tables are indexed by id, so ids are also checked against the entries
+ * present before anything is sized by them: Hugging Face vocab ids are
+ * dense from 0 and added tokens sit among or just above them (a config's
+ * vocab_size may pad further, but with no tokens there). An id must be
+ * below twice the vocab and added entries plus ID_SLACK, which keeps the
+ * tables proportional to the file whatever ids it claims. */
+#define ID_SLACK 1024
 #define NO_STR UINT32_MAX
 
 /* ---- growable buffers ------------------------------------------------ */
@@ -165,7 +172,9 @@ static void plist_free(plist *l)
  * as the Rust crate drops empty splits). */
 static int plist_open(plist *l, int first)
 {
-    if (vec_grow(&l->v, &l->cap, l->n + 1, sizeof *l->v))
+    /* The text is allocated even for an empty piece, so that a piece's
+     * pointer (text.p + off) is never an offset from NULL. */
+    if (vec_grow(&l->v, &l->cap, l->n + 1, sizeof *l->v) || buf_reserve(&l->text, 0))
         return -1;
     l->v[l->n].off = l->text.n;
     l->v[l->n].len = 0;
@@ -276,6 +285,7 @@ typedef struct bytemap {
 
 struct coli__tokenizer {
     char *path;
+    size_t id_entries, id_limit; /* vocab + added entries; ids must be below the limit */
     coli__buf strs; /* every token string, NUL-separated */
 
     vent *vents;
@@ -544,6 +554,21 @@ static coli_status load_merge(coli__tokenizer *t, size_t rank, const coli__json 
     return COLI_OK;
 }
 
+/* Sets the id bound of ID_SLACK. */
+static void set_id_limit(coli__tokenizer *t, const coli__json *root)
+{
+    const coli__json *vocab = coli__json_get(coli__json_get(root, "model"), "vocab");
+    const coli__json *at = coli__json_get(root, "added_tokens");
+    size_t n = 0, lim;
+    if (vocab && vocab->type == COLI_JSON_OBJECT)
+        n += vocab->len;
+    if (at && at->type == COLI_JSON_ARRAY)
+        n += at->len;
+    lim = 2 * n + ID_SLACK;
+    t->id_entries = n;
+    t->id_limit = lim < MAX_ID ? lim : MAX_ID;
+}
+
 static coli_status load_model(coli__tokenizer *t, const coli__json *root, coli__err *err)
 {
     const coli__json *model = coli__json_get(root, "model");
@@ -601,6 +626,12 @@ static coli_status load_model(coli__tokenizer *t, const coli__json *root, coli__
         if (v->type != COLI_JSON_NUMBER || !v->is_int || v->integer < 0 || v->integer >= MAX_ID)
             return tfail(t, err, COLI_EFORMAT, "model.vocab[\"%.60s\"] is not a valid id",
                          key->str);
+        if ((uint64_t)v->integer >= t->id_limit)
+            return tfail(t, err, COLI_EFORMAT,
+                         "model.vocab[\"%.60s\"] = %lld: with %zu vocab and added entries, ids "
+                         "must be below %zu",
+                         key->str, (long long)v->integer, t->id_entries,
+                         t->id_limit);
         if (strs_add(t, key->str, key->len, &t->vents[i].off))
             return oom(t, err);
         t->vents[i].len = key->len;
@@ -662,6 +693,12 @@ static coli_status load_added(coli__tokenizer *t, const coli__json *root, coli__
             id->integer >= MAX_ID)
             return tfail(t, err, COLI_EFORMAT, "added_tokens[%zu] (\"%.60s\") has no valid \"id\"",
                          i, c->str);
+        if ((uint64_t)id->integer >= t->id_limit)
+            return tfail(t, err, COLI_EFORMAT,
+                         "added_tokens[%zu] (\"%.60s\") id %lld: with %zu vocab and added "
+                         "entries, ids must be below %zu",
+                         i, c->str, (long long)id->integer, t->id_entries,
+                         t->id_limit);
         if (c->len == 0)
             continue; /* can never match */
         if (strs_add(t, c->str, c->len, &a->off))
@@ -1416,7 +1453,9 @@ coli_status coli__tok_load(const char *path, coli__tokenizer **out, coli__err *e
         free(t);
         return coli__fail(err, COLI_ENOMEM, "%s: out of memory", path);
     }
-    st = coli__json_parse_file(path, &doc, err);
+    /* Real tokenizer.json files take 2-35 MB (a 262k vocab, the largest in
+     * use, about 33 MB): the limit leaves room for vocabularies 8x that. */
+    st = coli__json_parse_file_max(path, COLI__JSON_TOKENIZER_MAX, &doc, err);
     if (st != COLI_OK) {
         coli__tok_free(t);
         return st;
@@ -1426,6 +1465,7 @@ coli_status coli__tok_load(const char *path, coli__tokenizer **out, coli__err *e
         st = tfail(t, err, COLI_EFORMAT, "the top level is not a JSON object");
         goto done;
     }
+    set_id_limit(t, root);
     if ((st = load_model(t, root, err)) != COLI_OK)
         goto done;
     if ((st = load_added(t, root, err)) != COLI_OK)

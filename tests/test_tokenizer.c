@@ -832,6 +832,28 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+/* Ids size the id tables, so an id far past the entries present is refused
+ * before anything is allocated by it (2^26 - 1 used to take some 576 MB).
+ * Here 3 vocab entries and 1 added token allow ids below 2 * 4 + 1024. */
+#define ADDED_AT(id)                                                                     \
+    "{\"added_tokens\":[{\"id\":" #id ",\"content\":\"<x>\",\"special\":true}]," TINY_MODEL "}"
+
+START_TEST(test_id_limits)
+{
+    coli__tokenizer *tok = load_ok(ADDED_AT(1031));
+    ck_assert_uint_eq(coli__tok_vocab_size(tok), 1032);
+    ck_assert_int_eq(coli__tok_find(tok, "<x>"), 1031);
+    EXPECT_DECODE(tok, 0, "<x> ab", 1031, 2); /* no decoder: pieces joined by spaces */
+    coli__tok_free(tok);
+    expect_refusal(ADDED_AT(1032), COLI_EFORMAT, "added_tokens[0]", "below 1032");
+    expect_refusal(ADDED_AT(67108863), COLI_EFORMAT, "added_tokens[0]", "67108863");
+    expect_refusal("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":67108863},\"merges\":[]}}",
+                   COLI_EFORMAT, "model.vocab[\"b\"]", "67108863");
+    expect_refusal("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1028},\"merges\":[]}}",
+                   COLI_EFORMAT, "model.vocab[\"b\"]", "below 1028");
+}
+END_TEST
+
 START_TEST(test_bad_calls)
 {
     coli__tokenizer *tok = load_ok("{" TINY_MODEL "}");
@@ -1131,6 +1153,28 @@ static void run_fixture(const char *arch)
     free(dir);
 }
 
+/* Decoding to nothing (only skipped specials, or no ids): Fuse then makes
+ * one empty piece with no text buffer behind it, which Strip must not
+ * offset (clang's UBSan stopped here on NULL + 0). */
+START_TEST(test_decode_to_nothing)
+{
+    char *dir = tu_path(tu_data_dir(), "mixtral");
+    char *tj = tu_path(dir, "tokenizer.json");
+    coli__tokenizer *tok = NULL;
+    coli__err err = {{0}};
+    ck_assert_int_eq(coli__tok_load(tj, &tok, &err), COLI_OK);
+    ck_assert_int_eq(coli__tok_find(tok, "<s>"), 1);
+    EXPECT_DECODE(tok, 1, "", 1);
+    EXPECT_DECODE(tok, 1, "", 1, 2);
+    EXPECT_DECODE(tok, 0, "<s>", 1);
+    expect_decode(tok, NULL, 0, 1, "");
+    expect_decode(tok, NULL, 0, 0, "");
+    coli__tok_free(tok);
+    free(tj);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_fixture_qwen3_moe)
 {
     run_fixture("qwen3_moe");
@@ -1171,6 +1215,7 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(tc, test_added_flags);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_bad_calls);
+    tcase_add_test(tc, test_id_limits);
     tcase_add_test(tc, test_long_input);
     suite_add_tcase(s, tc);
 
@@ -1179,6 +1224,7 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(tc, test_fixture_qwen3_moe);
     tcase_add_test(tc, test_fixture_olmoe);
     tcase_add_test(tc, test_fixture_mixtral);
+    tcase_add_test(tc, test_decode_to_nothing);
     suite_add_tcase(s, tc);
     return s;
 }
