@@ -273,6 +273,7 @@ typedef struct mslot {
     int32_t id;
 } mslot;
 #define MSLOT_EMPTY UINT64_MAX
+#define JT_EMPTY UINT64_MAX
 
 enum { IDF_ADDED = 1, IDF_SPECIAL = 2 };
 
@@ -294,6 +295,10 @@ struct coli__tokenizer {
     size_t vtab_mask;
     mslot *mtab;
     size_t mtab_mask;
+    uint64_t *jtab; /* merge junctions (see junction_key); JT_EMPTY when free */
+    size_t jtab_mask;
+    int bpe_whole;            /* junctions do not hold: merge every word whole */
+    uint32_t unk_fc, unk_lc;  /* first and last character of the unk token */
 
     size_t n_ids;
     uint32_t *id_off, *id_len; /* id_len NO_STR: no token */
@@ -454,6 +459,66 @@ static void merge_put(coli__tokenizer *t, int32_t a, int32_t b, uint32_t rank, i
     }
 }
 
+/* First and last character of the valid UTF-8 s[0..n), n > 0. */
+static uint32_t first_cp(const char *s, size_t n)
+{
+    uint32_t cp;
+    size_t len;
+    coli__utf8_decode(s, n, &cp, &len);
+    return cp;
+}
+
+static uint32_t last_cp(const char *s, size_t n)
+{
+    size_t k = n - 1;
+    while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
+        k--;
+    return first_cp(s + k, n - k);
+}
+
+/* Junctions. A merged token begins with the first character of its left
+ * part and ends with the last character of its right part, so the symbols
+ * on either side of a boundary in a word always end with the character
+ * before it and begin with the one after it (with a continuing-subword
+ * prefix, the prefix's first character). A merge (a, b) can therefore join
+ * them only if a ends and b begins with those two characters: the pair is
+ * a junction of the merges. A boundary that is no junction is never
+ * crossed, and BPE on the pieces between such boundaries gives exactly the
+ * result on the whole word. That keeps words without pre-tokenizer splits
+ * (SentencePiece text is one word: no merge has a right part starting with
+ * U+2581 after a letter) linear, each piece in a small heap. It relies on
+ * every token id having one string: bpe_whole is set when it does not. */
+static uint64_t junction_key(uint32_t last, uint32_t first)
+{
+    return ((uint64_t)last << 32) | first;
+}
+
+static int junction_known(const coli__tokenizer *t, uint32_t last, uint32_t first)
+{
+    uint64_t key = junction_key(last, first);
+    if (!t->jtab)
+        return 0; /* no merges */
+    for (size_t i = hash_pair(key) & t->jtab_mask;; i = (i + 1) & t->jtab_mask) {
+        if (t->jtab[i] == key)
+            return 1;
+        if (t->jtab[i] == JT_EMPTY)
+            return 0;
+    }
+}
+
+static void junction_put(coli__tokenizer *t, uint32_t last, uint32_t first)
+{
+    uint64_t key = junction_key(last, first);
+    for (size_t i = hash_pair(key) & t->jtab_mask;; i = (i + 1) & t->jtab_mask) {
+        if (t->jtab[i] == key)
+            return;
+        if (t->jtab[i] == JT_EMPTY) {
+            t->jtab[i] = key;
+            return;
+        }
+    }
+}
+
 /* Copies s into the string store; *off receives its offset. */
 static int strs_add(coli__tokenizer *t, const char *s, size_t n, uint32_t *off)
 {
@@ -529,6 +594,10 @@ static coli_status load_merge(coli__tokenizer *t, size_t rank, const coli__json 
         return tfail(t, err, COLI_EFORMAT, "model.merges[%zu]: token \"%.*s\" is not in the vocab",
                      rank, (int)(ia < 0 ? (alen > 60 ? 60 : alen) : (blen > 60 ? 60 : blen)),
                      ia < 0 ? a : b);
+    if (alen == 0 || blen == 0)
+        t->bpe_whole = 1; /* an empty token has no characters to join on */
+    else
+        junction_put(t, last_cp(a, alen), first_cp(b, blen));
     /* The merged token drops the continuing-subword prefix of b. */
     blen_np = blen;
     if (t->prefix_len && blen >= t->prefix_len && memcmp(b, t->prefix, t->prefix_len) == 0) {
@@ -643,6 +712,12 @@ static coli_status load_model(coli__tokenizer *t, const coli__json *root, coli__
     if (j && j->type == COLI_JSON_STRING) {
         t->has_unk = 1;
         t->unk_id = vocab_get(t, j->str, j->len);
+        if (j->len) {
+            t->unk_fc = first_cp(j->str, j->len);
+            t->unk_lc = last_cp(j->str, j->len);
+        } else {
+            t->bpe_whole = 1;
+        }
     } else if (j && j->type != COLI_JSON_NULL) {
         return tfail(t, err, COLI_EFORMAT, "model.unk_token is not a string");
     }
@@ -658,10 +733,14 @@ static coli_status load_model(coli__tokenizer *t, const coli__json *root, coli__
             return tfail(t, err, COLI_EFORMAT, "model.merges is not an array");
         t->mtab_mask = pow2_at_least(merges->len * 2) - 1;
         t->mtab = malloc((t->mtab_mask + 1) * sizeof *t->mtab);
-        if (!t->mtab)
+        t->jtab_mask = t->mtab_mask;
+        t->jtab = malloc((t->jtab_mask + 1) * sizeof *t->jtab);
+        if (!t->mtab || !t->jtab)
             return oom(t, err);
-        for (size_t i = 0; i <= t->mtab_mask; i++)
+        for (size_t i = 0; i <= t->mtab_mask; i++) {
             t->mtab[i].key = MSLOT_EMPTY;
+            t->jtab[i] = JT_EMPTY;
+        }
         for (size_t i = 0; i < merges->len && st == COLI_OK; i++)
             st = load_merge(t, i, &merges->items[i], &tmp, &tmp_cap, err);
     }
@@ -736,6 +815,8 @@ static coli_status build_ids(coli__tokenizer *t, coli__err *err)
     for (size_t i = 0; i < n; i++)
         t->id_len[i] = NO_STR;
     for (size_t i = 0; i < t->n_vents; i++) {
+        if (t->id_len[t->vents[i].id] != NO_STR)
+            t->bpe_whole = 1; /* an id with two strings: junctions do not hold */
         t->id_off[t->vents[i].id] = t->vents[i].off;
         t->id_len[t->vents[i].id] = t->vents[i].len;
     }
@@ -1356,10 +1437,11 @@ static int split_added(const coli__tokenizer *t, const matcher *m, int norm, con
             i = mend;
             continue;
         }
-        if (hit->lstrip) {
-            size_t ns = ws_suffix_start(s, mstart);
-            mstart = ns > pos ? ns : pos;
-        }
+        /* lstrip takes whitespace back to the previous match at most: the
+         * scan stops there too (from the start, runs of a whitespace token
+         * would cost quadratic time). */
+        if (hit->lstrip)
+            mstart = pos + ws_suffix_start(s + pos, mstart - pos);
         if (hit->rstrip)
             mend += ws_prefix_len(s + mend, n - mend);
         if (pos < mstart && segv_add(out, pos, mstart - pos, -1))
@@ -1408,6 +1490,7 @@ void coli__tok_free(coli__tokenizer *t)
     free(t->vents);
     free(t->vtab);
     free(t->mtab);
+    free(t->jtab);
     free(t->id_off);
     free(t->id_len);
     free(t->id_flags);
@@ -1893,82 +1976,18 @@ static int sym_add(scratch *sc, size_t *ns, int32_t id, uint32_t len)
     return 0;
 }
 
-static coli_status bpe(const coli__tokenizer *t, scratch *sc, const char *s, size_t n,
-                       coli__ids *out, coli__err *err)
+/* Merges syms[0..ns) (lowest rank first, leftmost among equals, as the
+ * Rust crate does: a heap of candidate pairs over the linked symbols, each
+ * popped entry checked against the pair now at its place) and appends the
+ * resulting ids. */
+static coli_status bpe_merge(const coli__tokenizer *t, scratch *sc, size_t ns, coli__ids *out,
+                             coli__err *err)
 {
-    size_t ns = 0, hn = 0, i = 0;
-    int32_t unk_len = -1; /* pending unknown bytes, -1 if none */
-
-    if (n == 0)
-        return COLI_OK;
-    if (n > INT32_MAX / 2)
-        return tfail(t, err, COLI_ERANGE, "pre-token of %zu bytes is too long", n);
-    if (t->ignore_merges) {
-        int32_t id = vocab_get(t, s, n);
-        if (id >= 0)
-            return ids_push(out, id) ? oom(t, err) : COLI_OK;
-    }
-    while (i < n) {
-        uint32_t cp;
-        size_t clen;
-        const char *q = s + i;
-        size_t ql;
-        int32_t id;
-        coli__utf8_decode(s + i, n - i, &cp, &clen);
-        ql = clen;
-        if ((t->prefix_len && i > 0) || (t->suffix_len && i + clen == n)) {
-            buf_reset(&sc->tmp);
-            if ((i > 0 && buf_add(&sc->tmp, t->prefix, t->prefix_len)) ||
-                buf_add(&sc->tmp, s + i, clen) ||
-                (i + clen == n && buf_add(&sc->tmp, t->suffix, t->suffix_len)))
-                return oom(t, err);
-            q = sc->tmp.p;
-            ql = sc->tmp.n;
-        }
-        id = vocab_get(t, q, ql);
-        if (id >= 0) {
-            if (unk_len >= 0) {
-                if (sym_add(sc, &ns, t->unk_id, (uint32_t)unk_len))
-                    return oom(t, err);
-                unk_len = -1;
-            }
-            if (sym_add(sc, &ns, id, (uint32_t)clen))
-                return oom(t, err);
-        } else {
-            int done = 0;
-            if (t->byte_fallback) {
-                size_t k;
-                for (k = 0; k < ql && t->byte_id[(unsigned char)q[k]] >= 0; k++)
-                    ;
-                if (k == ql) {
-                    for (k = 0; k < ql; k++)
-                        if (sym_add(sc, &ns, t->byte_id[(unsigned char)q[k]], 1))
-                            return oom(t, err);
-                    done = 1;
-                }
-            }
-            if (!done && t->has_unk) {
-                if (t->unk_id < 0)
-                    return tfail(t, err, COLI_EFORMAT,
-                                 "model.unk_token is not in the vocab but is needed");
-                if (unk_len >= 0 && t->fuse_unk) {
-                    unk_len += (int32_t)clen;
-                } else {
-                    if (unk_len >= 0 && sym_add(sc, &ns, t->unk_id, (uint32_t)unk_len))
-                        return oom(t, err);
-                    unk_len = (int32_t)clen;
-                }
-            }
-        }
-        i += clen;
-    }
-    if (unk_len >= 0 && sym_add(sc, &ns, t->unk_id, (uint32_t)unk_len))
-        return oom(t, err);
+    size_t hn = 0, i;
     if (ns == 0)
         return COLI_OK;
+    sc->syms[0].prev = -1;
     sc->syms[ns - 1].next = -1;
-
-    /* lowest rank first, leftmost among equals */
     for (i = 0; i + 1 < ns; i++) {
         const mslot *m = merge_get(t, sc->syms[i].id, sc->syms[i + 1].id);
         if (m) {
@@ -2009,6 +2028,107 @@ static coli_status bpe(const coli__tokenizer *t, scratch *sc, const char *s, siz
         if (sc->syms[i].len && ids_push(out, sc->syms[i].id))
             return oom(t, err);
     return COLI_OK;
+}
+
+/* The symbols of one word, merged piece by piece between the boundaries
+ * that are no junction. */
+typedef struct bpe_word {
+    size_t ns;        /* symbols of the current piece */
+    uint32_t last_ch; /* last character of the previous symbol */
+} bpe_word;
+
+static coli_status bpe_sym(const coli__tokenizer *t, scratch *sc, bpe_word *w, int32_t id,
+                           uint32_t len, uint32_t first_ch, uint32_t last_ch, coli__ids *out,
+                           coli__err *err)
+{
+    if (w->ns > 0 && !t->bpe_whole && !junction_known(t, w->last_ch, first_ch)) {
+        COLI_TRY(bpe_merge(t, sc, w->ns, out, err));
+        w->ns = 0;
+    }
+    if (sym_add(sc, &w->ns, id, len))
+        return oom(t, err);
+    w->last_ch = last_ch;
+    return COLI_OK;
+}
+
+static coli_status bpe(const coli__tokenizer *t, scratch *sc, const char *s, size_t n,
+                       coli__ids *out, coli__err *err)
+{
+    size_t i = 0;
+    int32_t unk_len = -1; /* pending unknown bytes, -1 if none */
+    bpe_word w = {0, 0};
+
+    if (n == 0)
+        return COLI_OK;
+    if (n > INT32_MAX / 2)
+        return tfail(t, err, COLI_ERANGE, "pre-token of %zu bytes is too long", n);
+    if (t->ignore_merges) {
+        int32_t id = vocab_get(t, s, n);
+        if (id >= 0)
+            return ids_push(out, id) ? oom(t, err) : COLI_OK;
+    }
+    while (i < n) {
+        uint32_t cp;
+        size_t clen;
+        const char *q = s + i;
+        size_t ql;
+        int32_t id;
+        coli__utf8_decode(s + i, n - i, &cp, &clen);
+        ql = clen;
+        if ((t->prefix_len && i > 0) || (t->suffix_len && i + clen == n)) {
+            buf_reset(&sc->tmp);
+            if ((i > 0 && buf_add(&sc->tmp, t->prefix, t->prefix_len)) ||
+                buf_add(&sc->tmp, s + i, clen) ||
+                (i + clen == n && buf_add(&sc->tmp, t->suffix, t->suffix_len)))
+                return oom(t, err);
+            q = sc->tmp.p;
+            ql = sc->tmp.n;
+        }
+        id = vocab_get(t, q, ql);
+        if (id >= 0) {
+            if (unk_len >= 0) {
+                COLI_TRY(bpe_sym(t, sc, &w, t->unk_id, (uint32_t)unk_len, t->unk_fc, t->unk_lc,
+                                 out, err));
+                unk_len = -1;
+            }
+            if (q == s + i)
+                COLI_TRY(bpe_sym(t, sc, &w, id, (uint32_t)clen, cp, cp, out, err));
+            else
+                COLI_TRY(bpe_sym(t, sc, &w, id, (uint32_t)clen, first_cp(q, ql), last_cp(q, ql),
+                                 out, err));
+        } else {
+            int done = 0;
+            if (t->byte_fallback) {
+                size_t k;
+                for (k = 0; k < ql && t->byte_id[(unsigned char)q[k]] >= 0; k++)
+                    ;
+                if (k == ql) {
+                    /* "<0xNN>" tokens; a pending unk stays pending, as in the Rust crate */
+                    for (k = 0; k < ql; k++)
+                        COLI_TRY(bpe_sym(t, sc, &w, t->byte_id[(unsigned char)q[k]], 1, '<', '>',
+                                         out, err));
+                    done = 1;
+                }
+            }
+            if (!done && t->has_unk) {
+                if (t->unk_id < 0)
+                    return tfail(t, err, COLI_EFORMAT,
+                                 "model.unk_token is not in the vocab but is needed");
+                if (unk_len >= 0 && t->fuse_unk) {
+                    unk_len += (int32_t)clen;
+                } else {
+                    if (unk_len >= 0)
+                        COLI_TRY(bpe_sym(t, sc, &w, t->unk_id, (uint32_t)unk_len, t->unk_fc,
+                                         t->unk_lc, out, err));
+                    unk_len = (int32_t)clen;
+                }
+            }
+        }
+        i += clen;
+    }
+    if (unk_len >= 0)
+        COLI_TRY(bpe_sym(t, sc, &w, t->unk_id, (uint32_t)unk_len, t->unk_fc, t->unk_lc, out, err));
+    return bpe_merge(t, sc, w.ns, out, err);
 }
 
 /* ---- encode ---------------------------------------------------------- */

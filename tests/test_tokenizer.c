@@ -750,6 +750,37 @@ START_TEST(test_added_flags)
 }
 END_TEST
 
+/* An lstrip token that is itself whitespace, repeated: each match may only
+ * strip back to the previous one. 300000 of them took minutes when every
+ * match scanned back over all the run before it (Check's timeout fails the
+ * test); this is linear. */
+START_TEST(test_lstrip_run)
+{
+    enum { N = 300000 };
+    const char *json =
+        "{\"added_tokens\":[{\"id\":5,\"content\":\"\\n\",\"single_word\":false,\"lstrip\":true,"
+        "\"rstrip\":false,\"normalized\":false,\"special\":false}],"
+        "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\" \":1},\"merges\":[]}}";
+    coli__tokenizer *tok = load_ok(json);
+    coli__ids ids = {0};
+    coli__err err = {{0}};
+    char *text = malloc(N + 5);
+    EXPECT_IDS(tok, "a \n \n", 0, 0, 5, 5);
+    EXPECT_IDS(tok, "a\n \na", 0, 0, 5, 5, 0);
+    ck_assert_ptr_nonnull(text);
+    memcpy(text, "a   ", 4);
+    memset(text + 4, '\n', N);
+    ck_assert_int_eq(coli__tok_encode(tok, text, N + 4, 0, &ids, &err), COLI_OK);
+    ck_assert_uint_eq(ids.n, N + 1);
+    ck_assert_int_eq(ids.v[0], 0);
+    for (size_t i = 1; i <= N; i++)
+        ck_assert_int_eq(ids.v[i], 5);
+    coli__ids_free(&ids);
+    free(text);
+    coli__tok_free(tok);
+}
+END_TEST
+
 /* ---- refusals ---------------------------------------------------------- */
 
 static void expect_refusal(const char *json, coli_status want, const char *needle1,
@@ -1213,6 +1244,7 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(tc, test_bpe_sentencepiece);
     tcase_add_test(tc, test_metaspace);
     tcase_add_test(tc, test_added_flags);
+    tcase_add_test(tc, test_lstrip_run);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_bad_calls);
     tcase_add_test(tc, test_id_limits);
