@@ -835,7 +835,7 @@ coli_status coli__json_parse_file_max(const char *path, size_t max_bytes, coli__
 
 const coli__json *coli__json_get(const coli__json *obj, const char *key)
 {
-    if (obj == NULL || key == NULL || obj->type != COLI_JSON_OBJECT)
+    if (obj == NULL || key == NULL || obj->type != COLI_JSON_OBJECT || obj->len == 0)
         return NULL;
     size_t klen = strlen(key);
     const coli__json *keys = obj->items + obj->len;
