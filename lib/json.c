@@ -5,17 +5,20 @@
  *    (RFC 8259 section 8.1 allows that).
  *  - \u escapes must form valid code points: a surrogate pair is combined, a
  *    lone high or low surrogate is an error. \u0000 is kept as a NUL byte.
- *  - Duplicate object keys are all kept in keys[]/items[]; coli__json_get
- *    returns the LAST one, as most JSON readers (serde_json, Python) do.
+ *  - Duplicate object keys are all kept; coli__json_get returns the LAST
+ *    one, as most JSON readers (serde_json, Python) do.
  *  - Numbers: integers without fraction/exponent that fit int64 are converted
  *    exactly by hand; everything else goes through strtod under a private
  *    "C" locale (uselocale), so the caller's LC_NUMERIC cannot change '.'.
  *    A number whose magnitude overflows a double is an error.
  *  - Error positions: lines count '\n', columns count bytes, both from 1.
  *
- * Speed: every node and string lives in one arena of large chunks; children
- * of open containers are collected on one shared scratch stack and copied to
- * the arena when the container closes, so a 150k-key object costs one copy. */
+ * Memory: two passes. The first only finds the structure: the number of
+ * members of every container (in the order they open) and an upper bound
+ * of the string bytes. The whole tree then takes one block of exactly
+ * 16 bytes per node plus the strings, and the second pass parses every
+ * value straight into its place, so nothing is held twice. Every
+ * allocation is counted against coli__json_mem_limit before it is made. */
 /* autoconf's config.h is force-included by the build (-include) */
 
 #include <errno.h>
@@ -32,94 +35,24 @@
 #include "json.h"
 
 #define JSON_MAX_DEPTH 256
-#define ARENA_MIN_CHUNK ((size_t)64 * 1024)
-#define ARENA_MAX_CHUNK ((size_t)16 * 1024 * 1024)
 
-/* ---- arena ------------------------------------------------------------- */
-
-typedef struct chunk {
-    struct chunk *next;
-    size_t cap;
-    size_t used;
-    unsigned char *data;
-} chunk;
+_Static_assert(sizeof(coli__json) == 16, "a JSON node is 16 bytes");
 
 struct coli__json_doc {
-    chunk *chunks;
-    size_t next_cap; /* size of the next chunk; grows geometrically */
+    void *block; /* the nodes, then the strings */
     coli__json *root;
+    size_t mem_peak;
 };
-
-static void *arena_alloc(coli__json_doc *doc, size_t n, size_t align)
-{
-    chunk *c = doc->chunks;
-    if (c != NULL) {
-        uintptr_t base = (uintptr_t)c->data;
-        size_t off = (size_t)(((base + c->used + align - 1) & ~(uintptr_t)(align - 1)) - base);
-        if (off <= c->cap && n <= c->cap - off) {
-            c->used = off + n;
-            return c->data + off;
-        }
-    }
-    size_t cap = doc->next_cap;
-    if (cap < n + align)
-        cap = n + align;
-    if (cap < n) /* n + align overflowed */
-        return NULL;
-    c = malloc(sizeof *c);
-    if (c == NULL)
-        return NULL;
-    c->data = malloc(cap);
-    if (c->data == NULL) {
-        free(c);
-        return NULL;
-    }
-    c->cap = cap;
-    c->next = doc->chunks;
-    doc->chunks = c;
-    if (doc->next_cap < ARENA_MAX_CHUNK)
-        doc->next_cap *= 2;
-    uintptr_t base = (uintptr_t)c->data;
-    size_t off = (size_t)(((base + align - 1) & ~(uintptr_t)(align - 1)) - base);
-    c->used = off + n;
-    return c->data + off;
-}
-
-void coli__json_free(coli__json_doc *doc)
-{
-    if (doc == NULL)
-        return;
-    chunk *c = doc->chunks;
-    while (c != NULL) {
-        chunk *next = c->next;
-        free(c->data);
-        free(c);
-        c = next;
-    }
-    free(doc);
-}
-
-const coli__json *coli__json_root(const coli__json_doc *doc)
-{
-    return doc != NULL ? doc->root : NULL;
-}
-
-/* ---- parser ------------------------------------------------------------ */
-
-typedef struct keyent {
-    const char *key;
-    size_t len;
-} keyent;
 
 typedef struct parser {
     const unsigned char *start, *p, *end;
     const char *what;
     coli__err *err;
-    coli__json_doc *doc;
-    coli__json *nodes; /* scratch stack of children of open containers */
-    size_t nnodes, capnodes;
-    keyent *keys; /* scratch stack of keys of open objects */
-    size_t nkeys, capkeys;
+    size_t mem_cur, mem_peak, mem_limit; /* bytes allocated by this parse */
+    uint32_t *counts;                    /* members of each container, in opening order */
+    size_t ncounts, capcounts, next_count;
+    coli__json *node_p, *node_end; /* the part of the block still free */
+    char *str_p, *str_end;
     locale_t cloc; /* created on first use */
     int depth;
 } parser;
@@ -152,6 +85,127 @@ static coli_status nomem(parser *P)
 {
     return coli__fail(P->err, COLI_ENOMEM, "%s: out of memory while parsing JSON", P->what);
 }
+
+/* ---- memory accounting ------------------------------------------------- */
+
+size_t coli__json_mem_limit(size_t len)
+{
+    if (len > (SIZE_MAX - COLI__JSON_MEM_SLACK) / COLI__JSON_MEM_PER_BYTE)
+        return SIZE_MAX;
+    return len * COLI__JSON_MEM_PER_BYTE + COLI__JSON_MEM_SLACK;
+}
+
+/* Books n more bytes, or fails naming the document. */
+static coli_status mem_take(parser *P, size_t n)
+{
+    if (n > P->mem_limit || P->mem_cur > P->mem_limit - n)
+        return coli__fail(P->err, COLI_EFORMAT,
+                          "%s: parsing needs more than %zu bytes of memory, the limit for a JSON "
+                          "document of %zu bytes (%d per byte plus %zu): too many small values",
+                          P->what, P->mem_limit, (size_t)(P->end - P->start),
+                          COLI__JSON_MEM_PER_BYTE, COLI__JSON_MEM_SLACK);
+    P->mem_cur += n;
+    if (P->mem_cur > P->mem_peak)
+        P->mem_peak = P->mem_cur;
+    return COLI_OK;
+}
+
+static void mem_give(parser *P, size_t n)
+{
+    P->mem_cur -= n;
+}
+
+/* ---- first pass: structure ------------------------------------------- */
+
+typedef struct open_box {
+    size_t idx;      /* into counts */
+    uint32_t commas; /* at this level */
+    unsigned char nonempty, is_obj;
+} open_box;
+
+static coli_status count_push(parser *P)
+{
+    if (P->ncounts == P->capcounts) {
+        size_t cap = P->capcounts ? P->capcounts * 2 : 64;
+        COLI_TRY(mem_take(P, (cap - P->capcounts) * sizeof *P->counts));
+        uint32_t *n = realloc(P->counts, cap * sizeof *n);
+        if (n == NULL)
+            return nomem(P);
+        P->counts = n;
+        P->capcounts = cap;
+    }
+    P->counts[P->ncounts++] = 0;
+    return COLI_OK;
+}
+
+/* Closes the innermost container: anything at its level means one member
+ * more than its commas. Objects take a node for each key too. */
+static void box_close(parser *P, const open_box *b, size_t *nodes)
+{
+    uint32_t n = b->nonempty ? b->commas + 1 : 0;
+    P->counts[b->idx] = n;
+    *nodes += (size_t)n * (b->is_obj ? 2 : 1);
+}
+
+/* Counts members and string bytes from P->p on. Exact for a valid document;
+ * on an invalid one it stops where the second pass will fail at the latest
+ * (an unterminated string, a stray bracket, too deep nesting), and what it
+ * counted still bounds what that pass builds before it fails. */
+static coli_status scan(parser *P, size_t *nodes_out, size_t *str_out)
+{
+    open_box stack[JSON_MAX_DEPTH];
+    int sp = 0;
+    size_t nodes = 1, strb = 0; /* the root */
+    const unsigned char *p = P->p, *end = P->end;
+    while (p < end) {
+        unsigned c = *p;
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+            p++;
+            continue;
+        }
+        if (sp > 0)
+            stack[sp - 1].nonempty = 1;
+        if (c == '"') {
+            const unsigned char *q = p + 1;
+            while (q < end && *q != '"') {
+                if (*q == '\\' && end - q < 2)
+                    q = end;
+                else
+                    q += (*q == '\\') ? 2 : 1;
+            }
+            if (q >= end)
+                break;
+            strb += (size_t)(q - p); /* the bytes between the quotes and a NUL */
+            p = q + 1;
+        } else if (c == '[' || c == '{') {
+            if (sp == JSON_MAX_DEPTH)
+                break;
+            stack[sp].idx = P->ncounts;
+            stack[sp].commas = 0;
+            stack[sp].nonempty = 0;
+            stack[sp].is_obj = c == '{';
+            COLI_TRY(count_push(P));
+            sp++;
+            p++;
+        } else if (c == ']' || c == '}') {
+            if (sp == 0)
+                break;
+            box_close(P, &stack[--sp], &nodes);
+            p++;
+        } else {
+            if (c == ',' && sp > 0)
+                stack[sp - 1].commas++;
+            p++;
+        }
+    }
+    while (sp > 0)
+        box_close(P, &stack[--sp], &nodes);
+    *nodes_out = nodes;
+    *str_out = strb;
+    return COLI_OK;
+}
+
+/* ---- second pass: values --------------------------------------------- */
 
 static void skip_ws(parser *P)
 {
@@ -254,11 +308,11 @@ static unsigned char *put_utf8(unsigned char *o, unsigned long cp)
 }
 
 /* P->p is at the opening quote. */
-static coli_status parse_string(parser *P, const char **out, size_t *outlen)
+static coli_status parse_string(parser *P, coli__json *v)
 {
     const unsigned char *s = P->p + 1, *end = P->end, *q = s;
     /* First find the closing quote: the unescaped text is never longer than
-     * the escaped one, so its length bounds the allocation. */
+     * the escaped one, so its length bounds the space taken. */
     while (q < end && *q != '"') {
         if (*q == '\\') {
             if (end - q < 2) {
@@ -273,10 +327,10 @@ static coli_status parse_string(parser *P, const char **out, size_t *outlen)
     if (q >= end)
         return perr(P, P->p, COLI_EFORMAT, "unterminated string");
     const unsigned char *close = q;
-    unsigned char *buf = arena_alloc(P->doc, (size_t)(close - s) + 1, 1);
-    if (buf == NULL)
-        return nomem(P);
-    unsigned char *o = buf;
+    size_t need = (size_t)(close - s) + 1;
+    if (need > (size_t)(P->str_end - P->str_p))
+        return perr(P, P->p, COLI_EFORMAT, "malformed JSON structure");
+    unsigned char *buf = (unsigned char *)P->str_p, *o = buf;
     q = s;
     while (q < close) {
         unsigned c = *q;
@@ -331,8 +385,10 @@ static coli_status parse_string(parser *P, const char **out, size_t *outlen)
         }
     }
     *o = '\0';
-    *out = (const char *)buf;
-    *outlen = (size_t)(o - buf);
+    v->type = COLI_JSON_STRING;
+    v->str = (const char *)buf;
+    v->len = (uint32_t)(o - buf);
+    P->str_p = (char *)o + 1;
     P->p = close + 1;
     return COLI_OK;
 }
@@ -404,7 +460,7 @@ static coli_status parse_number(parser *P, coli__json *v)
                 v->integer = mag == 0 ? 0 : (int64_t)(-(int64_t)(mag - 1) - 1);
             else
                 v->integer = (int64_t)mag;
-            v->number = (neg && mag == 0) ? -0.0 : (double)v->integer;
+            v->neg_zero = neg && mag == 0;
             P->p = p;
             return COLI_OK;
         }
@@ -415,6 +471,7 @@ static coli_status parse_number(parser *P, coli__json *v)
     char small[128];
     char *buf = small;
     if (n >= sizeof small) {
+        COLI_TRY(mem_take(P, n + 1));
         buf = malloc(n + 1);
         if (buf == NULL)
             return nomem(P);
@@ -424,19 +481,23 @@ static coli_status parse_number(parser *P, coli__json *v)
     if (P->cloc == (locale_t)0) {
         P->cloc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
         if (P->cloc == (locale_t)0) {
-            if (buf != small)
+            if (buf != small) {
                 free(buf);
+                mem_give(P, n + 1);
+            }
             return nomem(P);
         }
     }
     locale_t old = uselocale(P->cloc);
     double d = strtod(buf, NULL);
     uselocale(old);
-    if (buf != small)
+    if (buf != small) {
         free(buf);
+        mem_give(P, n + 1);
+    }
     if (isinf(d))
         return perr(P, start, COLI_EFORMAT, "number out of the range of a double");
-    v->number = d;
+    v->dbl = d;
     v->is_int = 0;
     P->p = p;
     return COLI_OK;
@@ -451,78 +512,50 @@ static coli_status parse_literal(parser *P, const char *word)
     return COLI_OK;
 }
 
-static coli_status push_node(parser *P, const coli__json *v)
+/* The members of the next container to open, and room for their nodes. */
+static coli_status take_items(parser *P, int is_obj, coli__json **items, size_t *cap)
 {
-    if (P->nnodes == P->capnodes) {
-        size_t cap = P->capnodes ? P->capnodes * 2 : 256;
-        coli__json *n = realloc(P->nodes, cap * sizeof *n);
-        if (n == NULL)
-            return nomem(P);
-        P->nodes = n;
-        P->capnodes = cap;
-    }
-    P->nodes[P->nnodes++] = *v;
-    return COLI_OK;
-}
-
-static coli_status push_key(parser *P, const char *k, size_t len)
-{
-    if (P->nkeys == P->capkeys) {
-        size_t cap = P->capkeys ? P->capkeys * 2 : 256;
-        keyent *n = realloc(P->keys, cap * sizeof *n);
-        if (n == NULL)
-            return nomem(P);
-        P->keys = n;
-        P->capkeys = cap;
-    }
-    P->keys[P->nkeys].key = k;
-    P->keys[P->nkeys].len = len;
-    P->nkeys++;
-    return COLI_OK;
-}
-
-/* Moves the children collected since base into the arena. */
-static coli_status close_container(parser *P, coli__json *v, size_t base, size_t kbase, int is_obj)
-{
-    size_t n = P->nnodes - base;
-    v->len = n;
-    if (n > 0) {
-        v->items = arena_alloc(P->doc, n * sizeof *v->items, _Alignof(coli__json));
-        if (v->items == NULL)
-            return nomem(P);
-        memcpy(v->items, P->nodes + base, n * sizeof *v->items);
-        if (is_obj) {
-            v->keys = arena_alloc(P->doc, n * sizeof *v->keys, _Alignof(const char *));
-            v->key_lens = arena_alloc(P->doc, n * sizeof *v->key_lens, _Alignof(size_t));
-            if (v->keys == NULL || v->key_lens == NULL)
-                return nomem(P);
-            for (size_t i = 0; i < n; i++) {
-                v->keys[i] = P->keys[kbase + i].key;
-                v->key_lens[i] = P->keys[kbase + i].len;
-            }
-        }
-    }
-    P->nnodes = base;
-    P->nkeys = kbase;
+    size_t n = P->next_count < P->ncounts ? P->counts[P->next_count] : 0;
+    size_t k = is_obj ? 2 * n : n;
+    P->next_count++;
+    if (k > (size_t)(P->node_end - P->node_p))
+        return perr(P, P->p, COLI_EFORMAT, "malformed JSON structure");
+    *items = k ? P->node_p : NULL;
+    P->node_p += k;
+    *cap = n;
     return COLI_OK;
 }
 
 static coli_status parse_value(parser *P, coli__json *v);
 
+/* Member i is about to be parsed. The first pass counted every member that
+ * starts with a byte (members are separated by commas it has seen), so a
+ * member it did not count starts at the end of the input or at a closing
+ * bracket: parsing it into a scratch node gives the right error. */
+static coli_status room_for(parser *P, size_t i, size_t cap)
+{
+    if (i < cap)
+        return COLI_OK;
+    coli__json scratch;
+    COLI_TRY(parse_value(P, &scratch));
+    return perr(P, P->p, COLI_EFORMAT, "malformed JSON structure");
+}
+
 static coli_status parse_array(parser *P, coli__json *v)
 {
-    size_t base = P->nnodes;
+    size_t cap, n = 0;
     v->type = COLI_JSON_ARRAY;
+    COLI_TRY(take_items(P, 0, &v->items, &cap));
     P->p++;
     skip_ws(P);
     if (P->p < P->end && *P->p == ']') {
         P->p++;
-        return close_container(P, v, base, P->nkeys, 0);
+        return COLI_OK;
     }
     for (;;) {
-        coli__json item;
-        COLI_TRY(parse_value(P, &item));
-        COLI_TRY(push_node(P, &item));
+        COLI_TRY(room_for(P, n, cap));
+        COLI_TRY(parse_value(P, &v->items[n]));
+        v->len = (uint32_t)++n;
         skip_ws(P);
         if (P->p < P->end && *P->p == ',') {
             P->p++;
@@ -533,7 +566,7 @@ static coli_status parse_array(parser *P, coli__json *v)
         }
         if (P->p < P->end && *P->p == ']') {
             P->p++;
-            return close_container(P, v, base, P->nkeys, 0);
+            return COLI_OK;
         }
         return unexpected(P, "',' or ']'");
     }
@@ -541,28 +574,28 @@ static coli_status parse_array(parser *P, coli__json *v)
 
 static coli_status parse_object(parser *P, coli__json *v)
 {
-    size_t base = P->nnodes, kbase = P->nkeys;
+    size_t cap, n = 0;
     v->type = COLI_JSON_OBJECT;
+    COLI_TRY(take_items(P, 1, &v->items, &cap));
     P->p++;
     skip_ws(P);
     if (P->p < P->end && *P->p == '}') {
         P->p++;
-        return close_container(P, v, base, kbase, 1);
+        return COLI_OK;
     }
     for (;;) {
         if (P->p >= P->end || *P->p != '"')
             return unexpected(P, "a string key");
-        const char *key;
-        size_t klen;
-        COLI_TRY(parse_string(P, &key, &klen));
+        COLI_TRY(room_for(P, n, cap));
+        coli__json *key = &v->items[cap + n];
+        memset(key, 0, sizeof *key);
+        COLI_TRY(parse_string(P, key));
         skip_ws(P);
         if (P->p >= P->end || *P->p != ':')
             return unexpected(P, "':'");
         P->p++;
-        coli__json item;
-        COLI_TRY(parse_value(P, &item));
-        COLI_TRY(push_node(P, &item));
-        COLI_TRY(push_key(P, key, klen));
+        COLI_TRY(parse_value(P, &v->items[n]));
+        n++;
         skip_ws(P);
         if (P->p < P->end && *P->p == ',') {
             P->p++;
@@ -573,7 +606,12 @@ static coli_status parse_object(parser *P, coli__json *v)
         }
         if (P->p < P->end && *P->p == '}') {
             P->p++;
-            return close_container(P, v, base, kbase, 1);
+            /* Keys follow the values directly (a no-op for valid input,
+             * where the first pass counted exactly n). */
+            if (n < cap)
+                memmove(&v->items[n], &v->items[cap], n * sizeof *v->items);
+            v->len = (uint32_t)n;
+            return COLI_OK;
         }
         return unexpected(P, "',' or '}'");
     }
@@ -596,8 +634,7 @@ static coli_status parse_value(parser *P, coli__json *v)
         return st;
     }
     case '"':
-        v->type = COLI_JSON_STRING;
-        return parse_string(P, &v->str, &v->len);
+        return parse_string(P, v);
     case 't':
         v->type = COLI_JSON_BOOL;
         v->boolean = 1;
@@ -615,6 +652,51 @@ static coli_status parse_value(parser *P, coli__json *v)
     }
 }
 
+void coli__json_free(coli__json_doc *doc)
+{
+    if (doc == NULL)
+        return;
+    free(doc->block);
+    free(doc);
+}
+
+const coli__json *coli__json_root(const coli__json_doc *doc)
+{
+    return doc != NULL ? doc->root : NULL;
+}
+
+size_t coli__json_mem_used(const coli__json_doc *doc)
+{
+    return doc != NULL ? doc->mem_peak : 0;
+}
+
+/* Both passes over P->p..end; the tree goes to doc. */
+static coli_status parse_doc(parser *P, coli__json_doc *doc)
+{
+    size_t nodes, strb;
+    skip_ws(P);
+    if (P->p >= P->end)
+        return perr(P, P->p, COLI_EFORMAT, "empty document");
+    COLI_TRY(scan(P, &nodes, &strb));
+    if (nodes > SIZE_MAX / sizeof(coli__json) - strb)
+        return nomem(P);
+    size_t bytes = nodes * sizeof(coli__json) + strb;
+    COLI_TRY(mem_take(P, bytes));
+    doc->block = malloc(bytes);
+    if (doc->block == NULL)
+        return nomem(P);
+    P->node_p = doc->block;
+    P->node_end = P->node_p + nodes;
+    P->str_p = (char *)P->node_end;
+    P->str_end = P->str_p + strb;
+    doc->root = P->node_p++;
+    COLI_TRY(parse_value(P, doc->root));
+    skip_ws(P);
+    if (P->p < P->end)
+        return perr(P, P->p, COLI_EFORMAT, "unexpected data after the JSON document");
+    return COLI_OK;
+}
+
 coli_status coli__json_parse(const char *text, size_t len, const char *what,
                              coli__json_doc **out, coli__err *err)
 {
@@ -625,14 +707,10 @@ coli_status coli__json_parse(const char *text, size_t len, const char *what,
         what = "<json>";
     if (text == NULL && len > 0)
         return coli__fail(err, COLI_EINVAL, "%s: NULL text", what);
-
-    coli__json_doc *doc = calloc(1, sizeof *doc);
-    if (doc == NULL)
-        return coli__fail(err, COLI_ENOMEM, "%s: out of memory while parsing JSON", what);
-    /* Size the first chunk after the text: the tree takes a few times it. */
-    doc->next_cap = ARENA_MIN_CHUNK;
-    while (doc->next_cap < len && doc->next_cap < ARENA_MAX_CHUNK)
-        doc->next_cap *= 2;
+    /* Lengths and counts are 32-bit in the tree. */
+    if (len > UINT32_MAX)
+        return coli__fail(err, COLI_EFORMAT, "%s: a JSON document of %zu bytes is too large (4 GiB at most)",
+                          what, len);
 
     static const unsigned char empty[1] = {0};
     parser P;
@@ -642,39 +720,47 @@ coli_status coli__json_parse(const char *text, size_t len, const char *what,
     P.end = P.start + len;
     P.what = what;
     P.err = err;
-    P.doc = doc;
+    P.mem_limit = coli__json_mem_limit(len);
 
-    coli_status st = COLI_OK;
-    if (len >= 3 && memcmp(P.p, "\xEF\xBB\xBF", 3) == 0)
-        P.p += 3;
-    skip_ws(&P);
-    if (P.p >= P.end) {
-        st = perr(&P, P.p, COLI_EFORMAT, "empty document");
-    } else {
-        doc->root = arena_alloc(doc, sizeof *doc->root, _Alignof(coli__json));
-        if (doc->root == NULL)
-            st = nomem(&P);
-        else
-            st = parse_value(&P, doc->root);
-        if (st == COLI_OK) {
-            skip_ws(&P);
-            if (P.p < P.end)
-                st = perr(&P, P.p, COLI_EFORMAT, "unexpected data after the JSON document");
-        }
+    coli__json_doc *doc = NULL;
+    coli_status st = mem_take(&P, sizeof *doc);
+    if (st == COLI_OK) {
+        doc = calloc(1, sizeof *doc);
+        st = doc != NULL ? COLI_OK : nomem(&P);
     }
-    free(P.nodes);
-    free(P.keys);
+    if (st == COLI_OK) {
+        if (len >= 3 && memcmp(P.p, "\xEF\xBB\xBF", 3) == 0)
+            P.p += 3;
+        st = parse_doc(&P, doc);
+    }
+    free(P.counts);
     if (P.cloc != (locale_t)0)
         freelocale(P.cloc);
     if (st != COLI_OK) {
         coli__json_free(doc);
         return st;
     }
+    doc->mem_peak = P.mem_peak;
     *out = doc;
     return COLI_OK;
 }
 
 coli_status coli__json_parse_file(const char *path, coli__json_doc **out, coli__err *err)
+{
+    return coli__json_parse_file_max(path, COLI__JSON_CONFIG_MAX, out, err);
+}
+
+static coli_status too_big(coli__err *err, const char *path, size_t max_bytes)
+{
+    if (max_bytes >= ((size_t)1 << 20) && max_bytes % ((size_t)1 << 20) == 0)
+        return coli__fail(err, COLI_EFORMAT, "%s: file is larger than %zu MiB, the limit for this file",
+                          path, max_bytes >> 20);
+    return coli__fail(err, COLI_EFORMAT, "%s: file is larger than %zu bytes, the limit for this file",
+                      path, max_bytes);
+}
+
+coli_status coli__json_parse_file_max(const char *path, size_t max_bytes, coli__json_doc **out,
+                                      coli__err *err)
 {
     if (out == NULL || path == NULL)
         return coli__fail(err, COLI_EINVAL, "coli__json_parse_file: NULL argument");
@@ -696,7 +782,12 @@ coli_status coli__json_parse_file(const char *path, coli__json_doc **out, coli__
         close(fd);
         return coli__fail(err, COLI_EIO, "%s: is a directory", path);
     }
-    /* st_size is a hint only (pipes, files that grow): read until EOF. */
+    if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > max_bytes) {
+        close(fd);
+        return too_big(err, path, max_bytes);
+    }
+    /* st_size is a hint only (pipes, files that grow): read until EOF, but
+     * never past the limit. */
     size_t cap = (S_ISREG(sb.st_mode) && sb.st_size > 0) ? (size_t)sb.st_size + 1 : 4096;
     size_t n = 0;
     char *buf = malloc(cap);
@@ -705,6 +796,11 @@ coli_status coli__json_parse_file(const char *path, coli__json_doc **out, coli__
         return coli__fail(err, COLI_ENOMEM, "%s: out of memory reading the file", path);
     }
     for (;;) {
+        if (n > max_bytes) {
+            free(buf);
+            close(fd);
+            return too_big(err, path, max_bytes);
+        }
         if (n == cap) {
             size_t ncap = cap * 2;
             char *nb = ncap > cap ? realloc(buf, ncap) : NULL;
@@ -739,14 +835,27 @@ coli_status coli__json_parse_file(const char *path, coli__json_doc **out, coli__
 
 const coli__json *coli__json_get(const coli__json *obj, const char *key)
 {
-    if (obj == NULL || key == NULL || obj->type != COLI_JSON_OBJECT)
+    if (obj == NULL || key == NULL || obj->type != COLI_JSON_OBJECT || obj->len == 0)
         return NULL;
     size_t klen = strlen(key);
+    const coli__json *keys = obj->items + obj->len;
     /* Backwards, so that the last of duplicate keys wins. */
     for (size_t i = obj->len; i-- > 0;)
-        if (obj->key_lens[i] == klen && memcmp(obj->keys[i], key, klen) == 0)
+        if (keys[i].len == klen && memcmp(keys[i].str, key, klen) == 0)
             return &obj->items[i];
     return NULL;
+}
+
+const coli__json *coli__json_key(const coli__json *obj, size_t i)
+{
+    return &obj->items[obj->len + i];
+}
+
+double coli__json_num(const coli__json *v)
+{
+    if (!v->is_int)
+        return v->dbl;
+    return v->neg_zero ? -0.0 : (double)v->integer;
 }
 
 int64_t coli__json_get_int(const coli__json *obj, const char *key, int64_t def)
@@ -758,7 +867,7 @@ int64_t coli__json_get_int(const coli__json *obj, const char *key, int64_t def)
 double coli__json_get_num(const coli__json *obj, const char *key, double def)
 {
     const coli__json *v = coli__json_get(obj, key);
-    return (v != NULL && v->type == COLI_JSON_NUMBER) ? v->number : def;
+    return (v != NULL && v->type == COLI_JSON_NUMBER) ? coli__json_num(v) : def;
 }
 
 int coli__json_get_bool(const coli__json *obj, const char *key, int def)

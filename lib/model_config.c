@@ -57,9 +57,9 @@ static coli_status get_num(cfg_reader *r, const coli__json *obj, const char *key
         *out = def;
         return COLI_OK;
     }
-    if (v->type != COLI_JSON_NUMBER || !isfinite(v->number))
+    if (v->type != COLI_JSON_NUMBER || !isfinite(coli__json_num(v)))
         return coli__fail(r->err, COLI_EFORMAT, "%s: field '%s' must be a number", r->file, key);
-    *out = v->number;
+    *out = coli__json_num(v);
     return COLI_OK;
 }
 
@@ -318,7 +318,7 @@ static coli_status load_json(const char *dir, const char *name, int required, co
     *path = coli__path_join(dir, name);
     if (!*path)
         return coli__fail(err, COLI_ENOMEM, "out of memory");
-    coli_status st = coli__json_parse_file(*path, doc, err);
+    coli_status st = coli__json_parse_file_max(*path, COLI__JSON_CONFIG_MAX, doc, err);
     if (st == COLI_ENOENT && !required) {
         coli__err_clear(err);
         return COLI_OK;

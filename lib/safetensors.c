@@ -23,7 +23,13 @@
 #include "json.h"
 #include "safetensors.h"
 
-#define ST_MAX_HEADER ((uint64_t)100 * 1024 * 1024)
+/* The format's own limit (the reference reader refuses longer headers).
+ * Real headers are far smaller: a shard of a 744B-parameter model has well
+ * under 10 MB. What a header may cost is bounded per byte instead: the
+ * JSON tree at most COLI__JSON_MEM_PER_BYTE bytes a byte, and the tensor
+ * table (under 190 bytes a tensor with its name and hash slots, each entry
+ * taking 49 or more header bytes) at most 4 more. */
+#define ST_MAX_HEADER ((uint64_t)100000000)
 #define ST_SINGLE_NAME "model.safetensors"
 #define ST_INDEX_NAME "model.safetensors.index.json"
 
@@ -232,7 +238,7 @@ static coli_status add_tensor(coli__tensor_set *ts, const st_file *f, const char
         return coli__fail(err, COLI_EFORMAT, "%s: tensor '%s': 'shape' is not an array", path, name);
     if (jshape->len > COLI_MAX_DIMS)
         return coli__fail(err, COLI_EFORMAT, "%s: tensor '%s': %zu dimensions (at most %d supported)",
-                          path, name, jshape->len, COLI_MAX_DIMS);
+                          path, name, (size_t)jshape->len, COLI_MAX_DIMS);
     t.ndim = (int)jshape->len;
     int has_zero = 0;
     for (int i = 0; i < t.ndim; i++) {
@@ -353,8 +359,9 @@ static coli_status load_file(coli__tensor_set *ts, const char *path, coli__err *
         return coli__fail(err, COLI_EFORMAT, "%s: header length %llu exceeds the file size (%zu bytes)",
                           f->path, (unsigned long long)hlen, size);
     if (hlen > ST_MAX_HEADER)
-        return coli__fail(err, COLI_EFORMAT, "%s: header length %llu is over the 100 MB limit", f->path,
-                          (unsigned long long)hlen);
+        return coli__fail(err, COLI_EFORMAT,
+                          "%s: header length %llu is over the format's limit of %llu bytes (100 MB)",
+                          f->path, (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
     const unsigned char *data = m + 8 + hlen;
     uint64_t dsize = (uint64_t)(size - 8 - (size_t)hlen);
 
@@ -375,10 +382,22 @@ static coli_status load_file(coli__tensor_set *ts, const char *path, coli__err *
         return coli__fail(err, COLI_EFORMAT, "%s: header is not a JSON object", f->path);
     }
     size_t first = ts->count;
+    /* Room for all of them at once: doubling would waste up to half. */
+    if (root->len > ts->cap - ts->count) {
+        size_t cap = ts->count + root->len;
+        coli__tensor *nt = cap <= SIZE_MAX / sizeof *nt ? realloc(ts->tensors, cap * sizeof *nt) : NULL;
+        if (nt == NULL) {
+            coli__json_free(doc);
+            return nomem(err, f->path);
+        }
+        ts->tensors = nt;
+        ts->cap = cap;
+    }
     for (size_t i = 0; i < root->len && st == COLI_OK; i++) {
-        if (strcmp(root->keys[i], "__metadata__") == 0)
+        const coli__json *key = coli__json_key(root, i);
+        if (strcmp(key->str, "__metadata__") == 0)
             continue; /* free-form; nothing we need */
-        st = add_tensor(ts, f, root->keys[i], root->key_lens[i], &root->items[i], data, dsize, err);
+        st = add_tensor(ts, f, key->str, key->len, &root->items[i], data, dsize, err);
     }
     coli__json_free(doc);
     if (st != COLI_OK)
@@ -467,7 +486,7 @@ static coli_status open_index(const char *dir, const char *index_path, coli__ten
                               coli__err *err)
 {
     coli__json_doc *doc = NULL;
-    COLI_TRY(coli__json_parse_file(index_path, &doc, err));
+    COLI_TRY(coli__json_parse_file_max(index_path, COLI__JSON_INDEX_MAX, &doc, err));
     const coli__json *root = coli__json_root(doc);
     const coli__json *wm = coli__json_get(root, "weight_map");
     coli_status st = COLI_OK;
@@ -496,13 +515,13 @@ static coli_status open_index(const char *dir, const char *index_path, coli__ten
         const coli__json *v = &wm->items[i];
         if (v->type != COLI_JSON_STRING) {
             st = coli__fail(err, COLI_EFORMAT, "%s: weight_map entry for tensor '%s' is not a string",
-                            index_path, wm->keys[i]);
+                            index_path, coli__json_key(wm, i)->str);
             goto done;
         }
         if (!plain_file_name(v->str, v->len)) {
             st = coli__fail(err, COLI_EFORMAT,
                             "%s: tensor '%s': shard name '%s' is not a plain file name in the directory",
-                            index_path, wm->keys[i], v->str);
+                            index_path, coli__json_key(wm, i)->str, v->str);
             goto done;
         }
         /* Shard counts are small: a linear search keeps this simple. */
@@ -526,7 +545,7 @@ static coli_status open_index(const char *dir, const char *index_path, coli__ten
             while (shard_of[first] != k)
                 first++;
             st = coli__fail(err, COLI_ENOENT, "%s: shard '%s' (holding tensor '%s') not found: %s",
-                            index_path, shards[k], wm->keys[first], shard_path);
+                            index_path, shards[k], coli__json_key(wm, first)->str, shard_path);
         }
         free(shard_path);
         shard_path = NULL;
@@ -537,11 +556,11 @@ static coli_status open_index(const char *dir, const char *index_path, coli__ten
     if (st != COLI_OK)
         goto done;
     for (size_t i = 0; i < wm->len; i++) {
-        const coli__tensor *t = coli__st_find(ts, wm->keys[i]);
+        const coli__tensor *t = coli__st_find(ts, coli__json_key(wm, i)->str);
         const char *want = ts->files[shard_file[shard_of[i]]].path;
         if (t == NULL || t->file != want) {
             st = coli__fail(err, COLI_ENOENT, "%s: tensor '%s' is not in its shard %s", index_path,
-                            wm->keys[i], want);
+                            coli__json_key(wm, i)->str, want);
             goto done;
         }
     }

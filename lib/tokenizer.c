@@ -18,6 +18,13 @@
 #include "unicode.h"
 
 #define MAX_ID (1 << 26) /* ids at or above are refused as corrupt */
+/* Tables are indexed by id, so ids are also checked against the entries
+ * present before anything is sized by them: Hugging Face vocab ids are
+ * dense from 0 and added tokens sit among or just above them (a config's
+ * vocab_size may pad further, but with no tokens there). An id must be
+ * below twice the vocab and added entries plus ID_SLACK, which keeps the
+ * tables proportional to the file whatever ids it claims. */
+#define ID_SLACK 1024
 #define NO_STR UINT32_MAX
 
 /* ---- growable buffers ------------------------------------------------ */
@@ -165,7 +172,9 @@ static void plist_free(plist *l)
  * as the Rust crate drops empty splits). */
 static int plist_open(plist *l, int first)
 {
-    if (vec_grow(&l->v, &l->cap, l->n + 1, sizeof *l->v))
+    /* The text is allocated even for an empty piece, so that a piece's
+     * pointer (text.p + off) is never an offset from NULL. */
+    if (vec_grow(&l->v, &l->cap, l->n + 1, sizeof *l->v) || buf_reserve(&l->text, 0))
         return -1;
     l->v[l->n].off = l->text.n;
     l->v[l->n].len = 0;
@@ -264,6 +273,7 @@ typedef struct mslot {
     int32_t id;
 } mslot;
 #define MSLOT_EMPTY UINT64_MAX
+#define JT_EMPTY UINT64_MAX
 
 enum { IDF_ADDED = 1, IDF_SPECIAL = 2 };
 
@@ -276,6 +286,7 @@ typedef struct bytemap {
 
 struct coli__tokenizer {
     char *path;
+    size_t id_entries, id_limit; /* vocab + added entries; ids must be below the limit */
     coli__buf strs; /* every token string, NUL-separated */
 
     vent *vents;
@@ -284,6 +295,10 @@ struct coli__tokenizer {
     size_t vtab_mask;
     mslot *mtab;
     size_t mtab_mask;
+    uint64_t *jtab; /* merge junctions (see junction_key); JT_EMPTY when free */
+    size_t jtab_mask;
+    int bpe_whole;            /* junctions do not hold: merge every word whole */
+    uint32_t unk_fc, unk_lc;  /* first and last character of the unk token */
 
     size_t n_ids;
     uint32_t *id_off, *id_len; /* id_len NO_STR: no token */
@@ -444,6 +459,66 @@ static void merge_put(coli__tokenizer *t, int32_t a, int32_t b, uint32_t rank, i
     }
 }
 
+/* First and last character of the valid UTF-8 s[0..n), n > 0. */
+static uint32_t first_cp(const char *s, size_t n)
+{
+    uint32_t cp;
+    size_t len;
+    coli__utf8_decode(s, n, &cp, &len);
+    return cp;
+}
+
+static uint32_t last_cp(const char *s, size_t n)
+{
+    size_t k = n - 1;
+    while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
+        k--;
+    return first_cp(s + k, n - k);
+}
+
+/* Junctions. A merged token begins with the first character of its left
+ * part and ends with the last character of its right part, so the symbols
+ * on either side of a boundary in a word always end with the character
+ * before it and begin with the one after it (with a continuing-subword
+ * prefix, the prefix's first character). A merge (a, b) can therefore join
+ * them only if a ends and b begins with those two characters: the pair is
+ * a junction of the merges. A boundary that is no junction is never
+ * crossed, and BPE on the pieces between such boundaries gives exactly the
+ * result on the whole word. That keeps words without pre-tokenizer splits
+ * (SentencePiece text is one word: no merge has a right part starting with
+ * U+2581 after a letter) linear, each piece in a small heap. It relies on
+ * every token id having one string: bpe_whole is set when it does not. */
+static uint64_t junction_key(uint32_t last, uint32_t first)
+{
+    return ((uint64_t)last << 32) | first;
+}
+
+static int junction_known(const coli__tokenizer *t, uint32_t last, uint32_t first)
+{
+    uint64_t key = junction_key(last, first);
+    if (!t->jtab)
+        return 0; /* no merges */
+    for (size_t i = hash_pair(key) & t->jtab_mask;; i = (i + 1) & t->jtab_mask) {
+        if (t->jtab[i] == key)
+            return 1;
+        if (t->jtab[i] == JT_EMPTY)
+            return 0;
+    }
+}
+
+static void junction_put(coli__tokenizer *t, uint32_t last, uint32_t first)
+{
+    uint64_t key = junction_key(last, first);
+    for (size_t i = hash_pair(key) & t->jtab_mask;; i = (i + 1) & t->jtab_mask) {
+        if (t->jtab[i] == key)
+            return;
+        if (t->jtab[i] == JT_EMPTY) {
+            t->jtab[i] = key;
+            return;
+        }
+    }
+}
+
 /* Copies s into the string store; *off receives its offset. */
 static int strs_add(coli__tokenizer *t, const char *s, size_t n, uint32_t *off)
 {
@@ -519,6 +594,10 @@ static coli_status load_merge(coli__tokenizer *t, size_t rank, const coli__json 
         return tfail(t, err, COLI_EFORMAT, "model.merges[%zu]: token \"%.*s\" is not in the vocab",
                      rank, (int)(ia < 0 ? (alen > 60 ? 60 : alen) : (blen > 60 ? 60 : blen)),
                      ia < 0 ? a : b);
+    if (alen == 0 || blen == 0)
+        t->bpe_whole = 1; /* an empty token has no characters to join on */
+    else
+        junction_put(t, last_cp(a, alen), first_cp(b, blen));
     /* The merged token drops the continuing-subword prefix of b. */
     blen_np = blen;
     if (t->prefix_len && blen >= t->prefix_len && memcmp(b, t->prefix, t->prefix_len) == 0) {
@@ -544,6 +623,21 @@ static coli_status load_merge(coli__tokenizer *t, size_t rank, const coli__json 
     return COLI_OK;
 }
 
+/* Sets the id bound of ID_SLACK. */
+static void set_id_limit(coli__tokenizer *t, const coli__json *root)
+{
+    const coli__json *vocab = coli__json_get(coli__json_get(root, "model"), "vocab");
+    const coli__json *at = coli__json_get(root, "added_tokens");
+    size_t n = 0, lim;
+    if (vocab && vocab->type == COLI_JSON_OBJECT)
+        n += vocab->len;
+    if (at && at->type == COLI_JSON_ARRAY)
+        n += at->len;
+    lim = 2 * n + ID_SLACK;
+    t->id_entries = n;
+    t->id_limit = lim < MAX_ID ? lim : MAX_ID;
+}
+
 static coli_status load_model(coli__tokenizer *t, const coli__json *root, coli__err *err)
 {
     const coli__json *model = coli__json_get(root, "model");
@@ -566,9 +660,9 @@ static coli_status load_model(coli__tokenizer *t, const coli__json *root, coli__
         return tfail(t, err, COLI_EUNSUPPORTED,
                      "model type \"%.40s\" is not supported (only BPE)", type);
     j = coli__json_get(model, "dropout");
-    if (j && j->type == COLI_JSON_NUMBER && j->number > 0.0)
+    if (j && j->type == COLI_JSON_NUMBER && coli__json_num(j) > 0.0)
         return tfail(t, err, COLI_EUNSUPPORTED,
-                     "model.dropout %g is not supported (BPE dropout is random)", j->number);
+                     "model.dropout %g is not supported (BPE dropout is random)", coli__json_num(j));
 
     t->byte_fallback = coli__json_get_bool(model, "byte_fallback", 0);
     t->fuse_unk = coli__json_get_bool(model, "fuse_unk", 0);
@@ -597,13 +691,19 @@ static coli_status load_model(coli__tokenizer *t, const coli__json *root, coli__
     if (!t->vents || !t->vtab || buf_reserve(&t->strs, t->n_vents * 8))
         return oom(t, err);
     for (size_t i = 0; i < vocab->len; i++) {
-        const coli__json *v = &vocab->items[i];
+        const coli__json *v = &vocab->items[i], *key = coli__json_key(vocab, i);
         if (v->type != COLI_JSON_NUMBER || !v->is_int || v->integer < 0 || v->integer >= MAX_ID)
             return tfail(t, err, COLI_EFORMAT, "model.vocab[\"%.60s\"] is not a valid id",
-                         vocab->keys[i]);
-        if (strs_add(t, vocab->keys[i], vocab->key_lens[i], &t->vents[i].off))
+                         key->str);
+        if ((uint64_t)v->integer >= t->id_limit)
+            return tfail(t, err, COLI_EFORMAT,
+                         "model.vocab[\"%.60s\"] = %lld: with %zu vocab and added entries, ids "
+                         "must be below %zu",
+                         key->str, (long long)v->integer, t->id_entries,
+                         t->id_limit);
+        if (strs_add(t, key->str, key->len, &t->vents[i].off))
             return oom(t, err);
-        t->vents[i].len = (uint32_t)vocab->key_lens[i];
+        t->vents[i].len = key->len;
         t->vents[i].id = (int32_t)v->integer;
         vocab_insert(t, i);
     }
@@ -612,6 +712,12 @@ static coli_status load_model(coli__tokenizer *t, const coli__json *root, coli__
     if (j && j->type == COLI_JSON_STRING) {
         t->has_unk = 1;
         t->unk_id = vocab_get(t, j->str, j->len);
+        if (j->len) {
+            t->unk_fc = first_cp(j->str, j->len);
+            t->unk_lc = last_cp(j->str, j->len);
+        } else {
+            t->bpe_whole = 1;
+        }
     } else if (j && j->type != COLI_JSON_NULL) {
         return tfail(t, err, COLI_EFORMAT, "model.unk_token is not a string");
     }
@@ -627,10 +733,14 @@ static coli_status load_model(coli__tokenizer *t, const coli__json *root, coli__
             return tfail(t, err, COLI_EFORMAT, "model.merges is not an array");
         t->mtab_mask = pow2_at_least(merges->len * 2) - 1;
         t->mtab = malloc((t->mtab_mask + 1) * sizeof *t->mtab);
-        if (!t->mtab)
+        t->jtab_mask = t->mtab_mask;
+        t->jtab = malloc((t->jtab_mask + 1) * sizeof *t->jtab);
+        if (!t->mtab || !t->jtab)
             return oom(t, err);
-        for (size_t i = 0; i <= t->mtab_mask; i++)
+        for (size_t i = 0; i <= t->mtab_mask; i++) {
             t->mtab[i].key = MSLOT_EMPTY;
+            t->jtab[i] = JT_EMPTY;
+        }
         for (size_t i = 0; i < merges->len && st == COLI_OK; i++)
             st = load_merge(t, i, &merges->items[i], &tmp, &tmp_cap, err);
     }
@@ -662,6 +772,12 @@ static coli_status load_added(coli__tokenizer *t, const coli__json *root, coli__
             id->integer >= MAX_ID)
             return tfail(t, err, COLI_EFORMAT, "added_tokens[%zu] (\"%.60s\") has no valid \"id\"",
                          i, c->str);
+        if ((uint64_t)id->integer >= t->id_limit)
+            return tfail(t, err, COLI_EFORMAT,
+                         "added_tokens[%zu] (\"%.60s\") id %lld: with %zu vocab and added "
+                         "entries, ids must be below %zu",
+                         i, c->str, (long long)id->integer, t->id_entries,
+                         t->id_limit);
         if (c->len == 0)
             continue; /* can never match */
         if (strs_add(t, c->str, c->len, &a->off))
@@ -699,6 +815,8 @@ static coli_status build_ids(coli__tokenizer *t, coli__err *err)
     for (size_t i = 0; i < n; i++)
         t->id_len[i] = NO_STR;
     for (size_t i = 0; i < t->n_vents; i++) {
+        if (t->id_len[t->vents[i].id] != NO_STR)
+            t->bpe_whole = 1; /* an id with two strings: junctions do not hold */
         t->id_off[t->vents[i].id] = t->vents[i].off;
         t->id_len[t->vents[i].id] = t->vents[i].len;
     }
@@ -1319,10 +1437,11 @@ static int split_added(const coli__tokenizer *t, const matcher *m, int norm, con
             i = mend;
             continue;
         }
-        if (hit->lstrip) {
-            size_t ns = ws_suffix_start(s, mstart);
-            mstart = ns > pos ? ns : pos;
-        }
+        /* lstrip takes whitespace back to the previous match at most: the
+         * scan stops there too (from the start, runs of a whitespace token
+         * would cost quadratic time). */
+        if (hit->lstrip)
+            mstart = pos + ws_suffix_start(s + pos, mstart - pos);
         if (hit->rstrip)
             mend += ws_prefix_len(s + mend, n - mend);
         if (pos < mstart && segv_add(out, pos, mstart - pos, -1))
@@ -1371,6 +1490,7 @@ void coli__tok_free(coli__tokenizer *t)
     free(t->vents);
     free(t->vtab);
     free(t->mtab);
+    free(t->jtab);
     free(t->id_off);
     free(t->id_len);
     free(t->id_flags);
@@ -1416,7 +1536,9 @@ coli_status coli__tok_load(const char *path, coli__tokenizer **out, coli__err *e
         free(t);
         return coli__fail(err, COLI_ENOMEM, "%s: out of memory", path);
     }
-    st = coli__json_parse_file(path, &doc, err);
+    /* Real tokenizer.json files take 2-35 MB (a 262k vocab, the largest in
+     * use, about 33 MB): the limit leaves room for vocabularies 8x that. */
+    st = coli__json_parse_file_max(path, COLI__JSON_TOKENIZER_MAX, &doc, err);
     if (st != COLI_OK) {
         coli__tok_free(t);
         return st;
@@ -1426,6 +1548,7 @@ coli_status coli__tok_load(const char *path, coli__tokenizer **out, coli__err *e
         st = tfail(t, err, COLI_EFORMAT, "the top level is not a JSON object");
         goto done;
     }
+    set_id_limit(t, root);
     if ((st = load_model(t, root, err)) != COLI_OK)
         goto done;
     if ((st = load_added(t, root, err)) != COLI_OK)
@@ -1853,82 +1976,18 @@ static int sym_add(scratch *sc, size_t *ns, int32_t id, uint32_t len)
     return 0;
 }
 
-static coli_status bpe(const coli__tokenizer *t, scratch *sc, const char *s, size_t n,
-                       coli__ids *out, coli__err *err)
+/* Merges syms[0..ns) (lowest rank first, leftmost among equals, as the
+ * Rust crate does: a heap of candidate pairs over the linked symbols, each
+ * popped entry checked against the pair now at its place) and appends the
+ * resulting ids. */
+static coli_status bpe_merge(const coli__tokenizer *t, scratch *sc, size_t ns, coli__ids *out,
+                             coli__err *err)
 {
-    size_t ns = 0, hn = 0, i = 0;
-    int32_t unk_len = -1; /* pending unknown bytes, -1 if none */
-
-    if (n == 0)
-        return COLI_OK;
-    if (n > INT32_MAX / 2)
-        return tfail(t, err, COLI_ERANGE, "pre-token of %zu bytes is too long", n);
-    if (t->ignore_merges) {
-        int32_t id = vocab_get(t, s, n);
-        if (id >= 0)
-            return ids_push(out, id) ? oom(t, err) : COLI_OK;
-    }
-    while (i < n) {
-        uint32_t cp;
-        size_t clen;
-        const char *q = s + i;
-        size_t ql;
-        int32_t id;
-        coli__utf8_decode(s + i, n - i, &cp, &clen);
-        ql = clen;
-        if ((t->prefix_len && i > 0) || (t->suffix_len && i + clen == n)) {
-            buf_reset(&sc->tmp);
-            if ((i > 0 && buf_add(&sc->tmp, t->prefix, t->prefix_len)) ||
-                buf_add(&sc->tmp, s + i, clen) ||
-                (i + clen == n && buf_add(&sc->tmp, t->suffix, t->suffix_len)))
-                return oom(t, err);
-            q = sc->tmp.p;
-            ql = sc->tmp.n;
-        }
-        id = vocab_get(t, q, ql);
-        if (id >= 0) {
-            if (unk_len >= 0) {
-                if (sym_add(sc, &ns, t->unk_id, (uint32_t)unk_len))
-                    return oom(t, err);
-                unk_len = -1;
-            }
-            if (sym_add(sc, &ns, id, (uint32_t)clen))
-                return oom(t, err);
-        } else {
-            int done = 0;
-            if (t->byte_fallback) {
-                size_t k;
-                for (k = 0; k < ql && t->byte_id[(unsigned char)q[k]] >= 0; k++)
-                    ;
-                if (k == ql) {
-                    for (k = 0; k < ql; k++)
-                        if (sym_add(sc, &ns, t->byte_id[(unsigned char)q[k]], 1))
-                            return oom(t, err);
-                    done = 1;
-                }
-            }
-            if (!done && t->has_unk) {
-                if (t->unk_id < 0)
-                    return tfail(t, err, COLI_EFORMAT,
-                                 "model.unk_token is not in the vocab but is needed");
-                if (unk_len >= 0 && t->fuse_unk) {
-                    unk_len += (int32_t)clen;
-                } else {
-                    if (unk_len >= 0 && sym_add(sc, &ns, t->unk_id, (uint32_t)unk_len))
-                        return oom(t, err);
-                    unk_len = (int32_t)clen;
-                }
-            }
-        }
-        i += clen;
-    }
-    if (unk_len >= 0 && sym_add(sc, &ns, t->unk_id, (uint32_t)unk_len))
-        return oom(t, err);
+    size_t hn = 0, i;
     if (ns == 0)
         return COLI_OK;
+    sc->syms[0].prev = -1;
     sc->syms[ns - 1].next = -1;
-
-    /* lowest rank first, leftmost among equals */
     for (i = 0; i + 1 < ns; i++) {
         const mslot *m = merge_get(t, sc->syms[i].id, sc->syms[i + 1].id);
         if (m) {
@@ -1969,6 +2028,107 @@ static coli_status bpe(const coli__tokenizer *t, scratch *sc, const char *s, siz
         if (sc->syms[i].len && ids_push(out, sc->syms[i].id))
             return oom(t, err);
     return COLI_OK;
+}
+
+/* The symbols of one word, merged piece by piece between the boundaries
+ * that are no junction. */
+typedef struct bpe_word {
+    size_t ns;        /* symbols of the current piece */
+    uint32_t last_ch; /* last character of the previous symbol */
+} bpe_word;
+
+static coli_status bpe_sym(const coli__tokenizer *t, scratch *sc, bpe_word *w, int32_t id,
+                           uint32_t len, uint32_t first_ch, uint32_t last_ch, coli__ids *out,
+                           coli__err *err)
+{
+    if (w->ns > 0 && !t->bpe_whole && !junction_known(t, w->last_ch, first_ch)) {
+        COLI_TRY(bpe_merge(t, sc, w->ns, out, err));
+        w->ns = 0;
+    }
+    if (sym_add(sc, &w->ns, id, len))
+        return oom(t, err);
+    w->last_ch = last_ch;
+    return COLI_OK;
+}
+
+static coli_status bpe(const coli__tokenizer *t, scratch *sc, const char *s, size_t n,
+                       coli__ids *out, coli__err *err)
+{
+    size_t i = 0;
+    int32_t unk_len = -1; /* pending unknown bytes, -1 if none */
+    bpe_word w = {0, 0};
+
+    if (n == 0)
+        return COLI_OK;
+    if (n > INT32_MAX / 2)
+        return tfail(t, err, COLI_ERANGE, "pre-token of %zu bytes is too long", n);
+    if (t->ignore_merges) {
+        int32_t id = vocab_get(t, s, n);
+        if (id >= 0)
+            return ids_push(out, id) ? oom(t, err) : COLI_OK;
+    }
+    while (i < n) {
+        uint32_t cp;
+        size_t clen;
+        const char *q = s + i;
+        size_t ql;
+        int32_t id;
+        coli__utf8_decode(s + i, n - i, &cp, &clen);
+        ql = clen;
+        if ((t->prefix_len && i > 0) || (t->suffix_len && i + clen == n)) {
+            buf_reset(&sc->tmp);
+            if ((i > 0 && buf_add(&sc->tmp, t->prefix, t->prefix_len)) ||
+                buf_add(&sc->tmp, s + i, clen) ||
+                (i + clen == n && buf_add(&sc->tmp, t->suffix, t->suffix_len)))
+                return oom(t, err);
+            q = sc->tmp.p;
+            ql = sc->tmp.n;
+        }
+        id = vocab_get(t, q, ql);
+        if (id >= 0) {
+            if (unk_len >= 0) {
+                COLI_TRY(bpe_sym(t, sc, &w, t->unk_id, (uint32_t)unk_len, t->unk_fc, t->unk_lc,
+                                 out, err));
+                unk_len = -1;
+            }
+            if (q == s + i)
+                COLI_TRY(bpe_sym(t, sc, &w, id, (uint32_t)clen, cp, cp, out, err));
+            else
+                COLI_TRY(bpe_sym(t, sc, &w, id, (uint32_t)clen, first_cp(q, ql), last_cp(q, ql),
+                                 out, err));
+        } else {
+            int done = 0;
+            if (t->byte_fallback) {
+                size_t k;
+                for (k = 0; k < ql && t->byte_id[(unsigned char)q[k]] >= 0; k++)
+                    ;
+                if (k == ql) {
+                    /* "<0xNN>" tokens; a pending unk stays pending, as in the Rust crate */
+                    for (k = 0; k < ql; k++)
+                        COLI_TRY(bpe_sym(t, sc, &w, t->byte_id[(unsigned char)q[k]], 1, '<', '>',
+                                         out, err));
+                    done = 1;
+                }
+            }
+            if (!done && t->has_unk) {
+                if (t->unk_id < 0)
+                    return tfail(t, err, COLI_EFORMAT,
+                                 "model.unk_token is not in the vocab but is needed");
+                if (unk_len >= 0 && t->fuse_unk) {
+                    unk_len += (int32_t)clen;
+                } else {
+                    if (unk_len >= 0)
+                        COLI_TRY(bpe_sym(t, sc, &w, t->unk_id, (uint32_t)unk_len, t->unk_fc,
+                                         t->unk_lc, out, err));
+                    unk_len = (int32_t)clen;
+                }
+            }
+        }
+        i += clen;
+    }
+    if (unk_len >= 0)
+        COLI_TRY(bpe_sym(t, sc, &w, t->unk_id, (uint32_t)unk_len, t->unk_fc, t->unk_lc, out, err));
+    return bpe_merge(t, sc, w.ns, out, err);
 }
 
 /* ---- encode ---------------------------------------------------------- */

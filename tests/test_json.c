@@ -32,9 +32,9 @@ START_TEST(test_types)
     const coli__json *r = coli__json_root(doc);
     ck_assert_int_eq(r->type, COLI_JSON_OBJECT);
     ck_assert_uint_eq(r->len, 8);
-    ck_assert_str_eq(r->keys[0], "n");
-    ck_assert_uint_eq(r->key_lens[3], 3);
-    ck_assert_str_eq(r->keys[7], "e");
+    ck_assert_str_eq(coli__json_key(r, 0)->str, "n");
+    ck_assert_uint_eq(coli__json_key(r, 3)->len, 3);
+    ck_assert_str_eq(coli__json_key(r, 7)->str, "e");
 
     ck_assert_int_eq(coli__json_get(r, "n")->type, COLI_JSON_NULL);
     const coli__json *t = coli__json_get(r, "t");
@@ -44,7 +44,7 @@ START_TEST(test_types)
 
     const coli__json *num = coli__json_get(r, "num");
     ck_assert_int_eq(num->type, COLI_JSON_NUMBER);
-    ck_assert(num->number == -125.0);
+    ck_assert(coli__json_num(num) == -125.0);
     ck_assert_int_eq(num->is_int, 0);
 
     const coli__json *s = coli__json_get(r, "s");
@@ -159,34 +159,37 @@ START_TEST(test_numbers)
     ck_assert_int_eq(a->items[0].integer, 0);
     ck_assert_int_eq(a->items[1].is_int, 1);
     ck_assert_int_eq(a->items[1].integer, 0);
-    ck_assert(a->items[1].number == 0.0);
+    ck_assert(coli__json_num(&a->items[1]) == 0.0);
+    ck_assert(signbit(coli__json_num(&a->items[1]))); /* -0 keeps its sign */
+    ck_assert(!signbit(coli__json_num(&a->items[0])));
 
     ck_assert_int_eq(a->items[2].is_int, 1);
     ck_assert(a->items[2].integer == INT64_MAX);
     ck_assert_int_eq(a->items[3].is_int, 1);
     ck_assert(a->items[3].integer == INT64_MIN);
-    ck_assert(a->items[3].number == -9223372036854775808.0);
+    ck_assert(coli__json_num(&a->items[3]) == -9223372036854775808.0);
 
     /* One past either end of int64: still a number, no longer an integer. */
     ck_assert_int_eq(a->items[4].type, COLI_JSON_NUMBER);
     ck_assert_int_eq(a->items[4].is_int, 0);
-    ck_assert(a->items[4].number == 9223372036854775808.0);
+    ck_assert(coli__json_num(&a->items[4]) == 9223372036854775808.0);
     ck_assert_int_eq(a->items[5].is_int, 0);
-    ck_assert(a->items[5].number == -9223372036854775808.0); /* nearest double */
+    ck_assert(coli__json_num(&a->items[5]) == -9223372036854775808.0); /* nearest double */
 
     /* A fraction or exponent makes a number non-integer even when whole. */
     ck_assert_int_eq(a->items[6].is_int, 0);
-    ck_assert(a->items[6].number == 100.0);
+    ck_assert(coli__json_num(&a->items[6]) == 100.0);
     ck_assert_int_eq(a->items[7].is_int, 0);
-    ck_assert(a->items[7].number == 1.0);
-    ck_assert(a->items[8].number == 0.5);
-    ck_assert(a->items[9].number == -0.01);
+    ck_assert(coli__json_num(&a->items[7]) == 1.0);
+    ck_assert(coli__json_num(&a->items[8]) == 0.5);
+    ck_assert(coli__json_num(&a->items[9]) == -0.01);
     ck_assert_int_eq(a->items[10].integer, 123456789);
-    ck_assert(a->items[10].number == 123456789.0);
+    ck_assert(coli__json_num(&a->items[10]) == 123456789.0);
     ck_assert_int_eq(a->items[11].is_int, 0);
-    ck_assert(a->items[11].number == 1e23);
-    ck_assert(a->items[12].number == 2500.0);
-    ck_assert(a->items[13].number >= 0.0 && a->items[13].number < 1e-300); /* underflow is fine */
+    ck_assert(coli__json_num(&a->items[11]) == 1e23);
+    ck_assert(coli__json_num(&a->items[12]) == 2500.0);
+    ck_assert(coli__json_num(&a->items[13]) >= 0.0 &&
+              coli__json_num(&a->items[13]) < 1e-300); /* underflow is fine */
     coli__json_free(doc);
 }
 END_TEST
@@ -199,8 +202,8 @@ START_TEST(test_numbers_locale)
     for (size_t i = 0; i < sizeof locales / sizeof locales[0] && set == NULL; i++)
         set = setlocale(LC_NUMERIC, locales[i]);
     coli__json_doc *doc = parse_ok("[1.5, 2e-1]");
-    ck_assert(coli__json_root(doc)->items[0].number == 1.5);
-    ck_assert(coli__json_root(doc)->items[1].number == 0.2);
+    ck_assert(coli__json_num(&coli__json_root(doc)->items[0]) == 1.5);
+    ck_assert(coli__json_num(&coli__json_root(doc)->items[1]) == 0.2);
     coli__json_free(doc);
     setlocale(LC_NUMERIC, "C");
 }
@@ -283,7 +286,7 @@ START_TEST(test_large)
     coli__json_doc *doc = parse_ok(s);
     const coli__json *v = coli__json_get(coli__json_root(doc), "vocab");
     ck_assert_uint_eq(v->len, N);
-    ck_assert_str_eq(v->keys[12345], "t12345");
+    ck_assert_str_eq(coli__json_key(v, 12345)->str, "t12345");
     ck_assert_int_eq(v->items[12345].integer, 12345);
     ck_assert_int_eq(coli__json_get_int(v, "t149999", -1), 149999);
     const coli__json *m = coli__json_get(coli__json_root(doc), "merges");
@@ -291,6 +294,134 @@ START_TEST(test_large)
     ck_assert_str_eq(m->items[N - 1].str, "a149999 b");
     coli__json_free(doc);
     free(s);
+}
+END_TEST
+
+/* The memory a parse takes is the tree itself, once: 16 bytes a node plus
+ * the strings, and a 4-byte count per container while parsing. Checked on
+ * the shape of a compact tokenizer.json, pair-form merges being the most
+ * node-dense content real files have. (The old reader took a 72-byte node,
+ * held twice while its container was open.) */
+START_TEST(test_mem_bound)
+{
+    enum { N = 200000 };
+    size_t cap = (size_t)N * 40 + 64, n = 0, strb = 0;
+    char *s = malloc(cap);
+    ck_assert_ptr_nonnull(s);
+    n += (size_t)snprintf(s + n, cap - n, "{\"vocab\":{");
+    strb += sizeof "vocab";
+    for (int i = 0; i < N; i++) {
+        int k = snprintf(s + n, cap - n, "%s\"t%d\":%d", i ? "," : "", i, i);
+        n += (size_t)k;
+        strb += (size_t)snprintf(NULL, 0, "t%d", i) + 1;
+    }
+    n += (size_t)snprintf(s + n, cap - n, "},\"merges\":[");
+    strb += sizeof "merges";
+    for (int i = 0; i < N; i++) {
+        n += (size_t)snprintf(s + n, cap - n, "%s[\"a%d\",\"b\"]", i ? "," : "", i);
+        strb += (size_t)snprintf(NULL, 0, "a%d", i) + 1 + sizeof "b";
+    }
+    n += (size_t)snprintf(s + n, cap - n, "]}");
+    ck_assert_uint_lt(n, cap);
+    /* root + 2 keys + 2 values; vocab: a key and a value each; merges: an
+     * array and its two strings each */
+    size_t nodes = 5 + 2 * (size_t)N + 3 * (size_t)N, containers = 3 + (size_t)N;
+    size_t tree = nodes * 16 + strb;
+
+    coli__json_doc *doc = NULL;
+    coli__err err = {{0}};
+    ck_assert_int_eq(coli__json_parse(s, n, "tok.json", &doc, &err), COLI_OK);
+    size_t used = coli__json_mem_used(doc);
+    ck_assert_uint_ge(used, tree);
+    ck_assert_uint_le(used, tree + 2 * 4 * containers + 4096); /* counts grow by doubling */
+    ck_assert_uint_le(used, coli__json_mem_limit(n));
+    ck_assert_uint_le(used, 5 * n);
+    const coli__json *m = coli__json_get(coli__json_root(doc), "merges");
+    ck_assert_uint_eq(m->len, N);
+    ck_assert_str_eq(m->items[N - 1].items[0].str, "a199999");
+    coli__json_free(doc);
+    free(s);
+}
+END_TEST
+
+/* [0,0,...,0]: 2 bytes of text per 16-byte node, the densest JSON there is.
+ * k zeros need 16 (k + 1) bytes against a limit of 6 (2k + 1) + 1 MiB, so
+ * 200000 fit and 300000 do not; the refusal comes before the tree is
+ * allocated and names the document. */
+static char *zeros(size_t k, size_t *len)
+{
+    char *s = malloc(2 * k + 2);
+    ck_assert_ptr_nonnull(s);
+    s[0] = '[';
+    for (size_t i = 0; i < k; i++) {
+        s[1 + 2 * i] = '0';
+        s[2 + 2 * i] = i + 1 < k ? ',' : ']';
+    }
+    *len = 2 * k + 1;
+    return s;
+}
+
+START_TEST(test_mem_refused)
+{
+    size_t len;
+    char *s = zeros(200000, &len);
+    coli__json_doc *doc = NULL;
+    coli__err err = {{0}};
+    ck_assert_int_eq(coli__json_parse(s, len, "dense.json", &doc, &err), COLI_OK);
+    ck_assert_uint_eq(coli__json_root(doc)->len, 200000);
+    ck_assert_uint_le(coli__json_mem_used(doc), coli__json_mem_limit(len));
+    coli__json_free(doc);
+    free(s);
+
+    s = zeros(300000, &len);
+    doc = (coli__json_doc *)&doc;
+    ck_assert_int_eq(coli__json_parse(s, len, "dense.json", &doc, &err), COLI_EFORMAT);
+    ck_assert_ptr_null(doc);
+    ck_assert_msg(strncmp(err.msg, "dense.json: ", 12) == 0, "message '%s'", err.msg);
+    ck_assert_ptr_nonnull(strstr(err.msg, "bytes of memory"));
+    free(s);
+}
+END_TEST
+
+/* Files are refused past the caller's limit, before they are read: from the
+ * size of a regular file, while reading anything else. */
+START_TEST(test_file_limit)
+{
+    char path[] = "/tmp/colijsonXXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    char text[100];
+    memset(text, ' ', sizeof text);
+    text[0] = '[';
+    text[99] = ']';
+    ck_assert_int_eq(write(fd, text, sizeof text), (ssize_t)sizeof text);
+    close(fd);
+
+    coli__json_doc *doc = NULL;
+    coli__err err = {{0}};
+    ck_assert_int_eq(coli__json_parse_file_max(path, 100, &doc, &err), COLI_OK);
+    coli__json_free(doc);
+    doc = (coli__json_doc *)&doc;
+    ck_assert_int_eq(coli__json_parse_file_max(path, 99, &doc, &err), COLI_EFORMAT);
+    ck_assert_ptr_null(doc);
+    ck_assert_ptr_nonnull(strstr(err.msg, path));
+    ck_assert_ptr_nonnull(strstr(err.msg, "99 bytes"));
+
+    /* The default, for configuration files: 8 MiB (a sparse file: at the
+     * limit it is read, and its NUL bytes are what fails). */
+    ck_assert_int_eq(truncate(path, (off_t)COLI__JSON_CONFIG_MAX), 0);
+    ck_assert_int_eq(coli__json_parse_file(path, &doc, &err), COLI_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "after the JSON document"));
+    ck_assert_int_eq(truncate(path, (off_t)COLI__JSON_CONFIG_MAX + 1), 0);
+    ck_assert_int_eq(coli__json_parse_file(path, &doc, &err), COLI_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(err.msg, path));
+    ck_assert_ptr_nonnull(strstr(err.msg, "8 MiB"));
+    unlink(path);
+
+    /* A device has no size to check: reading stops at the limit. */
+    ck_assert_int_eq(coli__json_parse_file_max("/dev/zero", 1 << 16, &doc, &err), COLI_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "/dev/zero"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "65536 bytes"));
 }
 END_TEST
 
@@ -352,6 +483,14 @@ static const struct bad_case {
     {"nul", 0, NULL},
     {"[,1]", 0, NULL},
     {"{,}", 0, NULL},
+    /* The structure pass counts members up to where the document breaks
+     * off; the value pass must still report the real error there. */
+    {"[1, [", 0, "end of input"},
+    {"[1, [2, [3]], [", 0, "end of input"},
+    {"[}", 0, "unexpected '}'"},
+    {"{\"a\": [}", 0, "unexpected '}'"},
+    {"[\"a\", \"b", 0, "unterminated"},
+    {"{\"a\": 1, \"b", 0, "unterminated"},
 };
 
 START_TEST(test_reject)
@@ -468,6 +607,9 @@ static Suite *json_suite(void)
     tcase_add_test(tc, test_nested);
     tcase_add_test(tc, test_depth_limit);
     tcase_add_test(tc, test_large);
+    tcase_add_test(tc, test_mem_bound);
+    tcase_add_test(tc, test_mem_refused);
+    tcase_add_test(tc, test_file_limit);
     tcase_add_loop_test(tc, test_reject, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
     tcase_add_test(tc, test_error_position);
     tcase_add_test(tc, test_parse_file);

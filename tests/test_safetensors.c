@@ -466,6 +466,57 @@ START_TEST(test_huge_header)
 }
 END_TEST
 
+/* The format's limit is exactly 100000000 bytes: one byte more is refused
+ * before anything is parsed; at the limit the header is parsed (and here,
+ * being all NUL bytes after the '{', fails as JSON). Sparse files. */
+START_TEST(test_header_limit)
+{
+    char *path = tmp("limit.safetensors");
+    coli__tensor_set *ts = NULL;
+    coli__err err = {{0}};
+    uint64_t hlen = 100000001;
+    ck_assert_int_eq(tu_st_write_raw_len(path, hlen, "{", NULL, 0), 0);
+    ck_assert_int_eq(truncate(path, (off_t)(8 + hlen)), 0);
+    ck_assert_int_eq(coli__st_open_file(path, &ts, &err), COLI_EFORMAT);
+    assert_contains(err.msg, path);
+    assert_contains(err.msg, "limit of 100000000 bytes");
+    hlen = 100000000;
+    ck_assert_int_eq(tu_st_write_raw_len(path, hlen, "{", NULL, 0), 0);
+    ck_assert_int_eq(truncate(path, (off_t)(8 + hlen)), 0);
+    ck_assert_int_eq(coli__st_open_file(path, &ts, &err), COLI_EFORMAT);
+    assert_contains(err.msg, path);
+    assert_contains(err.msg, "line 1, column 2");
+    free(path);
+}
+END_TEST
+
+/* A header made of tiny values would cost 8 bytes of tree a byte: it is
+ * refused for its memory, naming the file, before the tree is built (the
+ * old reader built it, 72 bytes a value, and only then found 300000
+ * dimensions too many). */
+START_TEST(test_header_memory)
+{
+    char *path = tmp("dense.safetensors");
+    size_t k = 300000, cap = 2 * k + 128, n = 0;
+    char *h = malloc(cap);
+    ck_assert_ptr_nonnull(h);
+    n += (size_t)snprintf(h, cap, "{\"t\":{\"dtype\":\"F32\",\"data_offsets\":[0,0],\"shape\":[");
+    for (size_t i = 0; i < k; i++)
+        n += (size_t)snprintf(h + n, cap - n, i ? ",0" : "0");
+    n += (size_t)snprintf(h + n, cap - n, "]}}");
+    ck_assert_uint_lt(n, cap);
+    ck_assert_int_eq(tu_st_write_raw(path, h, NULL, 0), 0);
+    coli__tensor_set *ts = NULL;
+    coli__err err = {{0}};
+    ck_assert_int_eq(coli__st_open_file(path, &ts, &err), COLI_EFORMAT);
+    ck_assert_ptr_null(ts);
+    assert_contains(err.msg, path);
+    assert_contains(err.msg, "bytes of memory");
+    free(h);
+    free(path);
+}
+END_TEST
+
 START_TEST(test_not_a_file)
 {
     coli__tensor_set *ts = NULL;
@@ -620,6 +671,8 @@ static Suite *st_suite(void)
     tcase_add_loop_test(tc, test_bad_file, 0, (int)(sizeof bad_files / sizeof bad_files[0]));
     tcase_add_test(tc, test_short_file);
     tcase_add_test(tc, test_huge_header);
+    tcase_add_test(tc, test_header_limit);
+    tcase_add_test(tc, test_header_memory);
     tcase_add_test(tc, test_not_a_file);
     suite_add_tcase(s, tc);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "testutil.h"
 #include "tokenizer.h"
 #include "unicode.h"
@@ -750,6 +751,37 @@ START_TEST(test_added_flags)
 }
 END_TEST
 
+/* An lstrip token that is itself whitespace, repeated: each match may only
+ * strip back to the previous one. 300000 of them took minutes when every
+ * match scanned back over all the run before it (Check's timeout fails the
+ * test); this is linear. */
+START_TEST(test_lstrip_run)
+{
+    enum { N = 300000 };
+    const char *json =
+        "{\"added_tokens\":[{\"id\":5,\"content\":\"\\n\",\"single_word\":false,\"lstrip\":true,"
+        "\"rstrip\":false,\"normalized\":false,\"special\":false}],"
+        "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\" \":1},\"merges\":[]}}";
+    coli__tokenizer *tok = load_ok(json);
+    coli__ids ids = {0};
+    coli__err err = {{0}};
+    char *text = malloc(N + 5);
+    EXPECT_IDS(tok, "a \n \n", 0, 0, 5, 5);
+    EXPECT_IDS(tok, "a\n \na", 0, 0, 5, 5, 0);
+    ck_assert_ptr_nonnull(text);
+    memcpy(text, "a   ", 4);
+    memset(text + 4, '\n', N);
+    ck_assert_int_eq(coli__tok_encode(tok, text, N + 4, 0, &ids, &err), COLI_OK);
+    ck_assert_uint_eq(ids.n, N + 1);
+    ck_assert_int_eq(ids.v[0], 0);
+    for (size_t i = 1; i <= N; i++)
+        ck_assert_int_eq(ids.v[i], 5);
+    coli__ids_free(&ids);
+    free(text);
+    coli__tok_free(tok);
+}
+END_TEST
+
 /* ---- refusals ---------------------------------------------------------- */
 
 static void expect_refusal(const char *json, coli_status want, const char *needle1,
@@ -829,6 +861,28 @@ START_TEST(test_refusals)
 
     ck_assert_int_eq(coli__tok_load(NULL, &tok, &err), COLI_EINVAL);
     coli__tok_free(NULL);
+}
+END_TEST
+
+/* Ids size the id tables, so an id far past the entries present is refused
+ * before anything is allocated by it (2^26 - 1 used to take some 576 MB).
+ * Here 3 vocab entries and 1 added token allow ids below 2 * 4 + 1024. */
+#define ADDED_AT(id)                                                                     \
+    "{\"added_tokens\":[{\"id\":" #id ",\"content\":\"<x>\",\"special\":true}]," TINY_MODEL "}"
+
+START_TEST(test_id_limits)
+{
+    coli__tokenizer *tok = load_ok(ADDED_AT(1031));
+    ck_assert_uint_eq(coli__tok_vocab_size(tok), 1032);
+    ck_assert_int_eq(coli__tok_find(tok, "<x>"), 1031);
+    EXPECT_DECODE(tok, 0, "<x> ab", 1031, 2); /* no decoder: pieces joined by spaces */
+    coli__tok_free(tok);
+    expect_refusal(ADDED_AT(1032), COLI_EFORMAT, "added_tokens[0]", "below 1032");
+    expect_refusal(ADDED_AT(67108863), COLI_EFORMAT, "added_tokens[0]", "67108863");
+    expect_refusal("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":67108863},\"merges\":[]}}",
+                   COLI_EFORMAT, "model.vocab[\"b\"]", "67108863");
+    expect_refusal("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1028},\"merges\":[]}}",
+                   COLI_EFORMAT, "model.vocab[\"b\"]", "below 1028");
 }
 END_TEST
 
@@ -1131,6 +1185,361 @@ static void run_fixture(const char *arch)
     free(dir);
 }
 
+/* ---- BPE against a reference ------------------------------------------ */
+
+/* The plainest BPE there is, as its definition reads: while some adjacent
+ * pair has a merge, apply the one of lowest rank, the leftmost if it occurs
+ * more than once; a pair listed twice has its later rank. Quadratic, and
+ * independent of the library's heap and of its cutting words at boundaries
+ * no merge crosses. Built from the tokenizer.json text itself (BPE model,
+ * no continuing-subword prefix, optional byte fallback). */
+typedef struct ref_tok {
+    const char *s;
+    size_t n;
+    int32_t id;
+} ref_tok;
+
+typedef struct ref_merge {
+    int32_t a, b, id;
+    uint32_t rank;
+} ref_merge;
+
+typedef struct ref_bpe {
+    ref_tok *vocab; /* open addressing, vcap slots */
+    size_t vcap;
+    ref_merge *merges; /* open addressing by (a, b), mcap slots */
+    size_t mcap;
+    int32_t byte_id[256];
+    int byte_fallback;
+    coli__json_doc *doc; /* owns the strings */
+} ref_bpe;
+
+static size_t ref_hash(const char *s, size_t n)
+{
+    size_t h = 5381;
+    for (size_t i = 0; i < n; i++)
+        h = h * 33 + (unsigned char)s[i];
+    return h;
+}
+
+static int32_t ref_vocab(const ref_bpe *r, const char *s, size_t n)
+{
+    for (size_t i = ref_hash(s, n) % r->vcap;; i = (i + 1) % r->vcap) {
+        if (!r->vocab[i].s)
+            return -1;
+        if (r->vocab[i].n == n && memcmp(r->vocab[i].s, s, n) == 0)
+            return r->vocab[i].id;
+    }
+}
+
+static ref_merge *ref_merge_slot(const ref_bpe *r, int32_t a, int32_t b)
+{
+    for (size_t i = ((size_t)a * 1000003u + (size_t)b) % r->mcap;; i = (i + 1) % r->mcap)
+        if (r->merges[i].a < 0 || (r->merges[i].a == a && r->merges[i].b == b))
+            return &r->merges[i];
+}
+
+static void ref_load(ref_bpe *r, const char *json)
+{
+    coli__err err = {{0}};
+    memset(r, 0, sizeof *r);
+    ck_assert_int_eq(coli__json_parse(json, strlen(json), "ref", &r->doc, &err), COLI_OK);
+    const coli__json *model = coli__json_get(coli__json_root(r->doc), "model");
+    const coli__json *vocab = coli__json_get(model, "vocab");
+    const coli__json *merges = coli__json_get(model, "merges");
+    r->byte_fallback = coli__json_get_bool(model, "byte_fallback", 0);
+    r->vcap = vocab->len * 2 + 1;
+    r->vocab = calloc(r->vcap, sizeof *r->vocab);
+    r->mcap = merges->len * 2 + 1;
+    r->merges = malloc(r->mcap * sizeof *r->merges);
+    ck_assert(r->vocab && r->merges);
+    for (size_t i = 0; i < vocab->len; i++) {
+        const coli__json *k = coli__json_key(vocab, i);
+        size_t j = ref_hash(k->str, k->len) % r->vcap;
+        while (r->vocab[j].s && !(r->vocab[j].n == k->len && memcmp(r->vocab[j].s, k->str, k->len) == 0))
+            j = (j + 1) % r->vcap;
+        r->vocab[j].s = k->str;
+        r->vocab[j].n = k->len;
+        r->vocab[j].id = (int32_t)vocab->items[i].integer;
+    }
+    for (size_t i = 0; i < r->mcap; i++)
+        r->merges[i].a = -1;
+    for (size_t i = 0; i < merges->len; i++) {
+        const coli__json *m = &merges->items[i];
+        char cat[256];
+        const char *a = m->items[0].str, *b = m->items[1].str;
+        size_t al = m->items[0].len, bl = m->items[1].len;
+        ck_assert_uint_lt(al + bl, sizeof cat);
+        memcpy(cat, a, al);
+        memcpy(cat + al, b, bl);
+        ref_merge *slot = ref_merge_slot(r, ref_vocab(r, a, al), ref_vocab(r, b, bl));
+        slot->a = ref_vocab(r, a, al);
+        slot->b = ref_vocab(r, b, bl);
+        slot->id = ref_vocab(r, cat, al + bl);
+        slot->rank = (uint32_t)i;
+        ck_assert(slot->a >= 0 && slot->b >= 0 && slot->id >= 0);
+    }
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        r->byte_id[b] = ref_vocab(r, name, 6);
+    }
+}
+
+static void ref_free(ref_bpe *r)
+{
+    free(r->vocab);
+    free(r->merges);
+    coli__json_free(r->doc);
+}
+
+/* The ids of the word w[0..n) into out (room for n); their number. Every
+ * character must be in the vocab or, with byte fallback, its bytes. */
+static size_t ref_encode(const ref_bpe *r, const char *w, size_t n, int32_t *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        size_t len = 1;
+        while (i + len < n && ((unsigned char)w[i + len] & 0xC0) == 0x80)
+            len++;
+        int32_t id = ref_vocab(r, w + i, len);
+        if (id >= 0) {
+            out[k++] = id;
+        } else {
+            ck_assert_msg(r->byte_fallback, "reference: character not in the vocab");
+            for (size_t j = 0; j < len; j++)
+                out[k++] = r->byte_id[(unsigned char)w[i + j]];
+        }
+        i += len;
+    }
+    for (;;) {
+        const ref_merge *best = NULL;
+        size_t at = 0;
+        for (size_t i = 0; i + 1 < k; i++) {
+            const ref_merge *m = ref_merge_slot(r, out[i], out[i + 1]);
+            if (m->a >= 0 && (!best || m->rank < best->rank)) {
+                best = m;
+                at = i;
+            }
+        }
+        if (!best)
+            return k;
+        out[at] = best->id;
+        memmove(out + at + 1, out + at + 2, (k - at - 2) * sizeof *out);
+        k--;
+    }
+}
+
+static uint32_t rng_next(uint32_t *x)
+{
+    *x = *x * 1664525u + 1013904223u;
+    return *x >> 8;
+}
+
+/* A random string of n characters from alpha (n_alpha of them), with runs
+ * of one character ("aaaaaa") as often as not. */
+static size_t rand_text(uint32_t *x, const char *const *alpha, size_t n_alpha, size_t n, char *out)
+{
+    size_t o = 0;
+    while (n > 0) {
+        const char *c = alpha[rng_next(x) % n_alpha];
+        size_t run = rng_next(x) % 2 ? 1 + rng_next(x) % 12 : 1;
+        for (; run > 0 && n > 0; run--, n--) {
+            memcpy(out + o, c, strlen(c));
+            o += strlen(c);
+        }
+    }
+    out[o] = '\0';
+    return o;
+}
+
+/* Encodes text with the library and compares with the reference on word. */
+static void same_as_ref(const coli__tokenizer *tok, const ref_bpe *r, const char *text,
+                        const char *word, size_t wn)
+{
+    int32_t *want = malloc((wn + 1) * sizeof *want);
+    coli__ids ids = {0};
+    coli__err err = {{0}};
+    ck_assert_ptr_nonnull(want);
+    size_t nw = ref_encode(r, word, wn, want);
+    ck_assert_int_eq(coli__tok_encode(tok, text, strlen(text), 0, &ids, &err), COLI_OK);
+    ck_assert_msg(same_ids(ids.v, ids.n, want, nw), "\"%s\": %zu ids, the reference %zu", text,
+                  ids.n, nw);
+    coli__ids_free(&ids);
+    free(want);
+}
+
+/* Random merge tables over a, b, c, ▁ and é: merged tokens are pairs of
+ * tokens already there, some pairs listed twice, some merges giving a token
+ * another pair also gives. In half the tables ▁ starts right parts only
+ * after ▁ (as in SentencePiece vocabularies, where words then split), in
+ * the others anywhere. No pre-tokenizer: the whole text is one word. */
+START_TEST(test_bpe_vs_reference_random)
+{
+    static const char *const alpha[] = {"a", "b", "c", "\xE2\x96\x81", "\xC3\xA9"};
+    uint32_t x = 12345u + (uint32_t)_i;
+    char text[2048];
+    for (int table = 0; table < 8; table++) {
+        int sp_like = table % 2 == 0;
+        size_t ntok = 5, nmerge = 30 + rng_next(&x) % 150;
+        char (*toks)[64] = calloc(ntok + nmerge, sizeof *toks);
+        sbuf j = {0};
+        ck_assert_ptr_nonnull(toks);
+        for (size_t i = 0; i < 5; i++)
+            strcpy(toks[i], alpha[i]);
+        sb_str(&j, "{\"model\":{\"type\":\"BPE\",\"merges\":[");
+        for (size_t m = 0, listed = 0; m < nmerge; m++) {
+            const char *a = toks[rng_next(&x) % ntok], *b = toks[rng_next(&x) % ntok];
+            size_t al = strlen(a), bl = strlen(b);
+            int after_space = al >= 3 && strcmp(a + al - 3, "\xE2\x96\x81") == 0;
+            if (al + bl >= 64 || (sp_like && strncmp(b, "\xE2\x96\x81", 3) == 0 && !after_space))
+                continue;
+            char cat[64];
+            memcpy(cat, a, al);
+            memcpy(cat + al, b, bl + 1);
+            size_t k = 0;
+            while (k < ntok && strcmp(toks[k], cat) != 0)
+                k++;
+            if (k == ntok)
+                strcpy(toks[ntok++], cat);
+            for (int twice = 0; twice < (rng_next(&x) % 8 == 0 ? 2 : 1); twice++) {
+                sb_str(&j, listed++ ? ",[" : "[");
+                sb_jsonz(&j, a);
+                sb_str(&j, ",");
+                sb_jsonz(&j, b);
+                sb_str(&j, "]");
+            }
+        }
+        sb_str(&j, "],\"vocab\":{");
+        for (size_t k = 0; k < ntok; k++) {
+            char id[24];
+            if (k)
+                sb_str(&j, ",");
+            sb_jsonz(&j, toks[k]);
+            snprintf(id, sizeof id, ":%zu", k);
+            sb_str(&j, id);
+        }
+        sb_str(&j, "}}}");
+        coli__tokenizer *tok = load_ok(j.p);
+        ref_bpe r;
+        ref_load(&r, j.p);
+        for (int t = 0; t < 60; t++) {
+            size_t n = rand_text(&x, alpha, 5, rng_next(&x) % 300, text);
+            same_as_ref(tok, &r, text, text, n);
+        }
+        ref_free(&r);
+        coli__tok_free(tok);
+        free(j.p);
+        free(toks);
+    }
+}
+END_TEST
+
+/* The fixtures' own merges on random text from their alphabets: Mixtral's
+ * SentencePiece tokenizer, where the whole text is one word after its
+ * normalizer ("▁" prepended, spaces made "▁"), and Qwen3's byte-level one
+ * on letter words (one pre-token each, " " becoming "Ġ"). */
+START_TEST(test_bpe_vs_reference_fixtures)
+{
+    char *dir = tu_path(tu_data_dir(), "mixtral");
+    char *tj = tu_path(dir, "tokenizer.json");
+    char *json = tu_read_file(tj, NULL);
+    coli__tokenizer *tok = NULL;
+    coli__err err = {{0}};
+    ref_bpe r;
+    const char *alpha[300];
+    size_t n_alpha = 0, len;
+    uint32_t cp;
+    char text[4096], word[8192];
+    uint32_t x = 777u;
+
+    ck_assert_ptr_nonnull(json);
+    ck_assert_int_eq(coli__tok_load(tj, &tok, &err), COLI_OK);
+    ref_load(&r, json);
+    /* one-character tokens, ▁ as a space; not '<', which could spell <s> */
+    for (size_t i = 0; i < r.vcap; i++) {
+        const ref_tok *v = &r.vocab[i];
+        if (!v->s || v->s[0] == '<' || n_alpha == 300)
+            continue;
+        if (v->n == 3 && memcmp(v->s, "\xE2\x96\x81", 3) == 0)
+            alpha[n_alpha++] = " ";
+        else if (coli__utf8_decode(v->s, v->n, &cp, &len) && len == v->n)
+            alpha[n_alpha++] = v->s;
+    }
+    ck_assert_uint_gt(n_alpha, 20);
+    for (int t = 0; t < 400; t++) {
+        size_t n = rand_text(&x, alpha, n_alpha, 1 + rng_next(&x) % 400, text), wn = 3;
+        memcpy(word, "\xE2\x96\x81", 3);
+        for (size_t i = 0; i < n; i++) {
+            if (text[i] == ' ') {
+                memcpy(word + wn, "\xE2\x96\x81", 3);
+                wn += 3;
+            } else {
+                word[wn++] = text[i];
+            }
+        }
+        same_as_ref(tok, &r, text, word, wn);
+    }
+    ref_free(&r);
+    coli__tok_free(tok);
+    free(json);
+    free(tj);
+    free(dir);
+
+    dir = tu_path(tu_data_dir(), "qwen3_moe");
+    tj = tu_path(dir, "tokenizer.json");
+    json = tu_read_file(tj, NULL);
+    ck_assert_ptr_nonnull(json);
+    ck_assert_int_eq(coli__tok_load(tj, &tok, &err), COLI_OK);
+    ref_load(&r, json);
+    static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    const char *la[52];
+    char one[52][2];
+    for (size_t i = 0; i < 52; i++) {
+        one[i][0] = letters[i];
+        one[i][1] = '\0';
+        la[i] = one[i];
+        ck_assert_int_ge(ref_vocab(&r, one[i], 1), 0);
+    }
+    for (int t = 0; t < 400; t++) {
+        int lead = (int)(rng_next(&x) % 2);
+        size_t n = rand_text(&x, la, t % 3 ? 52 : 3, 1 + rng_next(&x) % 300, text + lead);
+        if (lead)
+            text[0] = ' ';
+        memcpy(word, "\xC4\xA0", 2); /* Ġ */
+        memcpy(word + 2 * lead, text + lead, n + 1);
+        same_as_ref(tok, &r, text, word, n + 2 * (size_t)lead);
+    }
+    ref_free(&r);
+    coli__tok_free(tok);
+    free(json);
+    free(tj);
+    free(dir);
+}
+END_TEST
+
+/* Decoding to nothing (only skipped specials, or no ids): Fuse then makes
+ * one empty piece with no text buffer behind it, which Strip must not
+ * offset (clang's UBSan stopped here on NULL + 0). */
+START_TEST(test_decode_to_nothing)
+{
+    char *dir = tu_path(tu_data_dir(), "mixtral");
+    char *tj = tu_path(dir, "tokenizer.json");
+    coli__tokenizer *tok = NULL;
+    coli__err err = {{0}};
+    ck_assert_int_eq(coli__tok_load(tj, &tok, &err), COLI_OK);
+    ck_assert_int_eq(coli__tok_find(tok, "<s>"), 1);
+    EXPECT_DECODE(tok, 1, "", 1);
+    EXPECT_DECODE(tok, 1, "", 1, 2);
+    EXPECT_DECODE(tok, 0, "<s>", 1);
+    expect_decode(tok, NULL, 0, 1, "");
+    expect_decode(tok, NULL, 0, 0, "");
+    coli__tok_free(tok);
+    free(tj);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_fixture_qwen3_moe)
 {
     run_fixture("qwen3_moe");
@@ -1169,9 +1578,12 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(tc, test_bpe_sentencepiece);
     tcase_add_test(tc, test_metaspace);
     tcase_add_test(tc, test_added_flags);
+    tcase_add_test(tc, test_lstrip_run);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_bad_calls);
+    tcase_add_test(tc, test_id_limits);
     tcase_add_test(tc, test_long_input);
+    tcase_add_loop_test(tc, test_bpe_vs_reference_random, 0, 4);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("reference");
@@ -1179,6 +1591,8 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(tc, test_fixture_qwen3_moe);
     tcase_add_test(tc, test_fixture_olmoe);
     tcase_add_test(tc, test_fixture_mixtral);
+    tcase_add_test(tc, test_decode_to_nothing);
+    tcase_add_test(tc, test_bpe_vs_reference_fixtures);
     suite_add_tcase(s, tc);
     return s;
 }
