@@ -1125,6 +1125,20 @@ static coli_status load_post(coli__tokenizer *t, const coli__json *j, coli__err 
     return st;
 }
 
+/* Encoding emits the post-processor's ids as they are: each must be a
+ * token, or callers would get ids that decoding and the model refuse. */
+static coli_status check_post_ids(coli__tokenizer *t, coli__err *err)
+{
+    const coli__ids *l[2] = {&t->post_prefix, &t->post_suffix};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < l[k]->n; i++)
+            if ((size_t)l[k]->v[i] >= t->n_ids)
+                return tfail(t, err, COLI_EFORMAT,
+                             "post_processor: special token id %ld is not in the vocab (%zu ids)",
+                             (long)l[k]->v[i], t->n_ids);
+    return COLI_OK;
+}
+
 /* ---- loading: decoder ----------------------------------------------- */
 
 static coli_status load_decoder(coli__tokenizer *t, const coli__json *j, coli__err *err)
@@ -1562,6 +1576,8 @@ coli_status coli__tok_load(const char *path, coli__tokenizer **out, coli__err *e
     if ((st = load_pre(t, coli__json_get(root, "pre_tokenizer"), err)) != COLI_OK)
         goto done;
     if ((st = load_post(t, coli__json_get(root, "post_processor"), err)) != COLI_OK)
+        goto done;
+    if ((st = check_post_ids(t, err)) != COLI_OK)
         goto done;
     if ((st = load_decoder(t, coli__json_get(root, "decoder"), err)) != COLI_OK)
         goto done;

@@ -834,6 +834,14 @@ START_TEST(test_refusals)
                    COLI_EUNSUPPORTED, "decoder", "WordPiece");
     expect_refusal("{\"post_processor\":{\"type\":\"Custom\"}," TINY_MODEL "}", COLI_EUNSUPPORTED,
                    "post_processor", "Custom");
+    /* Ids the post-processor adds must be tokens: here 3 of a vocab of 3. */
+    expect_refusal("{\"post_processor\":{\"type\":\"RobertaProcessing\",\"cls\":[\"a\",0],"
+                   "\"sep\":[\"x\",3]}," TINY_MODEL "}",
+                   COLI_EFORMAT, "post_processor", "id 3");
+    expect_refusal("{\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":"
+                   "{\"id\":\"<x>\"}},{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{\"<x>\":"
+                   "{\"ids\":[7]}}}," TINY_MODEL "}",
+                   COLI_EFORMAT, "post_processor", "id 7");
     expect_refusal("{\"model\":{\"type\":\"BPE\",\"dropout\":0.1,\"vocab\":{},\"merges\":[]}}",
                    COLI_EUNSUPPORTED, "dropout", NULL);
     expect_refusal("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a b\"]}}",
