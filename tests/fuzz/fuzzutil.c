@@ -56,7 +56,10 @@ const char *fz_path(const char *name)
 void fz_write(const char *name, const void *data, size_t n, uint64_t pad)
 {
     const char *path = fz_path(name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* A new file each time, not a truncated one: ext4 flushes a file that
+     * was truncated and rewritten when it is closed, which is slow. */
+    FZ_CHECK(unlink(path) == 0 || errno == ENOENT, "unlink %s: %s", path, strerror(errno));
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     FZ_CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
     const char *p = data;
     size_t left = n;
