@@ -61,13 +61,13 @@ static void put_number(out *o, const coli__json *v)
     int n;
     if (v->is_int) {
         /* "-0" is an integer whose double is -0.0. */
-        if (v->integer == 0 && signbit(v->number))
+        if (v->integer == 0 && v->neg_zero)
             n = snprintf(b, sizeof b, "-0");
         else
             n = snprintf(b, sizeof b, "%lld", (long long)v->integer);
     } else {
         /* 17 digits round-trip any double; keep it a non-integer literal. */
-        n = snprintf(b, sizeof b, "%.17g", v->number);
+        n = snprintf(b, sizeof b, "%.17g", v->dbl);
         if (strpbrk(b, ".e") == NULL)
             n = snprintf(b + n, sizeof b - (size_t)n, ".0") + n;
     }
@@ -86,15 +86,16 @@ static void walk(const coli__json *v, out *o)
         put(o, v->boolean ? "true" : "false", v->boolean ? 4 : 5);
         break;
     case COLI_JSON_NUMBER:
-        FZ_CHECK(!isnan(v->number) && !isinf(v->number), "number %g", v->number);
+        FZ_CHECK(isfinite(coli__json_num(v)), "number %g", coli__json_num(v));
+        FZ_CHECK(!v->neg_zero || (v->is_int && v->integer == 0), "-0 flagged on another number");
         if (v->is_int)
-            FZ_CHECK(v->number == (double)v->integer, "integer %lld has double %.17g",
-                     (long long)v->integer, v->number);
+            FZ_CHECK(coli__json_num(v) == (double)v->integer, "integer %lld has double %.17g",
+                     (long long)v->integer, coli__json_num(v));
         put_number(o, v);
         break;
     case COLI_JSON_STRING:
         FZ_CHECK(v->str != NULL && v->str[v->len] == '\0', "string not NUL-terminated");
-        FZ_CHECK(fz_utf8_valid(v->str, v->len), "string of %zu bytes is not UTF-8", v->len);
+        FZ_CHECK(fz_utf8_valid(v->str, v->len), "string of %zu bytes is not UTF-8", (size_t)v->len);
         put_str(o, v->str, v->len);
         break;
     case COLI_JSON_ARRAY:
@@ -108,18 +109,20 @@ static void walk(const coli__json *v, out *o)
         put(o, "]", 1);
         break;
     case COLI_JSON_OBJECT:
-        FZ_CHECK(v->len == 0 || (v->items && v->keys && v->key_lens), "object without members");
+        FZ_CHECK(v->len == 0 || v->items != NULL, "object without members");
         put(o, "{", 1);
         for (size_t i = 0; i < v->len; i++) {
-            const char *k = v->keys[i];
-            size_t kl = v->key_lens[i];
+            const coli__json *key = coli__json_key(v, i);
+            FZ_CHECK(key != NULL && key->type == COLI_JSON_STRING, "key %zu is not a string", i);
+            const char *k = key->str;
+            size_t kl = key->len;
             FZ_CHECK(k != NULL && k[kl] == '\0', "key not NUL-terminated");
             FZ_CHECK(fz_utf8_valid(k, kl), "key of %zu bytes is not UTF-8", kl);
             if (v->len <= LOOKUP_CHECK_MAX && strlen(k) == kl) {
                 /* The last member with this key. */
                 size_t last = i;
                 for (size_t j = i + 1; j < v->len; j++)
-                    if (v->key_lens[j] == kl && memcmp(v->keys[j], k, kl) == 0)
+                    if (coli__json_key(v, j)->len == kl && memcmp(coli__json_key(v, j)->str, k, kl) == 0)
                         last = j;
                 FZ_CHECK(coli__json_get(v, k) == &v->items[last], "lookup of key %zu", i);
             }

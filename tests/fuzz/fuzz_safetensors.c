@@ -60,7 +60,7 @@ static void check_accepted(const coli__tensor_set *ts, const uint8_t *data, size
     FZ_CHECK(spans != NULL, "out of memory");
     size_t nspans = 0;
     for (size_t i = 0; i < root->len; i++) {
-        const char *name = root->keys[i];
+        const char *name = coli__json_key(root, i)->str;
         if (strcmp(name, "__metadata__") == 0)
             continue;
         want++;

@@ -123,13 +123,3 @@ int fz_utf8_valid(const char *s, size_t n)
     }
     return 1;
 }
-
-const char *fz_data_dir(void)
-{
-    static char buf[4096];
-    const char *env = getenv("COLI_TEST_DATA");
-    if (env != NULL && *env != '\0')
-        return env;
-    snprintf(buf, sizeof buf, "%s/tests/data", COLI_SRCDIR);
-    return buf;
-}

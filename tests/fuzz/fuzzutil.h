@@ -44,8 +44,5 @@ void fz_check_failure(coli_status st, const char *msg);
 /* 1 if s[0..n) is well-formed UTF-8 (RFC 3629), written here independently
  * of the library's own check. */
 int fz_utf8_valid(const char *s, size_t n);
-/* Root of the source tree's fixture models: $COLI_TEST_DATA, else
- * COLI_SRCDIR "/tests/data". Static storage. */
-const char *fz_data_dir(void);
 
 #endif
