@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "safetensors.h"
+#include "dtype.h"
 
 /* Index of the first NaN or infinity among the n values of type dt (F32,
  * BF16 or F16) at p, or n if all are finite (or dt is another type). Reads

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "forward.h"
+#include "silu.h"
 
 #define CHUNK 64 /* tokens per pass; bounds scratch memory */
 
@@ -53,11 +54,6 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
     float r = 1.0f / sqrtf((float)(ss / n) + eps);
     for (int i = 0; i < n; i++)
         out[i] = w[i] * (x[i] * r);
-}
-
-static float silu(float x)
-{
-    return x / (1.0f + expf(-x));
 }
 
 /* Rotate-half RoPE on the first rot dims of a head vector. */
@@ -212,7 +208,7 @@ static coli_status run_experts(coli__pool *pool, bufs *b, coli__mm *tg, coli__mm
     for (int i = 0; i < nt; i++) {
         float *g = tg[2 * i].y, *u = tg[2 * i + 1].y;
         for (size_t k = 0; k < (size_t)tg[2 * i].n_tok * (size_t)I; k++)
-            g[k] = silu(g[k]) * u[k];
+            g[k] = coli__swiglu(g[k], u[k]);
     }
     return mm_multi(pool, td, nt, b);
 }
@@ -284,7 +280,7 @@ static coli_status dense(const coli__config *c, const coli__layer *ly, coli__poo
     coli__mm t[2] = {{&ly->gate, b->xn, S, b->g}, {&ly->up, b->xn, S, b->u}};
     COLI_TRY(mm_multi(pool, t, 2, b));
     for (size_t i = 0; i < (size_t)S * c->inter; i++)
-        b->g[i] = silu(b->g[i]) * b->u[i];
+        b->g[i] = coli__swiglu(b->g[i], b->u[i]);
     return mm(pool, &ly->down, b->g, S, b->o, b);
 }
 

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "quant.h"
-#include "safetensors.h"
+#include "dtype.h"
 #include "threadpool.h"
 
 typedef struct coli__mat {

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "safetensors.h" /* coli__dtype: COLI_DT_Q8, COLI_DT_Q4, COLI_DT_Q2 */
+#include "dtype.h"
 
 #define COLI_QK 32 /* activation group, and q8/q2 weight group */
 

@@ -12,18 +12,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "dtype.h"
 #include "error.h"
-
-typedef enum coli__dtype {
-    COLI_DT_F32 = 0,
-    COLI_DT_F16 = 1,
-    COLI_DT_BF16 = 2,
-    COLI_DT_OTHER = 3, /* a valid safetensors dtype we cannot compute with (I8, F64...) */
-    /* In memory only: the quantized formats of docs/formats.md. */
-    COLI_DT_Q8 = 4,
-    COLI_DT_Q4 = 5,
-    COLI_DT_Q2 = 6
-} coli__dtype;
 
 #define COLI_MAX_DIMS 8
 

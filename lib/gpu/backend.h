@@ -1,0 +1,124 @@
+/* backend.h - the GPU expert tier's interface (internal, C ABI).
+ *
+ * The tier knows matrices, not models: it holds tensors in the formats of
+ * docs/formats.md on one or more devices and computes products with them,
+ * with the same bits as the CPU kernels for q8, q4 and q2. The engine
+ * (lib/experts.c) decides what lives where and falls back to the CPU when a
+ * call fails; every call that can fail returns a status and a message.
+ *
+ * Implementations: lib/gpu/backend.cu (CUDA or HIP, one source) and
+ * lib/gpu/none.c (no tier compiled in: every device query answers "none").
+ * Callers reach one through a table of functions (coli__gpu_ops), so that
+ * tests can put a host implementation of the same contract in its place. */
+#ifndef COLI_GPU_BACKEND_H
+#define COLI_GPU_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../dtype.h"
+#include "../error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COLI_GPU_MAX_DEVICES 16
+
+/* What one visible device is. */
+typedef struct coli__gpu_devinfo {
+    int ordinal;         /* as the runtime numbers it (after *_VISIBLE_DEVICES) */
+    char name[96];       /* "NVIDIA H200", "AMD Radeon RX 9070 XT" */
+    char arch[32];       /* "sm_90", "gfx1030" */
+    int wave;            /* threads of a warp or wavefront: 32 or 64 */
+    uint64_t free_bytes, total_bytes;
+} coli__gpu_devinfo;
+
+/* A matrix on the host, in one format of docs/formats.md: f32 or bf16
+ * values (data) or the arrays of a quantized one (qs, d, m). */
+typedef struct coli__gpu_mat {
+    coli__dtype dt; /* COLI_DT_F32, BF16, Q8, Q4 or Q2 */
+    int group;      /* weight group of the quantized formats (q4: 32, 64, 128) */
+    int rows, cols;
+    const void *data;   /* f32/bf16: rows * cols values */
+    const uint8_t *qs;  /* quantized: quants */
+    const uint16_t *d;  /* quantized: fp16 scales */
+    const uint16_t *m;  /* q2: fp16 minimums */
+} coli__gpu_mat;
+
+/* Counters of one device since init. Times are wall-clock nanoseconds
+ * measured with device events around each phase. */
+typedef struct coli__gpu_stats {
+    uint64_t resident_tensors, resident_bytes;
+    uint64_t calls;       /* successful matmul and expert calls */
+    uint64_t rows;        /* activation rows (tokens) those calls computed */
+    uint64_t failures;    /* calls that reported an error */
+    uint64_t h2d_ns, kernel_ns, d2h_ns;
+    uint64_t h2d_bytes, d2h_bytes;
+} coli__gpu_stats;
+
+/* One routed expert of a layer, resident on the device of the call: its
+ * gate [I, H], up [I, H] and down [H, I] tensors, applied to n_rows rows of
+ * the call's input. Jobs take consecutive rows, in order. */
+typedef struct coli__gpu_expert {
+    int gate, up, down; /* tensor handles */
+    int n_rows;
+} coli__gpu_expert;
+
+typedef struct coli__gpu coli__gpu; /* an initialised tier */
+
+/* Settings of coli__gpu_init. */
+typedef struct coli__gpu_params {
+    const int *devices;  /* ordinals to use; NULL: device 0 */
+    int n_devices;
+    /* Fault injection for tests (COLI_GPU_FAIL_AFTER): after this many
+     * successful fallible calls, every further one fails. < 0: never. */
+    int64_t fail_after;
+} coli__gpu_params;
+
+typedef struct coli__gpu_ops {
+    /* "none", or the vendor and targets compiled in ("cuda sm_90",
+     * "hip gfx1030,gfx90a"). Never fails. */
+    const char *(*compiled)(void);
+    /* Devices the runtime sees (0 with no driver or device: not an error).
+     * info may be NULL; else it receives up to cap entries. */
+    coli_status (*probe)(coli__gpu_devinfo *info, int cap, int *n_devices, coli__err *err);
+
+    coli_status (*init)(const coli__gpu_params *p, coli__gpu **out, coli__err *err);
+    void (*free)(coli__gpu *g);
+    /* Devices of g: index 0 .. n-1 in the order of p->devices. */
+    int (*n_devices)(const coli__gpu *g);
+    coli_status (*device_info)(const coli__gpu *g, int dev, coli__gpu_devinfo *out, coli__err *err);
+
+    /* Copies m to device dev (no computing, so that capacity shows at
+     * load). *handle >= 0 names it from then on. */
+    coli_status (*upload)(coli__gpu *g, int dev, const coli__gpu_mat *m, int *handle, coli__err *err);
+    /* Overwrites a resident tensor in place: same format, shape and group,
+     * else COLI_EINVAL and the tensor is unchanged. */
+    coli_status (*update)(coli__gpu *g, int handle, const coli__gpu_mat *m, coli__err *err);
+    /* Frees a resident tensor (unknown handles are ignored). */
+    void (*release)(coli__gpu *g, int handle);
+    /* Bytes a tensor of this shape and format takes on a device. */
+    uint64_t (*tensor_bytes)(const coli__gpu_mat *m);
+
+    /* y[S, rows] = x[S, cols] . W[rows, cols]^T with W = handle, host
+     * buffers in and out. For quantized W: x is quantized as the CPU does
+     * (docs/formats.md) and the result has the CPU's bits. */
+    coli_status (*matmul)(coli__gpu *g, int handle, const float *x, int S, float *y, coli__err *err);
+    /* Every job's gate and up products, SwiGLU, and down product, on device
+     * dev: x [rows, H] in, y [rows, H] out (host buffers; rows = sum of
+     * n_rows). One transfer each way. Same bits as the CPU expert path. */
+    coli_status (*experts)(coli__gpu *g, int dev, const coli__gpu_expert *jobs, int n_jobs, const float *x,
+                           float *y, coli__err *err);
+
+    coli_status (*stats)(const coli__gpu *g, int dev, coli__gpu_stats *out, coli__err *err);
+} coli__gpu_ops;
+
+/* The implementation compiled into this library. */
+const coli__gpu_ops *coli__gpu_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
