@@ -16,19 +16,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../dtype.h"
-#include "../error.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "../dtype.h"
+#include "../error.h"
 
 #define COLI_GPU_MAX_DEVICES 16
 
 /* What one visible device is. */
 typedef struct coli__gpu_devinfo {
     int ordinal;         /* as the runtime numbers it (after *_VISIBLE_DEVICES) */
-    char name[96];       /* "NVIDIA H200", "AMD Radeon RX 9070 XT" */
+    char name[256];      /* "NVIDIA H200", "AMD Radeon RX 9070 XT" */
     char arch[32];       /* "sm_90", "gfx1030" */
     int wave;            /* threads of a warp or wavefront: 32 or 64 */
     uint64_t free_bytes, total_bytes;

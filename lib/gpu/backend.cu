@@ -1,0 +1,954 @@
+/* backend.cu - the GPU expert tier, one source for CUDA (nvcc) and HIP
+ * (hipcc). compat.h maps the vendor; nothing here tests for one.
+ *
+ * Tensors are kept in the bytes of docs/formats.md. Quantized products
+ * follow its arithmetic to the bit: activations are quantized on the device
+ * exactly as lib/quant.c does, each 32-column group's integer sum is exact,
+ * eight lanes per row take the groups g = k mod 8 in increasing order and a
+ * butterfly with offsets 4, 2, 1 adds them as step 4 says, and nothing is
+ * fused (the file is compiled with --fmad=false / -ffp-contract=off).
+ * Kernels use groups of 8 or 32 lanes that divide any wavefront (32 on
+ * NVIDIA and RDNA, 64 on GCN/CDNA), so they are wave-size agnostic. */
+#include "compat.h"
+
+#include <float.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "../silu.h"
+
+#ifndef COLI_GPU_TARGETS
+#define COLI_GPU_TARGETS COLI_GPU_VENDOR
+#endif
+
+#define QK 32      /* activation group; q8/q2 weight group */
+#define ROWS_PER_BLOCK 32
+#define TOK_TILE 8 /* tokens one block computes at once */
+
+/* ---- the device-side arithmetic of docs/formats.md -------------------- */
+
+static __device__ __forceinline__ float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    float f;
+    if (e == 0) {
+        /* zero or subnormal: man * 2^-24, exact */
+        f = (float)man * 5.9604644775390625e-8f;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        u |= sign;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    uint32_t u = e == 31 ? (sign | 0x7f800000u | (man << 13)) : (sign | ((e + 112u) << 23) | (man << 13));
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static __device__ __forceinline__ float bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* One thread per 32-value group of a row: the activation quantization of
+ * docs/formats.md, as lib/quant.c computes it. */
+__global__ void k_quantize_act(const float *x, int cols, int n_groups, int8_t *p, float *s, int32_t *psum)
+{
+    int gi = blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= n_groups)
+        return;
+    const float *a = x + (size_t)gi * QK;
+    int8_t *pg = p + (size_t)gi * QK;
+    uint32_t m = 0;
+    for (int i = 0; i < QK; i++) {
+        uint32_t b;
+        memcpy(&b, &a[i], 4);
+        b &= 0x7fffffffu;
+        m = b > m ? b : m;
+    }
+    float amax;
+    memcpy(&amax, &m, 4);
+    int32_t sum = 0;
+    if (amax == 0.0f) {
+        s[gi] = 0.0f;
+        for (int i = 0; i < QK; i++)
+            pg[i] = 0;
+    } else {
+        float t = 127.0f / amax;
+        s[gi] = amax / 127.0f;
+        if (t <= FLT_MAX) {
+            for (int i = 0; i < QK; i++) {
+                float v = a[i] * t;
+                float big = v + 12582912.0f; /* 1.5 * 2^23: round half to even */
+                float r = big - 12582912.0f;
+                int q = (int)r;
+                pg[i] = (int8_t)q;
+                sum += q;
+            }
+        } else {
+            /* t = inf: zeros give NaN, taken as 0; the rest saturate */
+            for (int i = 0; i < QK; i++) {
+                float v = a[i] * t;
+                int q = v != v ? 0 : v >= 127.0f ? 127 : v <= -127.0f ? -127 : (int)rintf(v);
+                pg[i] = (int8_t)q;
+                sum += q;
+            }
+        }
+    }
+    psum[gi] = sum;
+    (void)cols;
+}
+
+/* One product of a launch: W [rows, cols] times n_tok quantized (or float)
+ * activation rows starting at row x0, results into y (row stride ys). */
+typedef struct prod {
+    const uint8_t *qs;
+    const uint16_t *d, *m;
+    const void *w; /* float formats */
+    int dt, group, rows, cols;
+    int x0, n_tok; /* activation rows of this product */
+    float *y;
+    int ys;
+} prod;
+
+/* Step 1: the exact integer sum of group g of a quantized row. */
+template <int DT>
+static __device__ __forceinline__ int32_t isum_group(const uint8_t *qr, int g, const int8_t *pg)
+{
+    const int *pa = (const int *)(const void *)pg;
+    int32_t acc = 0;
+    if (DT == COLI_DT_Q8) {
+        const int *w = (const int *)(const void *)(qr + (size_t)QK * g);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            acc = coli_dp4a(w[i], pa[i], acc);
+    } else if (DT == COLI_DT_Q4) {
+        /* byte b: column b in the low nibble, b + 16 in the high one; the
+         * nibbles are u = q + 8, so sum q p = sum u p - 8 sum p (exact) */
+        const int *w = (const int *)(const void *)(qr + (size_t)16 * g);
+        int32_t ps = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int lo = w[i] & 0x0f0f0f0f, hi = (w[i] >> 4) & 0x0f0f0f0f;
+            acc = coli_dp4a(lo, pa[i], acc);
+            acc = coli_dp4a(hi, pa[i + 4], acc);
+            ps = coli_dp4a(0x01010101, pa[i], ps);
+            ps = coli_dp4a(0x01010101, pa[i + 4], ps);
+        }
+        acc -= 8 * ps;
+    } else { /* Q2: byte b holds columns b, b+8, b+16, b+24 in bit pairs */
+        const int *w = (const int *)(const void *)(qr + (size_t)8 * g);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            acc = coli_dp4a((w[0] >> (2 * j)) & 0x03030303, pa[2 * j], acc);
+            acc = coli_dp4a((w[1] >> (2 * j)) & 0x03030303, pa[2 * j + 1], acc);
+        }
+    }
+    return acc;
+}
+
+/* Steps 1-4 for ROWS_PER_BLOCK rows and up to TOK_TILE tokens: 8 lanes per
+ * row, lane k taking groups k, k+8, ... blockIdx.z picks the product. */
+template <int DT>
+__global__ void k_qgemm(const prod *prods, const int8_t *p, const float *s, const int32_t *psum)
+{
+    const prod pr = prods[blockIdx.z];
+    int row = (int)blockIdx.x * ROWS_PER_BLOCK + (int)(threadIdx.x >> 3);
+    int k = threadIdx.x & 7;
+    int t0 = (int)blockIdx.y * TOK_TILE;
+    if (t0 >= pr.n_tok || (int)blockIdx.x * ROWS_PER_BLOCK >= pr.rows)
+        return; /* the whole block: no shuffle below is left half-done */
+    int nt = pr.n_tok - t0 < TOK_TILE ? pr.n_tok - t0 : TOK_TILE;
+    bool live = row < pr.rows;
+    int rr = live ? row : 0;
+    const int cols = pr.cols, n = cols / QK;
+    const int G = DT == COLI_DT_Q4 ? pr.group : QK;
+    const int per = G / QK;
+    const size_t row_bytes = DT == COLI_DT_Q8 ? (size_t)cols : DT == COLI_DT_Q4 ? (size_t)cols / 2 : (size_t)cols / 4;
+    const uint8_t *qr = pr.qs + (size_t)rr * row_bytes;
+    const uint16_t *dr = pr.d + (size_t)rr * (size_t)(cols / G);
+    const uint16_t *mr = DT == COLI_DT_Q2 ? pr.m + (size_t)rr * (size_t)n : NULL;
+    float P[TOK_TILE];
+#pragma unroll
+    for (int t = 0; t < TOK_TILE; t++)
+        P[t] = 0.0f;
+    for (int g = k; g < n; g += 8) {
+        float D = f16_to_f32(dr[g / per]);
+        float M = DT == COLI_DT_Q2 ? f16_to_f32(mr[g]) : 0.0f;
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; t++) {
+            if (t < nt) {
+                size_t xr = (size_t)(pr.x0 + t0 + t);
+                const int8_t *pg = p + xr * (size_t)cols + (size_t)QK * g;
+                float sg = s[xr * (size_t)n + g];
+                int32_t is = isum_group<DT>(qr, g, pg);
+                float f;
+                if (DT == COLI_DT_Q2) {
+                    float ds = D * sg, ms = M * sg;
+                    float f1 = (float)is * ds;
+                    float f2 = (float)psum[xr * (size_t)n + g] * ms;
+                    f = f1 + f2;
+                } else {
+                    float ds = D * sg;
+                    f = (float)is * ds;
+                }
+                P[t] += f;
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < TOK_TILE; t++) {
+        /* step 4: lane k holds P_k; offsets 4, 2, 1 give
+         * ((P0 + P4) + (P2 + P6)) + ((P1 + P5) + (P3 + P7)) in lane 0 */
+        float v = P[t];
+        v = v + coli_shfl_xor(v, 4, 8);
+        v = v + coli_shfl_xor(v, 2, 8);
+        v = v + coli_shfl_xor(v, 1, 8);
+        if (live && k == 0 && t < nt)
+            pr.y[(size_t)(t0 + t) * (size_t)pr.ys + (size_t)row] = v;
+    }
+}
+
+/* Float weights (f32 or bf16) times float activations: 32 lanes per row.
+ * The summation order of these is not part of the contract. */
+template <int DT>
+__global__ void k_fgemm(const prod *prods, const float *x)
+{
+    const prod pr = prods[blockIdx.z];
+    const int lanes = 32, rows_per = blockDim.x / lanes;
+    int row = (int)blockIdx.x * rows_per + (int)(threadIdx.x / lanes);
+    int lane = threadIdx.x % lanes;
+    int t0 = (int)blockIdx.y * TOK_TILE;
+    if (t0 >= pr.n_tok || (int)blockIdx.x * rows_per >= pr.rows)
+        return;
+    int nt = pr.n_tok - t0 < TOK_TILE ? pr.n_tok - t0 : TOK_TILE;
+    bool live = row < pr.rows;
+    int rr = live ? row : 0;
+    const int cols = pr.cols;
+    float acc[TOK_TILE];
+#pragma unroll
+    for (int t = 0; t < TOK_TILE; t++)
+        acc[t] = 0.0f;
+    for (int c = lane; c < cols; c += lanes) {
+        float w = DT == COLI_DT_F32 ? ((const float *)pr.w)[(size_t)rr * cols + c]
+                                    : bf16_to_f32(((const uint16_t *)pr.w)[(size_t)rr * cols + c]);
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; t++)
+            if (t < nt)
+                acc[t] += w * x[(size_t)(pr.x0 + t0 + t) * cols + c];
+    }
+#pragma unroll
+    for (int t = 0; t < TOK_TILE; t++) {
+        float v = acc[t];
+        for (int off = 16; off > 0; off >>= 1)
+            v += coli_shfl_xor(v, off, 32);
+        if (live && lane == 0 && t < nt)
+            pr.y[(size_t)(t0 + t) * (size_t)pr.ys + (size_t)row] = v;
+    }
+}
+
+/* h = swiglu(g, u) elementwise (lib/silu.h, the CPU's very function). */
+__global__ void k_swiglu(const float *g, const float *u, float *h, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        h[i] = coli__swiglu(g[i], u[i]);
+}
+
+/* ---- host side -------------------------------------------------------- */
+
+typedef struct tensor {
+    int used, dev;
+    coli__gpu_mat shape; /* dt, group, rows, cols; pointers are device ones */
+    void *mem;           /* one allocation holding every array */
+    uint64_t bytes;
+} tensor;
+
+typedef struct device {
+    int ordinal;
+    cudaStream_t stream;
+    cudaEvent_t ev[4];
+    void *scratch; /* device: activations, products, tables */
+    size_t scratch_cap;
+    void *staging; /* pinned host: input rows and the product table out, results in */
+    size_t staging_cap;
+    coli__gpu_stats st;
+} device;
+
+struct coli__gpu {
+    device dev[COLI_GPU_MAX_DEVICES];
+    int n_dev;
+    tensor *t;
+    int n_t, cap_t;
+    int64_t fail_after, n_calls; /* fault injection */
+};
+
+static coli_status cuda_fail(coli__err *err, cudaError_t e, const char *what)
+{
+    return coli__fail(err, e == cudaErrorMemoryAllocation ? COLI_ENOMEM : COLI_EGPU, "GPU tier: %s: %s (%s)", what,
+                      cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+#define CK(call, what)                                  \
+    do {                                                \
+        cudaError_t ck_e_ = (call);                     \
+        if (ck_e_ != cudaSuccess) {                     \
+            (void)cudaGetLastError(); /* not sticky */  \
+            return cuda_fail(err, ck_e_, what);         \
+        }                                               \
+    } while (0)
+
+/* After each launch: a bad configuration shows only here. */
+#define CK_LAUNCH(what) CK(cudaGetLastError(), what)
+
+static const char *gpu_compiled(void)
+{
+    return COLI_GPU_TARGETS;
+}
+
+static void fill_info(int ordinal, const cudaDeviceProp *p, coli__gpu_devinfo *out)
+{
+    memset(out, 0, sizeof *out);
+    out->ordinal = ordinal;
+    snprintf(out->name, sizeof out->name, "%s", p->name);
+    coli_gpu_arch_name(p, out->arch, sizeof out->arch);
+    out->wave = p->warpSize;
+    size_t fr = 0, tot = 0;
+    if (cudaSetDevice(ordinal) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
+        out->free_bytes = fr;
+        out->total_bytes = tot;
+    } else {
+        (void)cudaGetLastError();
+        out->total_bytes = p->totalGlobalMem;
+    }
+}
+
+static coli_status gpu_probe(coli__gpu_devinfo *info, int cap, int *n_devices, coli__err *err)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        /* no driver or no device: a machine without a GPU, not an error */
+        (void)cudaGetLastError();
+        *n_devices = 0;
+        return COLI_OK;
+    }
+    *n_devices = n;
+    for (int i = 0; info && i < n && i < cap; i++) {
+        cudaDeviceProp p;
+        CK(cudaGetDeviceProperties(&p, i), "cudaGetDeviceProperties");
+        fill_info(i, &p, &info[i]);
+    }
+    return COLI_OK;
+}
+
+static void gpu_free(coli__gpu *g)
+{
+    if (!g)
+        return;
+    for (int i = 0; i < g->n_t; i++)
+        if (g->t[i].used) {
+            cudaSetDevice(g->dev[g->t[i].dev].ordinal);
+            cudaFree(g->t[i].mem);
+        }
+    for (int d = 0; d < g->n_dev; d++) {
+        device *dv = &g->dev[d];
+        cudaSetDevice(dv->ordinal);
+        if (dv->scratch)
+            cudaFree(dv->scratch);
+        if (dv->staging)
+            cudaFreeHost(dv->staging);
+        for (int k = 0; k < 4; k++)
+            if (dv->ev[k])
+                cudaEventDestroy(dv->ev[k]);
+        if (dv->stream)
+            cudaStreamDestroy(dv->stream);
+    }
+    (void)cudaGetLastError();
+    free(g->t);
+    free(g);
+}
+
+static coli_status gpu_init(const coli__gpu_params *p, coli__gpu **out, coli__err *err)
+{
+    *out = NULL;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
+        return coli__fail(err, COLI_EUNSUPPORTED, "GPU tier: no %s device (%s)", COLI_GPU_VENDOR,
+                          e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    }
+    int zero = 0;
+    const int *ids = p && p->n_devices > 0 ? p->devices : &zero;
+    int n = p && p->n_devices > 0 ? p->n_devices : 1;
+    if (n > COLI_GPU_MAX_DEVICES)
+        return coli__fail(err, COLI_EINVAL, "GPU tier: %d devices requested, at most %d", n, COLI_GPU_MAX_DEVICES);
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= count)
+            return coli__fail(err, COLI_EINVAL, "GPU tier: device %d does not exist (%d visible)", ids[i], count);
+        for (int j = 0; j < i; j++)
+            if (ids[j] == ids[i])
+                return coli__fail(err, COLI_EINVAL, "GPU tier: device %d listed twice", ids[i]);
+    }
+    coli__gpu *g = (coli__gpu *)calloc(1, sizeof *g);
+    if (!g)
+        return coli__fail(err, COLI_ENOMEM, "GPU tier: out of memory");
+    g->fail_after = p ? p->fail_after : -1;
+    for (int i = 0; i < n; i++) {
+        device *dv = &g->dev[i];
+        dv->ordinal = ids[i];
+        g->n_dev = i + 1;
+        coli_status st = COLI_OK;
+        cudaError_t ce = cudaSetDevice(dv->ordinal);
+        if (ce == cudaSuccess)
+            ce = cudaStreamCreate(&dv->stream);
+        for (int k = 0; k < 4 && ce == cudaSuccess; k++)
+            ce = cudaEventCreate(&dv->ev[k]);
+        if (ce != cudaSuccess) {
+            (void)cudaGetLastError();
+            st = cuda_fail(err, ce, "initialising a device");
+            gpu_free(g);
+            return st;
+        }
+    }
+    *out = g;
+    return COLI_OK;
+}
+
+static int gpu_n_devices(const coli__gpu *g)
+{
+    return g ? g->n_dev : 0;
+}
+
+static coli_status check_dev(const coli__gpu *g, int dev, coli__err *err)
+{
+    if (!g || dev < 0 || dev >= g->n_dev)
+        return coli__fail(err, COLI_EINVAL, "GPU tier: no device %d (%d in use)", dev, g ? g->n_dev : 0);
+    return COLI_OK;
+}
+
+static coli_status gpu_device_info(const coli__gpu *g, int dev, coli__gpu_devinfo *out, coli__err *err)
+{
+    COLI_TRY(check_dev(g, dev, err));
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, g->dev[dev].ordinal), "cudaGetDeviceProperties");
+    fill_info(g->dev[dev].ordinal, &p, out);
+    return COLI_OK;
+}
+
+/* Fault injection: every fallible call counts; past the limit it fails. */
+static coli_status injected(coli__gpu *g, coli__err *err)
+{
+    if (g->fail_after >= 0 && g->n_calls >= g->fail_after)
+        return coli__fail(err, COLI_EGPU, "GPU tier: injected fault (COLI_GPU_FAIL_AFTER=%lld, call %lld)",
+                          (long long)g->fail_after, (long long)g->n_calls + 1);
+    g->n_calls++;
+    return COLI_OK;
+}
+
+static size_t align256(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+/* Bytes of each array of m: quants (or values), scales, minimums. */
+static void array_bytes(const coli__gpu_mat *m, size_t *a, size_t *b, size_t *c)
+{
+    size_t rc = (size_t)m->rows * (size_t)m->cols;
+    *a = *b = *c = 0;
+    switch (m->dt) {
+    case COLI_DT_F32:
+        *a = rc * 4;
+        break;
+    case COLI_DT_BF16:
+        *a = rc * 2;
+        break;
+    case COLI_DT_Q8:
+        *a = rc;
+        *b = rc / QK * 2;
+        break;
+    case COLI_DT_Q4:
+        *a = rc / 2;
+        *b = rc / (size_t)m->group * 2;
+        break;
+    case COLI_DT_Q2:
+        *a = rc / 4;
+        *b = rc / QK * 2;
+        *c = rc / QK * 2;
+        break;
+    default:
+        break;
+    }
+}
+
+static uint64_t gpu_tensor_bytes(const coli__gpu_mat *m)
+{
+    size_t a, b, c;
+    array_bytes(m, &a, &b, &c);
+    return align256(a) + align256(b) + align256(c);
+}
+
+static coli_status check_mat(const coli__gpu_mat *m, coli__err *err)
+{
+    if (!m)
+        return coli__fail(err, COLI_EINVAL, "GPU tier: no matrix");
+    if (m->rows <= 0 || m->cols <= 0 || m->rows > (1 << 28) || m->cols > (1 << 28))
+        return coli__fail(err, COLI_EINVAL, "GPU tier: bad shape [%d, %d]", m->rows, m->cols);
+    switch (m->dt) {
+    case COLI_DT_F32:
+    case COLI_DT_BF16:
+        if (!m->data)
+            return coli__fail(err, COLI_EINVAL, "GPU tier: a float matrix without data");
+        return COLI_OK;
+    case COLI_DT_Q8:
+    case COLI_DT_Q4:
+    case COLI_DT_Q2:
+        break;
+    default:
+        return coli__fail(err, COLI_EUNSUPPORTED, "GPU tier: unsupported format %d", (int)m->dt);
+    }
+    if (m->cols % QK)
+        return coli__fail(err, COLI_EINVAL, "GPU tier: %d columns is not a multiple of 32", m->cols);
+    if (m->dt == COLI_DT_Q4 && ((m->group != 32 && m->group != 64 && m->group != 128) || m->cols % m->group))
+        return coli__fail(err, COLI_EINVAL, "GPU tier: q4 group %d does not fit %d columns", m->group, m->cols);
+    if (!m->qs || !m->d || (m->dt == COLI_DT_Q2 && !m->m))
+        return coli__fail(err, COLI_EINVAL, "GPU tier: a quantized matrix without its quants, scales or minimums");
+    return COLI_OK;
+}
+
+static coli_status copy_in(const coli__gpu_mat *m, void *mem, coli__err *err)
+{
+    size_t a, b, c;
+    array_bytes(m, &a, &b, &c);
+    char *base = (char *)mem;
+    const void *src_a = m->dt == COLI_DT_F32 || m->dt == COLI_DT_BF16 ? m->data : (const void *)m->qs;
+    CK(cudaMemcpy(base, src_a, a, cudaMemcpyHostToDevice), "copying a tensor to the device");
+    if (b)
+        CK(cudaMemcpy(base + align256(a), m->d, b, cudaMemcpyHostToDevice), "copying scales to the device");
+    if (c)
+        CK(cudaMemcpy(base + align256(a) + align256(b), m->m, c, cudaMemcpyHostToDevice),
+           "copying minimums to the device");
+    return COLI_OK;
+}
+
+static void device_view(const tensor *t, prod *pr)
+{
+    size_t a, b, c;
+    array_bytes(&t->shape, &a, &b, &c);
+    char *base = (char *)t->mem;
+    memset(pr, 0, sizeof *pr);
+    pr->dt = t->shape.dt;
+    pr->group = t->shape.dt == COLI_DT_Q4 ? t->shape.group : QK;
+    pr->rows = t->shape.rows;
+    pr->cols = t->shape.cols;
+    if (pr->dt == COLI_DT_F32 || pr->dt == COLI_DT_BF16) {
+        pr->w = base;
+    } else {
+        pr->qs = (const uint8_t *)base;
+        pr->d = (const uint16_t *)(base + align256(a));
+        pr->m = c ? (const uint16_t *)(base + align256(a) + align256(b)) : NULL;
+    }
+}
+
+static coli_status gpu_upload(coli__gpu *g, int dev, const coli__gpu_mat *m, int *handle, coli__err *err)
+{
+    *handle = -1;
+    COLI_TRY(check_dev(g, dev, err));
+    COLI_TRY(check_mat(m, err));
+    COLI_TRY(injected(g, err));
+    int h = -1;
+    for (int i = 0; i < g->n_t; i++)
+        if (!g->t[i].used) {
+            h = i;
+            break;
+        }
+    if (h < 0) {
+        if (g->n_t == g->cap_t) {
+            int cap = g->cap_t ? 2 * g->cap_t : 256;
+            tensor *nt = (tensor *)realloc(g->t, (size_t)cap * sizeof *nt);
+            if (!nt)
+                return coli__fail(err, COLI_ENOMEM, "GPU tier: out of host memory");
+            g->t = nt;
+            g->cap_t = cap;
+        }
+        h = g->n_t++;
+        g->t[h].used = 0;
+    }
+    tensor *t = &g->t[h];
+    uint64_t bytes = gpu_tensor_bytes(m);
+    CK(cudaSetDevice(g->dev[dev].ordinal), "cudaSetDevice");
+    void *mem = NULL;
+    cudaError_t e = cudaMalloc(&mem, bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return coli__fail(err, COLI_ENOMEM, "GPU tier: no room for a [%d, %d] tensor (%llu bytes) on device %d: %s",
+                          m->rows, m->cols, (unsigned long long)bytes, g->dev[dev].ordinal, cudaGetErrorString(e));
+    }
+    coli_status st = copy_in(m, mem, err);
+    if (st != COLI_OK) {
+        cudaFree(mem);
+        return st;
+    }
+    t->used = 1;
+    t->dev = dev;
+    t->shape = *m;
+    t->shape.data = NULL;
+    t->shape.qs = NULL;
+    t->shape.d = t->shape.m = NULL;
+    t->mem = mem;
+    t->bytes = bytes;
+    g->dev[dev].st.resident_tensors++;
+    g->dev[dev].st.resident_bytes += bytes;
+    *handle = h;
+    return COLI_OK;
+}
+
+static tensor *lookup(coli__gpu *g, int handle)
+{
+    if (!g || handle < 0 || handle >= g->n_t || !g->t[handle].used)
+        return NULL;
+    return &g->t[handle];
+}
+
+static coli_status gpu_update(coli__gpu *g, int handle, const coli__gpu_mat *m, coli__err *err)
+{
+    tensor *t = lookup(g, handle);
+    if (!t)
+        return coli__fail(err, COLI_EINVAL, "GPU tier: no tensor %d", handle);
+    COLI_TRY(check_mat(m, err));
+    int g1 = m->dt == COLI_DT_Q4 ? m->group : 0, g0 = t->shape.dt == COLI_DT_Q4 ? t->shape.group : 0;
+    if (m->dt != t->shape.dt || m->rows != t->shape.rows || m->cols != t->shape.cols || g1 != g0)
+        return coli__fail(err, COLI_EINVAL,
+                          "GPU tier: tensor %d is [%d, %d] in format %d; an update must keep shape and format", handle,
+                          t->shape.rows, t->shape.cols, (int)t->shape.dt);
+    COLI_TRY(injected(g, err));
+    CK(cudaSetDevice(g->dev[t->dev].ordinal), "cudaSetDevice");
+    return copy_in(m, t->mem, err);
+}
+
+static void gpu_release(coli__gpu *g, int handle)
+{
+    tensor *t = lookup(g, handle);
+    if (!t)
+        return;
+    device *dv = &g->dev[t->dev];
+    if (cudaSetDevice(dv->ordinal) == cudaSuccess)
+        cudaFree(t->mem);
+    (void)cudaGetLastError();
+    dv->st.resident_tensors--;
+    dv->st.resident_bytes -= t->bytes;
+    t->used = 0;
+    t->mem = NULL;
+}
+
+/* Grows a device's scratch and staging buffers. */
+static coli_status reserve(device *dv, size_t dev_bytes, size_t host_bytes, coli__err *err)
+{
+    if (dv->scratch_cap < dev_bytes) {
+        if (dv->scratch)
+            cudaFree(dv->scratch);
+        dv->scratch = NULL;
+        dv->scratch_cap = 0;
+        CK(cudaMalloc(&dv->scratch, dev_bytes), "allocating device scratch");
+        dv->scratch_cap = dev_bytes;
+    }
+    if (dv->staging_cap < host_bytes) {
+        if (dv->staging)
+            cudaFreeHost(dv->staging);
+        dv->staging = NULL;
+        dv->staging_cap = 0;
+        CK(cudaMallocHost(&dv->staging, host_bytes), "allocating pinned host memory");
+        dv->staging_cap = host_bytes;
+    }
+    return COLI_OK;
+}
+
+/* A bump allocator over one buffer. */
+typedef struct carve {
+    char *base;
+    size_t off;
+} carve;
+
+static void *take(carve *c, size_t bytes)
+{
+    void *p = c->base + c->off;
+    c->off += align256(bytes);
+    return p;
+}
+
+static int is_quant(int dt)
+{
+    return dt == COLI_DT_Q8 || dt == COLI_DT_Q4 || dt == COLI_DT_Q2;
+}
+
+/* Launches the products of one stage: all of one format (checked by the
+ * caller). xq: the quantized activations (p, s, psum) or x for floats. */
+static coli_status launch_products(cudaStream_t st, const prod *host_prods, const prod *dev_prods, int n_prods,
+                                   const int8_t *p, const float *s, const int32_t *psum, const float *x,
+                                   coli__err *err)
+{
+    int max_rows = 0, max_tok = 0;
+    for (int i = 0; i < n_prods; i++) {
+        max_rows = host_prods[i].rows > max_rows ? host_prods[i].rows : max_rows;
+        max_tok = host_prods[i].n_tok > max_tok ? host_prods[i].n_tok : max_tok;
+    }
+    if (n_prods == 0 || max_tok == 0)
+        return COLI_OK;
+    int dt = host_prods[0].dt;
+    dim3 grid, block(256);
+    if (is_quant(dt)) {
+        grid = dim3((unsigned)((max_rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK),
+                    (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE), (unsigned)n_prods);
+        if (dt == COLI_DT_Q8)
+            k_qgemm<COLI_DT_Q8><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+        else if (dt == COLI_DT_Q4)
+            k_qgemm<COLI_DT_Q4><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+        else
+            k_qgemm<COLI_DT_Q2><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+    } else {
+        grid = dim3((unsigned)((max_rows + 7) / 8), (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE),
+                    (unsigned)n_prods);
+        if (dt == COLI_DT_F32)
+            k_fgemm<COLI_DT_F32><<<grid, block, 0, st>>>(dev_prods, x);
+        else
+            k_fgemm<COLI_DT_BF16><<<grid, block, 0, st>>>(dev_prods, x);
+    }
+    CK_LAUNCH("a product kernel");
+    return COLI_OK;
+}
+
+static coli_status launch_quantize(cudaStream_t st, const float *x, int rows, int cols, int8_t *p, float *s,
+                                   int32_t *psum, coli__err *err)
+{
+    int n_groups = rows * (cols / QK);
+    if (n_groups == 0)
+        return COLI_OK;
+    k_quantize_act<<<(n_groups + 127) / 128, 128, 0, st>>>(x, cols, n_groups, p, s, psum);
+    CK_LAUNCH("the activation quantization kernel");
+    return COLI_OK;
+}
+
+static uint64_t elapsed_ns(cudaEvent_t a, cudaEvent_t b)
+{
+    float ms = 0.0f;
+    if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return (uint64_t)((double)ms * 1e6);
+}
+
+/*
+ * The common path of matmul and experts on one device. Stage 1: products
+ * a (each job's gate and up, or the single matmul) on x; for experts,
+ * SwiGLU and stage 2: the down products on h. One copy in (x and the
+ * product tables), one copy out (y).
+ */
+typedef struct job_view {
+    prod gate, up, down;
+    int n_rows;
+} job_view;
+
+static coli_status run(coli__gpu *g, int dev, const job_view *jobs, int n_jobs, int is_experts, const float *x,
+                       float *y, coli__err *err)
+{
+    device *dv = &g->dev[dev];
+    int total = 0;
+    for (int j = 0; j < n_jobs; j++)
+        total += jobs[j].n_rows;
+    if (total == 0)
+        return COLI_OK;
+    const prod *first = is_experts ? &jobs[0].gate : &jobs[0].down;
+    int dt = first->dt, H = first->cols;
+    int I = is_experts ? jobs[0].gate.rows : 0;
+    int O = is_experts ? H : jobs[0].down.rows;
+    for (int j = 0; j < n_jobs; j++) {
+        const job_view *jv = &jobs[j];
+        if (is_experts) {
+            if (jv->gate.dt != dt || jv->up.dt != dt || jv->down.dt != dt || jv->gate.cols != H ||
+                jv->up.cols != H || jv->down.rows != H || jv->gate.rows != I || jv->up.rows != I ||
+                jv->down.cols != I)
+                return coli__fail(err, COLI_EINVAL,
+                                  "GPU tier: expert %d of the call differs from the first in format or shape", j);
+        }
+    }
+    int n_stage1 = is_experts ? 2 * n_jobs : 1, n_stage2 = is_experts ? n_jobs : 0;
+    size_t n_prods = (size_t)(n_stage1 + n_stage2);
+    size_t x_bytes = (size_t)total * H * 4, y_bytes = (size_t)total * O * 4;
+    size_t tab_bytes = n_prods * sizeof(prod);
+    /* device layout */
+    size_t q_bytes = is_quant(dt) ? align256((size_t)total * H) + 2 * align256((size_t)total * (H / QK) * 4) : 0;
+    size_t qh_bytes = is_quant(dt) && is_experts
+                          ? align256((size_t)total * I) + 2 * align256((size_t)total * (I / QK) * 4)
+                          : 0;
+    size_t gu_bytes = is_experts ? 3 * align256((size_t)total * I * 4) : 0;
+    size_t dev_need = align256(tab_bytes) + align256(x_bytes) + align256(y_bytes) + q_bytes + qh_bytes + gu_bytes;
+    size_t host_need = align256(tab_bytes) + align256(x_bytes > y_bytes ? x_bytes : y_bytes);
+    CK(cudaSetDevice(dv->ordinal), "cudaSetDevice");
+    COLI_TRY(reserve(dv, dev_need, host_need, err));
+    carve dc = {(char *)dv->scratch, 0};
+    prod *d_tab = (prod *)take(&dc, tab_bytes);
+    float *d_x = (float *)take(&dc, x_bytes);
+    float *d_y = (float *)take(&dc, y_bytes);
+    int8_t *px = NULL, *ph = NULL;
+    float *sx = NULL, *sh = NULL, *d_g = NULL, *d_u = NULL, *d_h = NULL;
+    int32_t *psx = NULL, *psh = NULL;
+    if (is_quant(dt)) {
+        px = (int8_t *)take(&dc, (size_t)total * H);
+        sx = (float *)take(&dc, (size_t)total * (H / QK) * 4);
+        psx = (int32_t *)take(&dc, (size_t)total * (H / QK) * 4);
+    }
+    if (is_experts) {
+        d_g = (float *)take(&dc, (size_t)total * I * 4);
+        d_u = (float *)take(&dc, (size_t)total * I * 4);
+        d_h = (float *)take(&dc, (size_t)total * I * 4);
+        if (is_quant(dt)) {
+            ph = (int8_t *)take(&dc, (size_t)total * I);
+            sh = (float *)take(&dc, (size_t)total * (I / QK) * 4);
+            psh = (int32_t *)take(&dc, (size_t)total * (I / QK) * 4);
+        }
+    }
+    /* the product tables, built on the host in the staging buffer */
+    carve hc = {(char *)dv->staging, 0};
+    prod *h_tab = (prod *)take(&hc, tab_bytes);
+    float *h_x = (float *)take(&hc, x_bytes > y_bytes ? x_bytes : y_bytes);
+    int off = 0;
+    for (int j = 0; j < n_jobs; j++) {
+        const job_view *jv = &jobs[j];
+        if (is_experts) {
+            prod a = jv->gate, b = jv->up, c = jv->down;
+            a.x0 = b.x0 = c.x0 = off;
+            a.n_tok = b.n_tok = c.n_tok = jv->n_rows;
+            a.y = d_g + (size_t)off * I;
+            b.y = d_u + (size_t)off * I;
+            c.y = d_y + (size_t)off * H;
+            a.ys = b.ys = I;
+            c.ys = H;
+            h_tab[2 * j] = a;
+            h_tab[2 * j + 1] = b;
+            h_tab[n_stage1 + j] = c;
+        } else {
+            prod a = jv->down;
+            a.x0 = 0;
+            a.n_tok = jv->n_rows;
+            a.y = d_y;
+            a.ys = O;
+            h_tab[0] = a;
+        }
+        off += jv->n_rows;
+    }
+    memcpy(h_x, x, x_bytes);
+    cudaStream_t st = dv->stream;
+    CK(cudaEventRecord(dv->ev[0], st), "cudaEventRecord");
+    /* table and x sit together in staging and in scratch: one copy */
+    size_t in_bytes = (size_t)((char *)h_x - (char *)h_tab) + x_bytes;
+    if ((char *)d_x - (char *)d_tab != (char *)h_x - (char *)h_tab)
+        return coli__fail(err, COLI_EGPU, "GPU tier: internal layout mismatch");
+    CK(cudaMemcpyAsync(d_tab, h_tab, in_bytes, cudaMemcpyHostToDevice, st), "copying activations to the device");
+    CK(cudaEventRecord(dv->ev[1], st), "cudaEventRecord");
+    if (is_quant(dt))
+        COLI_TRY(launch_quantize(st, d_x, total, H, px, sx, psx, err));
+    COLI_TRY(launch_products(st, h_tab, d_tab, n_stage1, px, sx, psx, d_x, err));
+    if (is_experts) {
+        size_t n = (size_t)total * I;
+        k_swiglu<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(d_g, d_u, d_h, n);
+        CK_LAUNCH("the SwiGLU kernel");
+        if (is_quant(dt))
+            COLI_TRY(launch_quantize(st, d_h, total, I, ph, sh, psh, err));
+        COLI_TRY(launch_products(st, h_tab + n_stage1, d_tab + n_stage1, n_stage2, ph, sh, psh, d_h, err));
+    }
+    CK(cudaEventRecord(dv->ev[2], st), "cudaEventRecord");
+    CK(cudaMemcpyAsync(h_x, d_y, y_bytes, cudaMemcpyDeviceToHost, st), "copying results from the device");
+    CK(cudaEventRecord(dv->ev[3], st), "cudaEventRecord");
+    CK(cudaStreamSynchronize(st), "running the products");
+    memcpy(y, h_x, y_bytes);
+    dv->st.calls++;
+    dv->st.rows += (uint64_t)total;
+    dv->st.h2d_ns += elapsed_ns(dv->ev[0], dv->ev[1]);
+    dv->st.kernel_ns += elapsed_ns(dv->ev[1], dv->ev[2]);
+    dv->st.d2h_ns += elapsed_ns(dv->ev[2], dv->ev[3]);
+    dv->st.h2d_bytes += in_bytes;
+    dv->st.d2h_bytes += y_bytes;
+    return COLI_OK;
+}
+
+static coli_status gpu_matmul(coli__gpu *g, int handle, const float *x, int S, float *y, coli__err *err)
+{
+    tensor *t = lookup(g, handle);
+    if (!t)
+        return coli__fail(err, COLI_EINVAL, "GPU tier: no tensor %d", handle);
+    if (S < 0 || (S > 0 && (!x || !y)))
+        return coli__fail(err, COLI_EINVAL, "GPU tier: bad matmul arguments (S = %d)", S);
+    COLI_TRY(injected(g, err));
+    job_view jv;
+    memset(&jv, 0, sizeof jv);
+    device_view(t, &jv.down);
+    jv.n_rows = S;
+    coli_status st = run(g, t->dev, &jv, 1, 0, x, y, err);
+    if (st != COLI_OK)
+        g->dev[t->dev].st.failures++;
+    return st;
+}
+
+static coli_status gpu_experts(coli__gpu *g, int dev, const coli__gpu_expert *jobs, int n_jobs, const float *x,
+                               float *y, coli__err *err)
+{
+    COLI_TRY(check_dev(g, dev, err));
+    if (n_jobs < 0 || (n_jobs > 0 && (!jobs || !x || !y)))
+        return coli__fail(err, COLI_EINVAL, "GPU tier: bad expert call arguments");
+    if (n_jobs == 0)
+        return COLI_OK;
+    job_view *jv = (job_view *)calloc((size_t)n_jobs, sizeof *jv);
+    if (!jv)
+        return coli__fail(err, COLI_ENOMEM, "GPU tier: out of host memory");
+    coli_status st = COLI_OK;
+    for (int j = 0; j < n_jobs && st == COLI_OK; j++) {
+        tensor *a = lookup(g, jobs[j].gate), *b = lookup(g, jobs[j].up), *c = lookup(g, jobs[j].down);
+        if (!a || !b || !c)
+            st = coli__fail(err, COLI_EINVAL, "GPU tier: expert %d of the call names a missing tensor", j);
+        else if (a->dev != dev || b->dev != dev || c->dev != dev)
+            st = coli__fail(err, COLI_EINVAL, "GPU tier: expert %d of the call is not on device %d", j, dev);
+        else if (jobs[j].n_rows < 0)
+            st = coli__fail(err, COLI_EINVAL, "GPU tier: expert %d: %d rows", j, jobs[j].n_rows);
+        else {
+            device_view(a, &jv[j].gate);
+            device_view(b, &jv[j].up);
+            device_view(c, &jv[j].down);
+            jv[j].n_rows = jobs[j].n_rows;
+        }
+    }
+    if (st == COLI_OK)
+        st = injected(g, err);
+    if (st == COLI_OK) {
+        st = run(g, dev, jv, n_jobs, 1, x, y, err);
+        if (st != COLI_OK)
+            g->dev[dev].st.failures++;
+    }
+    free(jv);
+    return st;
+}
+
+static coli_status gpu_stats(const coli__gpu *g, int dev, coli__gpu_stats *out, coli__err *err)
+{
+    COLI_TRY(check_dev(g, dev, err));
+    *out = g->dev[dev].st;
+    return COLI_OK;
+}
+
+static const coli__gpu_ops gpu_ops = {
+    gpu_compiled, gpu_probe,  gpu_init,    gpu_free,         gpu_n_devices, gpu_device_info,
+    gpu_upload,   gpu_update, gpu_release, gpu_tensor_bytes, gpu_matmul,    gpu_experts,
+    gpu_stats,
+};
+
+extern "C" const coli__gpu_ops *coli__gpu_backend(void)
+{
+    return &gpu_ops;
+}

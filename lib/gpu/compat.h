@@ -1,0 +1,110 @@
+/* compat.h - the only file of the GPU tier that knows the vendor.
+ *
+ * lib/gpu/backend.cu is written against the CUDA runtime. Built by nvcc it
+ * gets cuda_runtime.h; built by hipcc (ROCm/HIP) the CUDA names it uses are
+ * mapped here onto HIP's, one to one. Device-side differences (the integer
+ * dot product, shuffles, the width of a wavefront, tensor cores) are here
+ * too, as small inline functions and macros, so backend.cu has no vendor
+ * test of its own. */
+#ifndef COLI_GPU_COMPAT_H
+#define COLI_GPU_COMPAT_H
+
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__HIPCC__)
+
+#include <hip/hip_runtime.h>
+
+#define COLI_GPU_VENDOR "hip"
+/* AMD runs the portable kernels (the WMMA ones are NVIDIA's). */
+#define COLI_GPU_HAS_WMMA 0
+
+#define cudaError_t hipError_t
+#define cudaSuccess hipSuccess
+#define cudaErrorMemoryAllocation hipErrorOutOfMemory
+#define cudaGetErrorString hipGetErrorString
+#define cudaGetErrorName hipGetErrorName
+#define cudaGetLastError hipGetLastError
+#define cudaGetDeviceCount hipGetDeviceCount
+#define cudaSetDevice hipSetDevice
+#define cudaDeviceProp hipDeviceProp_t
+#define cudaGetDeviceProperties hipGetDeviceProperties
+#define cudaMemGetInfo hipMemGetInfo
+#define cudaMalloc hipMalloc
+#define cudaFree hipFree
+#define cudaMallocHost hipHostMalloc
+#define cudaFreeHost hipHostFree
+#define cudaMemcpyAsync hipMemcpyAsync
+#define cudaMemcpy hipMemcpy
+#define cudaMemcpyHostToDevice hipMemcpyHostToDevice
+#define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define cudaMemsetAsync hipMemsetAsync
+#define cudaStream_t hipStream_t
+#define cudaStreamCreate hipStreamCreate
+#define cudaStreamDestroy hipStreamDestroy
+#define cudaStreamSynchronize hipStreamSynchronize
+#define cudaEvent_t hipEvent_t
+#define cudaEventCreate hipEventCreate
+#define cudaEventDestroy hipEventDestroy
+#define cudaEventRecord hipEventRecord
+#define cudaEventSynchronize hipEventSynchronize
+#define cudaEventElapsedTime hipEventElapsedTime
+
+/* Shuffle within groups of `width` lanes (width <= 32 divides either
+ * wavefront). HIP's shuffles take no mask. */
+template <typename T>
+static __device__ __forceinline__ T coli_shfl_xor(T v, int lane_mask, int width)
+{
+    return __shfl_xor(v, lane_mask, width);
+}
+
+/* Four int8 products summed into c, exactly. The portable form: the
+ * compiler selects v_dot4 where the target has it. */
+static __device__ __forceinline__ int coli_dp4a(int a, int b, int c)
+{
+    c += (int)(signed char)(a & 0xff) * (int)(signed char)(b & 0xff);
+    c += (int)(signed char)((a >> 8) & 0xff) * (int)(signed char)((b >> 8) & 0xff);
+    c += (int)(signed char)((a >> 16) & 0xff) * (int)(signed char)((b >> 16) & 0xff);
+    c += (int)(signed char)((a >> 24) & 0xff) * (int)(signed char)((b >> 24) & 0xff);
+    return c;
+}
+
+/* "gfx90a" from "gfx90a:sramecc+:xnack-". */
+static inline void coli_gpu_arch_name(const hipDeviceProp_t *p, char *out, size_t cap)
+{
+    size_t n = strcspn(p->gcnArchName, ":");
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, p->gcnArchName, n);
+    out[n] = '\0';
+}
+
+#else /* NVIDIA */
+
+#include <cuda_runtime.h>
+
+#define COLI_GPU_VENDOR "cuda"
+/* Integer tensor-core MMA (sm_72 and later; every target we build for). */
+#define COLI_GPU_HAS_WMMA 1
+
+template <typename T>
+static __device__ __forceinline__ T coli_shfl_xor(T v, int lane_mask, int width)
+{
+    return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
+}
+
+static __device__ __forceinline__ int coli_dp4a(int a, int b, int c)
+{
+    return __dp4a(a, b, c);
+}
+
+static inline void coli_gpu_arch_name(const cudaDeviceProp *p, char *out, size_t cap)
+{
+    snprintf(out, cap, "sm_%d%d", p->major, p->minor);
+}
+
+#endif
+
+#endif
