@@ -28,6 +28,51 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+#if COLI_GPU_HAS_WMMA
+/* The int8 tensor-core rate this device reaches through wmma: every warp
+ * runs independent 16x16x16 MMAs on registers. */
+__global__ void k_mma_peak(int iters, int *out)
+{
+    using namespace nvcuda;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, int> c[4];
+    wmma::fill_fragment(a, (signed char)(threadIdx.x & 3));
+    wmma::fill_fragment(b, (signed char)1);
+    for (int k = 0; k < 4; k++)
+        wmma::fill_fragment(c[k], 0);
+    for (int i = 0; i < iters; i++)
+        for (int k = 0; k < 4; k++)
+            wmma::mma_sync(c[k], a, b, c[k]);
+    int acc = 0;
+    for (int k = 0; k < 4; k++)
+        acc += c[k].x[0];
+    if (acc == 12345)
+        *out = acc;
+}
+
+static double mma_peak(void)
+{
+    int *out = NULL;
+    cudaMalloc(&out, 4);
+    cudaDeviceProp p;
+    cudaGetDeviceProperties(&p, 0);
+    int blocks = p.multiProcessorCount * 8, iters = 4096;
+    k_mma_peak<<<blocks, 128>>>(16, out);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaEventRecord(e0, 0);
+    k_mma_peak<<<blocks, 128>>>(iters, out);
+    cudaEventRecord(e1, 0);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaFree(out);
+    return 2.0 * 16 * 16 * 16 * 4.0 * iters * blocks * 4 / (ms * 1e-3);
+}
+#endif
+
 static double copy_bandwidth(void)
 {
     size_t n = (size_t)1 << 30;
@@ -86,6 +131,12 @@ int main(int argc, char **argv)
     }
     double bw = copy_bandwidth();
     printf("device copy bandwidth: %.0f GB/s (read + write)\n", bw / 1e9);
+#if COLI_GPU_HAS_WMMA
+    double peak = mma_peak();
+    printf("int8 tensor-core rate (wmma 16x16x16): %.0f TOP/s\n", peak / 1e12);
+#else
+    double peak = 0;
+#endif
     static const int shapes[][2] = {{4096, 1536}, {7168, 2048}, {1024, 256}};
     static const coli__dtype fmts[] = {COLI_DT_Q8, COLI_DT_Q4};
     const int E = 8;
@@ -116,7 +167,9 @@ int main(int argc, char **argv)
                 free((void *)a.qs), free((void *)a.d), free((void *)b.qs), free((void *)b.d);
                 free((void *)c.qs), free((void *)c.d);
             }
-            for (int S = 1; S <= 8; S++) {
+            static const int S_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 64, 256};
+            for (size_t sl = 0; sl < sizeof S_list / sizeof S_list[0]; sl++) {
+                int S = S_list[sl];
                 if (only_s >= 0 && S != only_s)
                     continue;
                 for (int e = 0; e < E; e++)
@@ -137,10 +190,18 @@ int main(int argc, char **argv)
                 double wall = (now() - t0) / iters;
                 ops->stats(g, 0, &s1, &err);
                 double kern = (double)(s1.kernel_ns - s0.kernel_ns) * 1e-9 / iters;
-                printf("%s H=%d I=%d experts=%d S=%d: kernels %.1f us, %.0f GB/s weights (%.0f%% of copy); "
-                       "call %.1f us, %.0f GB/s\n",
-                       dt == COLI_DT_Q8 ? "q8" : "q4", H, I, E, S, kern * 1e6, wbytes / kern / 1e9,
-                       100.0 * (wbytes / kern) / bw, wall * 1e6, wbytes / wall / 1e9);
+                if (S <= 8)
+                    printf("%s H=%d I=%d experts=%d S=%d: kernels %.1f us, %.0f GB/s weights (%.0f%% of copy); "
+                           "call %.1f us, %.0f GB/s\n",
+                           dt == COLI_DT_Q8 ? "q8" : "q4", H, I, E, S, kern * 1e6, wbytes / kern / 1e9,
+                           100.0 * (wbytes / kern) / bw, wall * 1e6, wbytes / wall / 1e9);
+                else {
+                    double ops = 2.0 * 3.0 * H * (double)I * E * S; /* multiply-adds of gate, up, down */
+                    printf("%s H=%d I=%d experts=%d S=%d (prefill): kernels %.1f us, %.1f int8 TOP/s (%.1f%% of "
+                           "the wmma rate); call %.1f us\n",
+                           dt == COLI_DT_Q8 ? "q8" : "q4", H, I, E, S, kern * 1e6, ops / kern / 1e12,
+                           peak > 0 ? 100.0 * (ops / kern) / peak : 0.0, wall * 1e6);
+                }
                 free(x);
                 free(y);
             }

@@ -250,6 +250,150 @@ __global__ void k_qgemm(const prod *prods, const int8_t *p, const float *s, cons
     }
 }
 
+#if COLI_GPU_HAS_WMMA
+/* Prefill on integer tensor cores: a block of 4 warps computes 64 rows x
+ * 16 tokens. For each 32-column group the weights (unpacked to int8) and
+ * the activations are staged in shared memory, two 16x16x16 int8 MMAs
+ * give every (row, token) its exact isum_g in int32, and each lane then
+ * applies steps 2-4 of docs/formats.md to its 8 elements, with the eight
+ * partial sums kept per element and the groups taken in increasing g: the
+ * same bits as k_qgemm and the CPU. */
+#define MMA_ROWS 64
+#define MMA_TOK 16
+
+template <int DT>
+static __device__ __forceinline__ void stage_weights(const uint8_t *qr, int g, int half, signed char *dst)
+{
+    /* dst: 16 int8, columns 16 half .. 16 half + 15 of group g */
+    signed char v[16];
+    if (DT == COLI_DT_Q8) {
+        int4 a = *(const int4 *)(const void *)(qr + (size_t)QK * g + 16 * half);
+        memcpy(v, &a, 16);
+    } else if (DT == COLI_DT_Q4) {
+        int4 a = *(const int4 *)(const void *)(qr + (size_t)16 * g);
+        unsigned char b[16];
+        memcpy(b, &a, 16);
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            v[i] = (signed char)((half ? b[i] >> 4 : b[i] & 15) - 8);
+    } else {
+        int2 a = *(const int2 *)(const void *)(qr + (size_t)8 * g);
+        unsigned char b[8];
+        memcpy(b, &a, 8);
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            int c = 16 * half + i; /* column c: byte c % 8, bits 2 (c / 8) */
+            v[i] = (signed char)((b[c & 7] >> (2 * (c >> 3))) & 3);
+        }
+    }
+    memcpy(dst, v, 16);
+}
+
+template <int DT>
+__global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, const int8_t *p, const float *s,
+                                                    const int32_t *psum)
+{
+    using namespace nvcuda;
+    __shared__ __align__(32) signed char sA[4][2][256]; /* per warp: 16 rows x 16 k, two halves */
+    __shared__ __align__(32) signed char sB[2][256];    /* 16 tokens x 16 k (col-major), two halves */
+    __shared__ __align__(32) int sC[4][256];            /* per warp: 16 x 16 isums, row-major */
+    __shared__ float sS[MMA_TOK];
+    __shared__ int sP[MMA_TOK];
+    const prod pr = prods[blockIdx.z];
+    const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
+    const int row0 = (int)blockIdx.x * MMA_ROWS + warp * 16;
+    const int t0 = (int)blockIdx.y * MMA_TOK;
+    if (t0 >= pr.n_tok || (int)blockIdx.x * MMA_ROWS >= pr.rows)
+        return; /* the whole block: no barrier below is left waiting */
+    const int nt = pr.n_tok - t0 < MMA_TOK ? pr.n_tok - t0 : MMA_TOK;
+    const int cols = pr.cols, n = cols / QK;
+    const int G = DT == COLI_DT_Q4 ? pr.group : QK;
+    const int per = G / QK;
+    const size_t row_bytes = DT == COLI_DT_Q8 ? (size_t)cols : DT == COLI_DT_Q4 ? (size_t)cols / 2 : (size_t)cols / 4;
+    const size_t x0 = (size_t)(pr.x0 + t0);
+    /* this lane's rows in staging (lane / 2, half lane % 2) and in the
+     * epilogue (element e: row lane / 16 + 2 e, token lane % 16) */
+    const int srow = row0 + lane / 2, shalf = lane % 2;
+    const bool slive = srow < pr.rows;
+    const uint8_t *sqr = pr.qs + (size_t)(slive ? srow : 0) * row_bytes;
+    const int tok = lane % 16;
+    float P[8][8];
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            P[e][k] = 0.0f;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> fa0, fa1;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> fb0, fb1;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, int> fc;
+    for (int g8 = 0; g8 < n; g8 += 8) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int g = g8 + k;
+            if (g >= n)
+                break; /* uniform over the block */
+            /* stage the activations: 128 threads, 4 bytes each */
+            {
+                int j = (int)threadIdx.x / 8, w = (int)threadIdx.x % 8;
+                int v = 0;
+                if (j < nt)
+                    v = *(const int *)(const void *)(p + (x0 + (size_t)j) * (size_t)cols + (size_t)QK * g + 4 * w);
+                memcpy(&sB[w / 4][j * 16 + 4 * (w % 4)], &v, 4);
+                if (threadIdx.x < MMA_TOK) {
+                    int jj = (int)threadIdx.x;
+                    sS[jj] = jj < nt ? s[(x0 + (size_t)jj) * (size_t)n + g] : 0.0f;
+                    sP[jj] = jj < nt && DT == COLI_DT_Q2 ? psum[(x0 + (size_t)jj) * (size_t)n + g] : 0;
+                }
+            }
+            if (slive)
+                stage_weights<DT>(sqr, g, shalf, &sA[warp][shalf][(lane / 2) * 16]);
+            else
+                memset(&sA[warp][shalf][(lane / 2) * 16], 0, 16);
+            __syncthreads();
+            wmma::fill_fragment(fc, 0);
+            wmma::load_matrix_sync(fa0, sA[warp][0], 16);
+            wmma::load_matrix_sync(fb0, sB[0], 16);
+            wmma::mma_sync(fc, fa0, fb0, fc);
+            wmma::load_matrix_sync(fa1, sA[warp][1], 16);
+            wmma::load_matrix_sync(fb1, sB[1], 16);
+            wmma::mma_sync(fc, fa1, fb1, fc);
+            wmma::store_matrix_sync(sC[warp], fc, 16, wmma::mem_row_major);
+            __syncwarp();
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const int i = lane / 16 + 2 * e, row = row0 + i;
+                const int rr = row < pr.rows ? row : 0;
+                const int32_t is = sC[warp][i * 16 + tok];
+                const float sg = sS[tok];
+                const float D = f16_to_f32(pr.d[(size_t)rr * (size_t)(cols / G) + (size_t)(g / per)]);
+                float f;
+                if (DT == COLI_DT_Q2) {
+                    const float M = f16_to_f32(pr.m[(size_t)rr * (size_t)n + (size_t)g]);
+                    float ds = D * sg, ms = M * sg;
+                    float f1 = (float)is * ds;
+                    float f2 = (float)sP[tok] * ms;
+                    f = f1 + f2;
+                } else {
+                    float ds = D * sg;
+                    f = (float)is * ds;
+                }
+                P[e][k] += f;
+            }
+            __syncthreads(); /* before the next group's staging */
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const int row = row0 + lane / 16 + 2 * e;
+        /* step 4 */
+        float a04 = P[e][0] + P[e][4], a26 = P[e][2] + P[e][6], a15 = P[e][1] + P[e][5], a37 = P[e][3] + P[e][7];
+        float v = (a04 + a26) + (a15 + a37);
+        if (row < pr.rows && tok < nt)
+            pr.y[(size_t)(t0 + tok) * (size_t)pr.ys + (size_t)row] = v;
+    }
+}
+#endif
+
 /* Float weights (f32 or bf16) times float activations: 32 lanes per row.
  * The summation order of these is not part of the contract. */
 template <int DT>
@@ -738,6 +882,22 @@ static coli_status launch_products(cudaStream_t st, const prod *host_prods, cons
         return COLI_OK;
     int dt = host_prods[0].dt;
     dim3 grid, block(256);
+#if COLI_GPU_HAS_WMMA
+    /* prefill: tensor cores, same bits (dispatch follows the flag the
+     * kernel is compiled under, so a target without it never gets here) */
+    if (is_quant(dt) && max_tok >= 32) {
+        grid = dim3((unsigned)((max_rows + MMA_ROWS - 1) / MMA_ROWS), (unsigned)((max_tok + MMA_TOK - 1) / MMA_TOK),
+                    (unsigned)n_prods);
+        if (dt == COLI_DT_Q8)
+            k_qgemm_mma<COLI_DT_Q8><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        else if (dt == COLI_DT_Q4)
+            k_qgemm_mma<COLI_DT_Q4><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        else
+            k_qgemm_mma<COLI_DT_Q2><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        CK_LAUNCH("a tensor-core product kernel");
+        return COLI_OK;
+    }
+#endif
     if (is_quant(dt)) {
         /* rows per lane and groups per iteration: enough bytes in flight
          * per lane without spilling (measured on an H200) */

@@ -84,9 +84,11 @@ static inline void coli_gpu_arch_name(const hipDeviceProp_t *p, char *out, size_
 #else /* NVIDIA */
 
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #define COLI_GPU_VENDOR "cuda"
-/* Integer tensor-core MMA (sm_72 and later; every target we build for). */
+/* Integer tensor-core MMA through nvcuda::wmma (sm_72 and later: every
+ * target CUDA 12 and 13 build for). */
 #define COLI_GPU_HAS_WMMA 1
 
 template <typename T>
