@@ -42,6 +42,7 @@ struct coli__tier {
     int fails_in_row[MAXD];
     atomic_int disabled[MAXD];
     unsigned warned[MAXD]; /* bit -status: that kind of failure was logged */
+    int released;          /* some host copies were released at open */
 };
 
 /* ---- the ops table ------------------------------------------------------- */
@@ -335,6 +336,11 @@ static coli_status release_host(coli_model *m, struct coli__tier *t)
     size_t *ix = coli__weights_owned_index(&m->w);
     if (!ix)
         return coli__fail(&m->err, COLI_ENOMEM, "out of memory releasing host copies of experts");
+    size_t *slots = malloc((size_t)t->L * (size_t)t->E * 3 * sizeof *slots), n_slots = 0;
+    if (!slots) {
+        free(ix);
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory releasing host copies of experts");
+    }
     uint64_t freed = 0;
     int mapped = 0;
     for (int l = 0; l < t->L; l++)
@@ -346,7 +352,9 @@ static coli_status release_host(coli_model *m, struct coli__tier *t)
             coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
             for (int k = 0; k < 3; k++) {
                 uint64_t b = coli__mat_bytes(mats[k]);
-                if (coli__weights_release_mat(&m->w, ix, m->w.n_owned, mats[k])) {
+                if (coli__weights_release_mat(&m->w, ix, m->w.n_owned, mats[k], &slots[n_slots])) {
+                    n_slots++;
+                    t->released = 1;
                     freed += b;
                     t->host[i] = 0;
                 } else {
@@ -354,6 +362,12 @@ static coli_status release_host(coli_model *m, struct coli__tier *t)
                 }
             }
         }
+    /* freed only now: the search needs the allocations' addresses */
+    for (size_t k = 0; k < n_slots; k++) {
+        free(m->w.owned[slots[k]]);
+        m->w.owned[slots[k]] = NULL;
+    }
+    free(slots);
     free(ix);
     coli__log(&m->opts.log, COLI_LOG_INFO, "GPU expert tier: released %llu MiB of host copies%s",
               (unsigned long long)(freed >> 20),
@@ -633,7 +647,8 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
         int gi = GROUP(e);
         if (gi != cpu && !failed[gi])
             continue;
-        if (gi != cpu)
+        /* resident here, but failed or given up: its host copy may be gone */
+        if (t && t->released && t->dev[(size_t)l * E + e] >= 0)
             COLI_TRY(ensure_host(m, t, l, e));
         if (b.nt == COLI_MAX_ACTIVE)
             COLI_TRY(flush(pool, &b));

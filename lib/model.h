@@ -96,11 +96,12 @@ struct coli_model {
 coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
                                coli_weight_format fmt, int q4_group, coli__err *err);
 void coli__weights_free(coli__weights *w, const coli__config *cfg);
-/* Frees the host copy of matrix *mat when the loader allocated it (1), and
- * leaves it NULL (data or q.qs); 0 when it points into the checkpoint's
- * mapping, which costs no memory of its own. index: from
- * coli__weights_owned_index (sorted allocations), n its length. */
-int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, coli__mat *mat);
+/* When the loader allocated matrix *mat's host copy (1): sets its data (or
+ * q.qs) to NULL and *slot to its entry of w->owned, for the caller to free
+ * once done searching; 0 when it points into the checkpoint's mapping,
+ * which costs no memory of its own. index: from coli__weights_owned_index
+ * (allocations by address), n its length. */
+int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, coli__mat *mat, size_t *slot);
 size_t *coli__weights_owned_index(const coli__weights *w);
 /* Loads again the matrices of expert e of layer l whose host copy was
  * released, from the checkpoint, exactly as at open. */

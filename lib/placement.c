@@ -5,7 +5,11 @@
  * (GPU part, CPU part). Filling layer 0 completely before layer 1 would
  * leave the last layers all on the CPU; taking expert e of every layer
  * before expert e + 1 makes a budget for half of the experts cover each
- * layer by about half, so every layer waits about equally on the CPU. */
+ * layer by about half, so every layer waits about equally on the CPU.
+ * Among devices with the same load, the one holding fewer experts of the
+ * expert's layer wins: with an even number of layers, plain alternation
+ * would put each layer whole on one device, and a layer's experts on
+ * several devices can be computed at once. */
 #include <stdlib.h>
 
 #include "placement.h"
@@ -37,9 +41,11 @@ int coli__place(const uint64_t *sizes, int n_layers, int n_experts, const uint64
         return 0;
     item *it = malloc(n * sizeof *it);
     uint64_t *load = calloc((size_t)n_devices, sizeof *load);
-    if (!it || !load) {
+    int *in_layer = calloc((size_t)n_devices * (size_t)n_layers, sizeof *in_layer); /* [d][l] */
+    if (!it || !load || !in_layer) {
         free(it);
         free(load);
+        free(in_layer);
         return -1;
     }
     size_t k = 0;
@@ -55,13 +61,18 @@ int coli__place(const uint64_t *sizes, int n_layers, int n_experts, const uint64
     int placed = 0;
     for (size_t j = 0; j < k; j++) {
         size_t i = (size_t)it[j].l * (size_t)n_experts + (size_t)it[j].e;
-        int best = -1;
-        for (int d = 0; d < n_devices; d++)
-            if (budgets[d] >= load[d] && budgets[d] - load[d] >= sizes[i] && (best < 0 || load[d] < load[best]))
+        int best = -1, l = it[j].l;
+        for (int d = 0; d < n_devices; d++) {
+            if (budgets[d] < load[d] || budgets[d] - load[d] < sizes[i])
+                continue;
+            if (best < 0 || load[d] < load[best] ||
+                (load[d] == load[best] && in_layer[(size_t)d * n_layers + l] < in_layer[(size_t)best * n_layers + l]))
                 best = d;
+        }
         if (best < 0)
             continue;
         load[best] += sizes[i];
+        in_layer[(size_t)best * n_layers + l]++;
         out[i] = best;
         placed++;
     }
@@ -69,5 +80,6 @@ int coli__place(const uint64_t *sizes, int n_layers, int n_experts, const uint64
         used[d] = load[d];
     free(it);
     free(load);
+    free(in_layer);
     return placed;
 }

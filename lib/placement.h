@@ -14,7 +14,8 @@
  * Order: with hot, most routed first; otherwise, and among equal counts,
  * round-robin over layers (expert 0 of every layer, then expert 1 of every
  * layer, ...). Each expert goes to the least-loaded device (fewest bytes
- * placed; lowest index on ties) that still has room for it; one that fits
+ * placed; on ties, fewest experts of the same layer, then lowest index)
+ * that still has room for it; one that fits
  * nowhere stays on the CPU and the next ones are still tried.
  *
  * out[l * n_experts + e] receives the device or -1; used[d] (may be NULL)

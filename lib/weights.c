@@ -534,35 +534,32 @@ size_t *coli__weights_owned_index(const coli__weights *w)
     return ix;
 }
 
-int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, coli__mat *mat)
+int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, coli__mat *mat, size_t *slot)
 {
     int quant = mat->dt == COLI_DT_Q8 || mat->dt == COLI_DT_Q4 || mat->dt == COLI_DT_Q2;
     const void *base = quant ? (const void *)mat->q.qs : mat->data;
     if (!base)
         return 0;
-    size_t lo = 0, hi = n, mid = 0;
-    int found = 0;
-    while (lo < hi && !found) { /* binary search of base among the allocations */
-        mid = lo + (hi - lo) / 2;
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* binary search of base among the allocations */
+        size_t mid = lo + (hi - lo) / 2;
         uintptr_t a = (uintptr_t)w->owned[index[mid]];
-        if (a == (uintptr_t)base)
-            found = 1;
-        else if (a < (uintptr_t)base)
+        if (a == (uintptr_t)base) {
+            *slot = index[mid];
+            if (quant) {
+                mat->q.qs = NULL;
+                mat->q.d = mat->q.m = NULL;
+            } else {
+                mat->data = NULL;
+            }
+            return 1;
+        }
+        if (a < (uintptr_t)base)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (!found)
-        return 0;
-    free(w->owned[index[mid]]);
-    w->owned[index[mid]] = NULL;
-    if (quant) {
-        mat->q.qs = NULL;
-        mat->q.d = mat->q.m = NULL;
-    } else {
-        mat->data = NULL;
-    }
-    return 1;
+    return 0;
 }
 
 coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
