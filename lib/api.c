@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "experts.h"
 #include "model.h"
 #include "threadpool.h"
 
@@ -63,6 +64,8 @@ void coli__opts_default(coli__opts *o)
     o->mem_budget_mb = 0;
     o->q4_group = 32;
     o->log.max_level = COLI_LOG_WARN;
+    o->gpu = o->gpu_expert_mb = o->gpu_release_host = -1; /* the environment decides */
+    o->n_gpu_devices = -1;
 }
 
 COLI_API coli_status coli_options_create(coli_options **out)
@@ -106,6 +109,15 @@ COLI_API coli_status coli_option_bounds(coli_option opt, int64_t *min, int64_t *
         lo = 0;
         hi = INT64_C(1) << 40;
         break;
+    case COLI_OPT_GPU:
+    case COLI_OPT_GPU_RELEASE_HOST:
+        lo = -1;
+        hi = 1;
+        break;
+    case COLI_OPT_GPU_EXPERT_MB:
+        lo = -1;
+        hi = INT64_C(1) << 30; /* an exbibyte */
+        break;
     default:
         return COLI_EINVAL;
     }
@@ -129,6 +141,12 @@ static int64_t *opt_slot(coli__opts *o, coli_option opt)
         return &o->mem_budget_mb;
     case COLI_OPT_Q4_GROUP:
         return &o->q4_group;
+    case COLI_OPT_GPU:
+        return &o->gpu;
+    case COLI_OPT_GPU_EXPERT_MB:
+        return &o->gpu_expert_mb;
+    case COLI_OPT_GPU_RELEASE_HOST:
+        return &o->gpu_release_host;
     }
     return NULL;
 }
@@ -165,5 +183,21 @@ COLI_API coli_status coli_options_set_log(coli_options *opts, coli_log_fn fn, vo
     opts->o.log.fn = fn;
     opts->o.log.user = user;
     opts->o.log.max_level = max_level;
+    return COLI_OK;
+}
+
+COLI_API coli_status coli_options_set_gpu_devices(coli_options *opts, const char *list)
+{
+    if (!opts)
+        return COLI_EINVAL;
+    if (!list) {
+        opts->o.n_gpu_devices = -1;
+        return COLI_OK;
+    }
+    int devs[COLI_GPU_MAX_DEVICES], n = 0;
+    if (coli__parse_devices(list, devs, &n) != 0)
+        return COLI_EINVAL;
+    memcpy(opts->o.gpu_devices, devs, sizeof devs);
+    opts->o.n_gpu_devices = n;
     return COLI_OK;
 }

@@ -18,6 +18,7 @@ struct coli_context {
     float *logits;
     int has_logits;
     coli_stats stats;
+    coli__experts_counts gpu_counts;
 };
 
 static double now_s(void)
@@ -107,7 +108,7 @@ static coli_status eval_tokens(coli_context *c, const int32_t *tokens, size_t n,
     double t0 = now_s();
     uint64_t read = 0;
     coli_status st = coli__forward(c->m, &c->kv, &c->scratch, c->pool, tokens, (int)n, (int)c->pos,
-                                   c->logits, &read, &c->err);
+                                   c->logits, &read, &c->gpu_counts, &c->err);
     double dt = now_s() - t0;
     if (st != COLI_OK) {
         /* Positions written partly are forgotten; earlier ones stay valid. */
@@ -482,6 +483,15 @@ COLI_API coli_status coli_context_stats(const coli_context *c, coli_stats *s)
 
 COLI_API void coli_context_stats_reset(coli_context *c)
 {
-    if (c)
+    if (c) {
         memset(&c->stats, 0, sizeof c->stats);
+        memset(&c->gpu_counts, 0, sizeof c->gpu_counts);
+    }
+}
+
+COLI_API coli_status coli_context_gpu_stats(const coli_context *c, int device, coli_gpu_stats *s)
+{
+    if (!c)
+        return COLI_EINVAL;
+    return coli__experts_dev_stats(c->m, device, &c->gpu_counts, s);
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "experts.h"
 #include "forward.h"
 #include "silu.h"
 
@@ -121,8 +122,10 @@ static void attn_task(void *arg, int64_t b, int64_t e, int thread)
 
 typedef struct bufs {
     float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *rl, *xe, *ye, *scores, *wts;
-    int *sel, *rows;
+    int *sel, *rows, *pos;
     uint64_t read; /* weight bytes read by this pass */
+    const struct coli_model *m;
+    coli__experts_counts *counts;
 } bufs;
 
 /* Products that also count the weight bytes they read. */
@@ -161,7 +164,7 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, int n_
     size_t GI = (size_t)c->inter > K * (size_t)c->moe_inter ? (size_t)c->inter : K * (size_t)c->moe_inter;
     size_t sizes[] = {
         S * H, S * H, S * QD, S * KV, S * KV, S * QD, S * H, S * GI, S * GI, S * E, S * K * H, S * K * H,
-        (size_t)threads * (size_t)n_ctx, S * K, S * K, S * K,
+        (size_t)threads * (size_t)n_ctx, S * K, S * K, S * K, S * K,
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
@@ -178,6 +181,8 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, int n_
     b->sel = (int *)p;
     p += (sizes[i++] + 15) & ~(size_t)15;
     b->rows = (int *)p;
+    p += (sizes[i++] + 15) & ~(size_t)15;
+    b->pos = (int *)p;
     return COLI_OK;
 }
 
@@ -198,24 +203,9 @@ static void topk(const float *prob, int n, int k, int *sel, float *w)
     }
 }
 
-/* Experts handed out together: bounds the task arrays on the stack. */
-#define COLI_MAX_ACTIVE 64
-
-/* gate and up of nt experts, SwiGLU, then their down projections. */
-static coli_status run_experts(coli__pool *pool, bufs *b, coli__mm *tg, coli__mm *td, int nt, int I)
+static coli_status moe(const coli__config *c, const coli__layer *ly, int l, coli__pool *pool, bufs *b, int S)
 {
-    COLI_TRY(mm_multi(pool, tg, 2 * nt, b));
-    for (int i = 0; i < nt; i++) {
-        float *g = tg[2 * i].y, *u = tg[2 * i + 1].y;
-        for (size_t k = 0; k < (size_t)tg[2 * i].n_tok * (size_t)I; k++)
-            g[k] = coli__swiglu(g[k], u[k]);
-    }
-    return mm_multi(pool, td, nt, b);
-}
-
-static coli_status moe(const coli__config *c, const coli__layer *ly, coli__pool *pool, bufs *b, int S)
-{
-    const int H = c->hidden, E = c->n_experts, K = c->top_k, I = c->moe_inter;
+    const int E = c->n_experts, K = c->top_k;
     COLI_TRY(mm(pool, &ly->router, b->xn, S, b->rl, b));
     for (int t = 0; t < S; t++) {
         float *rl = b->rl + (size_t)t * E;
@@ -239,40 +229,9 @@ static coli_status moe(const coli__config *c, const coli__layer *ly, coli__pool 
                 w[j] /= s;
         }
     }
-    /* Gather the tokens of each routed expert (ascending expert order), run
-     * every gate and up projection in one hand-out, then every down. */
-    coli__mm tg[2 * COLI_MAX_ACTIVE], td[COLI_MAX_ACTIVE];
-    int nt = 0, n = 0;
-    for (int e = 0; e < E; e++) {
-        int n0 = n;
-        for (int t = 0; t < S; t++)
-            for (int j = 0; j < K; j++)
-                if (b->sel[(size_t)t * K + j] == e) {
-                    b->rows[n] = t * K + j;
-                    if (S > 1) /* one token needs no gathering: experts read xn */
-                        memcpy(b->xe + (size_t)n * H, b->xn + (size_t)t * H, (size_t)H * sizeof(float));
-                    n++;
-                }
-        if (n == n0)
-            continue;
-        if (nt == COLI_MAX_ACTIVE) { /* more experts than one hand-out takes */
-            COLI_TRY(run_experts(pool, b, tg, td, nt, I));
-            nt = 0;
-        }
-        const float *xe = S > 1 ? b->xe + (size_t)n0 * H : b->xn;
-        float *g = b->g + (size_t)n0 * I, *u = b->u + (size_t)n0 * I;
-        tg[2 * nt] = (coli__mm){&ly->e_gate[e], xe, n - n0, g};
-        tg[2 * nt + 1] = (coli__mm){&ly->e_up[e], xe, n - n0, u};
-        td[nt] = (coli__mm){&ly->e_down[e], g, n - n0, b->ye + (size_t)n0 * H};
-        nt++;
-    }
-    if (nt > 0)
-        COLI_TRY(run_experts(pool, b, tg, td, nt, I));
-    /* Weighted sum per token, experts in ascending order. */
-    memset(b->o, 0, (size_t)S * H * sizeof(float));
-    for (int r = 0; r < n; r++)
-        coli__axpy(b->o + (size_t)(b->rows[r] / K) * H, b->wts[b->rows[r]], b->ye + (size_t)r * H, H);
-    return COLI_OK;
+    /* Where each routed expert runs is lib/experts.c's business. */
+    coli__moe_io io = {b->xn, S, b->sel, b->wts, b->xe, b->ye, b->g, b->u, b->rows, b->pos, b->o};
+    return coli__experts_run(b->m, l, pool, &io, &b->read, b->counts);
 }
 
 static coli_status dense(const coli__config *c, const coli__layer *ly, coli__pool *pool, bufs *b, int S)
@@ -330,7 +289,7 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
 
     for (int t = 0; t < S; t++)
         rmsnorm(b->xn + (size_t)t * H, b->x + (size_t)t * H, ly->ffn_norm, H, c->rms_eps);
-    COLI_TRY(ly->is_moe ? moe(c, ly, pool, b, S) : dense(c, ly, pool, b, S));
+    COLI_TRY(ly->is_moe ? moe(c, ly, l, pool, b, S) : dense(c, ly, pool, b, S));
     for (size_t i = 0; i < (size_t)S * H; i++)
         b->x[i] += b->o[i];
     return COLI_OK;
@@ -338,7 +297,7 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
 
 coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
                           const int32_t *tokens, int n, int pos0, float *logits, uint64_t *bytes_read,
-                          coli__err *err)
+                          coli__experts_counts *counts, coli__err *err)
 {
     uint64_t read = 0;
     const coli__config *c = &m->cfg;
@@ -348,6 +307,8 @@ coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratc
         int S = n - done < CHUNK ? n - done : CHUNK;
         bufs b;
         COLI_TRY(layout(c, s, S, kv->n_ctx, coli__pool_size(pool), &b, err));
+        b.m = m;
+        b.counts = counts;
         /* norms, and one embedding row per token unless the output
          * projection reads the whole embedding matrix anyway (tied) */
         b.read = 4 * (uint64_t)w->n_vec_params;

@@ -2,6 +2,7 @@
 #ifndef COLI_FORWARD_H
 #define COLI_FORWARD_H
 
+#include "experts.h"
 #include "model.h"
 #include "threadpool.h"
 
@@ -27,9 +28,10 @@ void coli__scratch_free(coli__scratch *s);
  * the next-token logits of the last one into logits[vocab]. Ids must have
  * been checked against the vocabulary. *bytes_read (if not NULL) gets the
  * weight bytes the pass read: matrices used (each expert once per chunk),
- * embedding rows and norms. */
+ * embedding rows and norms. counts (may be NULL) grows by what the
+ * expert tiers served. */
 coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
                           const int32_t *tokens, int n, int pos0, float *logits, uint64_t *bytes_read,
-                          coli__err *err);
+                          coli__experts_counts *counts, coli__err *err);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "experts.h"
 #include "json.h"
 #include "model.h"
 
@@ -100,6 +101,7 @@ static coli_status open_model(coli_model *m, const char *dir)
     m->wfmt = (coli_weight_format)m->opts.weights;
     COLI_TRY(coli__weights_load(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, &m->err));
     describe_weights(m);
+    COLI_TRY(coli__experts_open(m));
 
     char *tpath = coli__path_join(dir, "tokenizer.json");
     if (!tpath)
@@ -145,6 +147,7 @@ COLI_API coli_status coli_model_open(const char *dir, const coli_options *opts, 
     coli_status st = open_model(m, dir);
     if (st != COLI_OK) {
         /* Keep only the message: release what was loaded. */
+        coli__experts_close(m);
         coli__weights_free(&m->w, &m->cfg);
         coli__tok_free(m->tok);
         m->tok = NULL;
@@ -161,6 +164,7 @@ COLI_API void coli_model_free(coli_model *m)
 {
     if (!m)
         return;
+    coli__experts_close(m);
     coli__weights_free(&m->w, &m->cfg);
     coli__tok_free(m->tok);
     coli__st_close(m->ts);
@@ -235,6 +239,8 @@ static void info_fill(const coli_model *m, coli_model_info *info)
                                                     : COLI_WEIGHTS_BF16;
     }
     info->weights_detail = m->weights_detail;
+    info->gpu_devices = coli__experts_n_devices(m);
+    info->gpu_detail = coli__experts_detail(m);
     info->bos_id = c->bos;
     info->eos_id = c->n_eos > 0 ? c->eos[0] : -1;
 }

@@ -65,6 +65,12 @@ typedef struct coli__opts {
     int64_t mem_budget_mb;
     int64_t q4_group;
     coli__logger log;
+    /* GPU expert tier; -1: not set, the environment decides (lib/experts.c) */
+    int64_t gpu;                     /* 0 off, 1 on */
+    int64_t gpu_expert_mb;           /* VRAM for experts per device, MiB */
+    int64_t gpu_release_host;        /* 0 or 1 */
+    int gpu_devices[16];             /* COLI_GPU_MAX_DEVICES ordinals */
+    int n_gpu_devices;               /* -1: not set */
 } coli__opts;
 
 struct coli_options {
@@ -82,12 +88,25 @@ struct coli_model {
     coli__weights w;
     coli_weight_format wfmt;
     char weights_detail[192];        /* for coli_model_info */
+    struct coli__tier *gpu;          /* GPU expert tier; NULL: every expert on the CPU */
+    char gpu_detail[160];            /* why or how the tier is used, for coli_model_info */
 };
 
 /* Loads every weight of cfg from ts in format fmt, checking names and shapes. */
 coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
                                coli_weight_format fmt, int q4_group, coli__err *err);
 void coli__weights_free(coli__weights *w, const coli__config *cfg);
+/* When the loader allocated matrix *mat's host copy (1): sets its data (or
+ * q.qs) to NULL and *slot to its entry of w->owned, for the caller to free
+ * once done searching; 0 when it points into the checkpoint's mapping,
+ * which costs no memory of its own. index: from coli__weights_owned_index
+ * (allocations by address), n its length. */
+int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, coli__mat *mat, size_t *slot);
+size_t *coli__weights_owned_index(const coli__weights *w);
+/* Loads again the matrices of expert e of layer l whose host copy was
+ * released, from the checkpoint, exactly as at open. */
+coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
+                                        coli_weight_format fmt, int q4_group, int l, int e, coli__err *err);
 /* The in-memory dtype of a matrix of this kind when loaded in fmt. */
 coli__dtype coli__weights_target(coli_weight_format fmt, coli__mat_kind kind, coli__dtype stored, int cols,
                                  int q4_group);

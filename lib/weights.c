@@ -347,6 +347,16 @@ static coli_status load_vec(loader *L, float **out, const char *name, int n)
 
 #define NAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
 
+/* The checkpoint's name of expert e's gate (which 0), up (1) or down (2). */
+static const char *expert_name(const coli__config *c, int l, int e, int which, char *name, size_t cap)
+{
+    static const char *const hf[] = {"gate_proj", "up_proj", "down_proj"}, *const mx[] = {"w1", "w3", "w2"};
+    int mixtral = c->arch == COLI_ARCH_MIXTRAL;
+    snprintf(name, cap, "model.layers.%d.%s.experts.%d.%s.weight", l, mixtral ? "block_sparse_moe" : "mlp", e,
+             mixtral ? mx[which] : hf[which]);
+    return name;
+}
+
 static coli_status load_layer(loader *L, int l)
 {
     const coli__config *c = L->cfg;
@@ -386,18 +396,9 @@ static coli_status load_layer(loader *L, int l)
     ly->e_up = ly->e_gate + E;
     ly->e_down = ly->e_gate + 2 * E;
     for (int e = 0; e < E; e++) {
-        COLI_TRY(load_mat(L, &ly->e_gate[e],
-                          mixtral ? NAME("%s.%d.%s.experts.%d.w1.weight", p, l, blk, e)
-                                  : NAME("%s.%d.%s.experts.%d.gate_proj.weight", p, l, blk, e),
-                          I, H, BIG, EXPERT));
-        COLI_TRY(load_mat(L, &ly->e_up[e],
-                          mixtral ? NAME("%s.%d.%s.experts.%d.w3.weight", p, l, blk, e)
-                                  : NAME("%s.%d.%s.experts.%d.up_proj.weight", p, l, blk, e),
-                          I, H, BIG, EXPERT));
-        COLI_TRY(load_mat(L, &ly->e_down[e],
-                          mixtral ? NAME("%s.%d.%s.experts.%d.w2.weight", p, l, blk, e)
-                                  : NAME("%s.%d.%s.experts.%d.down_proj.weight", p, l, blk, e),
-                          H, I, BIG, EXPERT));
+        COLI_TRY(load_mat(L, &ly->e_gate[e], expert_name(c, l, e, 0, name, sizeof name), I, H, BIG, EXPERT));
+        COLI_TRY(load_mat(L, &ly->e_up[e], expert_name(c, l, e, 1, name, sizeof name), I, H, BIG, EXPERT));
+        COLI_TRY(load_mat(L, &ly->e_down[e], expert_name(c, l, e, 2, name, sizeof name), H, I, BIG, EXPERT));
     }
     /* top_k of the layer's experts run for each token */
     L->w->n_params_active += (int64_t)c->top_k * 3 * I * H;
@@ -507,4 +508,86 @@ void coli__weights_bytes(const coli__weights *w, const coli__config *cfg, coli_w
         a += experts / (uint64_t)cfg->n_experts * (uint64_t)cfg->top_k;
     *total = t;
     *active = a;
+}
+
+/* ---- host copies of experts resident on a GPU (CUDA_RELEASE_HOST) ---- */
+
+static const void *const *g_sort_base; /* for the qsort comparator only */
+
+static int by_address(const void *pa, const void *pb)
+{
+    uintptr_t a = (uintptr_t)g_sort_base[*(const size_t *)pa], b = (uintptr_t)g_sort_base[*(const size_t *)pb];
+    return (a > b) - (a < b);
+}
+
+size_t *coli__weights_owned_index(const coli__weights *w)
+{
+    size_t *ix = malloc((w->n_owned ? w->n_owned : 1) * sizeof *ix);
+    if (!ix)
+        return NULL;
+    for (size_t i = 0; i < w->n_owned; i++)
+        ix[i] = i;
+    /* called once at open, on the opening thread */
+    g_sort_base = (const void *const *)w->owned;
+    qsort(ix, w->n_owned, sizeof *ix, by_address);
+    g_sort_base = NULL;
+    return ix;
+}
+
+int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, coli__mat *mat, size_t *slot)
+{
+    int quant = mat->dt == COLI_DT_Q8 || mat->dt == COLI_DT_Q4 || mat->dt == COLI_DT_Q2;
+    const void *base = quant ? (const void *)mat->q.qs : mat->data;
+    if (!base)
+        return 0;
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* binary search of base among the allocations */
+        size_t mid = lo + (hi - lo) / 2;
+        uintptr_t a = (uintptr_t)w->owned[index[mid]];
+        if (a == (uintptr_t)base) {
+            *slot = index[mid];
+            if (quant) {
+                mat->q.qs = NULL;
+                mat->q.d = mat->q.m = NULL;
+            } else {
+                mat->data = NULL;
+            }
+            return 1;
+        }
+        if (a < (uintptr_t)base)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
+                                        coli_weight_format fmt, int q4_group, int l, int e, coli__err *err)
+{
+    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, 0};
+    coli__layer *ly = &w->layers[l];
+    coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
+    coli_status st = COLI_OK;
+    for (int k = 0; k < 3 && st == COLI_OK; k++) {
+        coli__mat *m = mats[k];
+        int quant = m->dt == COLI_DT_Q8 || m->dt == COLI_DT_Q4 || m->dt == COLI_DT_Q2;
+        if (quant ? m->q.qs != NULL : m->data != NULL)
+            continue;
+        char name[256];
+        const coli__tensor *t = NULL;
+        st = find(&L, expert_name(cfg, l, e, k, name, sizeof name), m->rows, m->cols, &t);
+        if (st != COLI_OK)
+            break;
+        coli__mat fresh = {m->rows, m->cols, t->dtype, aligned(&L, t), {0}};
+        if (!fresh.data) {
+            st = coli__fail(err, COLI_ENOMEM, "out of memory copying tensor '%s'", name);
+            break;
+        }
+        st = convert(&L, &fresh, t->file, name, m->dt);
+        if (st == COLI_OK)
+            *m = fresh;
+    }
+    free(L.rowbuf);
+    return st;
 }

@@ -121,7 +121,17 @@ typedef enum coli_option {
     COLI_OPT_THREADS = 2,   /* worker threads; 0 = number of online cores */
     COLI_OPT_CONTEXT = 3,   /* KV cache positions per context; 0 = model max, capped at 4096 */
     COLI_OPT_MEM_BUDGET_MB = 4, /* reserved for the expert store; 0 = no limit */
-    COLI_OPT_Q4_GROUP = 5   /* group size of q4 weights: 32 (default), 64 or 128 */
+    COLI_OPT_Q4_GROUP = 5,  /* group size of q4 weights: 32 (default), 64 or 128 */
+    /* The GPU expert tier (routed experts resident on GPUs; see "GPU expert
+     * tier" below). For these, -1 (the default) means "not set": the
+     * environment variable named decides, and an option set here wins over
+     * it. A malformed variable makes coli_model_open fail, naming it. */
+    COLI_OPT_GPU = 6,            /* 1 on, 0 off; -1: COLI_CUDA=1 turns it on (default off) */
+    COLI_OPT_GPU_EXPERT_MB = 7,  /* MiB of each device's memory for experts; -1: CUDA_EXPERT_GB=G
+                                    (GiB, may be fractional), else the device's free memory
+                                    less 10 % of it (at most 1 GiB) */
+    COLI_OPT_GPU_RELEASE_HOST = 8 /* 1: drop the host copy of each expert once uploaded; -1:
+                                     CUDA_RELEASE_HOST=1 (default 0) */
 } coli_option;
 
 COLI_API coli_status coli_options_create(coli_options **out);
@@ -134,6 +144,14 @@ COLI_API coli_status coli_option_bounds(coli_option opt, int64_t *min, int64_t *
  * max_level filters: messages above it are not formatted at all. */
 COLI_API coli_status coli_options_set_log(coli_options *opts, coli_log_fn fn, void *user,
                                           coli_log_level max_level);
+
+/*
+ * Devices of the GPU expert tier: "0,1" (distinct ordinals as the runtime
+ * numbers them, at most 16), or NULL for "not set": then COLI_GPUS=0,1 or
+ * COLI_GPU=N decide, else every visible device is used. COLI_EINVAL for a
+ * malformed list (nothing changes).
+ */
+COLI_API coli_status coli_options_set_gpu_devices(coli_options *opts, const char *list);
 
 /* ---- quantization ---------------------------------------------------- */
 
@@ -207,6 +225,9 @@ typedef struct coli_model_info {
     int32_t eos_id;              /* first end-of-sequence id, -1 if none */
     const char *weights_detail;  /* format of each kind of matrix, e.g.
                                     "attention q4, experts q4, router bf16, ..." */
+    int gpu_devices;             /* devices the GPU expert tier uses; 0: not in use */
+    const char *gpu_detail;      /* "off", "not in use: <why>" when it was asked for but
+                                    could not start, or the tier, devices and experts held */
 } coli_model_info;
 
 COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);
@@ -408,7 +429,73 @@ typedef struct coli_stats {
 } coli_stats;
 
 COLI_API coli_status coli_context_stats(const coli_context *ctx, coli_stats *stats);
+/* Also resets the context's counts in coli_gpu_stats. */
 COLI_API void coli_context_stats_reset(coli_context *ctx);
+
+/* ---- GPU expert tier --------------------------------------------------
+ *
+ * With COLI_OPT_GPU on (or COLI_CUDA=1), coli_model_open places routed
+ * experts whole on the chosen devices, within COLI_OPT_GPU_EXPERT_MB each
+ * (expert e of every layer before expert e + 1, so that every layer gets
+ * about the same share), and uploads them; the rest run on the CPU. An
+ * expert that does not fit stays on the CPU, logged, not an error. If the
+ * tier is not compiled in or no device is usable, the model opens anyway
+ * with a warning in the log and coli_model_info's gpu_devices is 0.
+ * Results do not depend on placement: q8, q4 and q2 logits are the same
+ * bits with and without a GPU. A device call that fails at run time is
+ * logged (once per device and kind of failure) and its experts are
+ * computed on the CPU for that call; after 3 failures in a row the device
+ * is no longer used. With COLI_OPT_GPU_RELEASE_HOST, host copies that the
+ * loader made (quantized or converted weights) are freed after upload and
+ * rebuilt from the checkpoint if the CPU ever needs them; weights used as
+ * stored (COLI_WEIGHTS_AUTO) are mapped from the checkpoint, so there is
+ * nothing to release. COLI_GPU_FAIL_AFTER=N makes every device call after
+ * the first N fail: for tests of that fallback only.
+ */
+
+/* The tier compiled into the library: "none", or e.g. "cuda sm_90". */
+COLI_API const char *coli_gpu_tier(void);
+
+/* Fields may be appended: set struct_size to sizeof(coli_gpu_device). */
+typedef struct coli_gpu_device {
+    size_t struct_size;
+    int ordinal;           /* as the runtime numbers it */
+    char name[96];         /* "NVIDIA H200" */
+    char arch[32];         /* "sm_90", "gfx1030" */
+    int wave;              /* threads per warp or wavefront */
+    uint64_t free_bytes, total_bytes;
+} coli_gpu_device;
+
+/* Devices the tier sees (0 without a tier, driver or device: not an error). */
+COLI_API coli_status coli_gpu_count(int *n_devices);
+/* Device index (0 .. count-1); COLI_ERANGE beyond. */
+COLI_API coli_status coli_gpu_device_get(int index, coli_gpu_device *info);
+
+/* Devices the model's tier uses (0: every expert runs on the CPU). */
+COLI_API int coli_model_gpu_devices(const coli_model *model);
+
+/* Fields may be appended: set struct_size to sizeof(coli_gpu_stats). */
+typedef struct coli_gpu_stats {
+    size_t struct_size;
+    int ordinal;
+    char name[96];
+    int usable;                 /* 0 once the device was given up after failures */
+    uint64_t resident_experts;  /* experts held on the device */
+    uint64_t resident_bytes;
+    /* Since the model was opened, for every context: */
+    uint64_t calls, rows, failures;
+    uint64_t h2d_ns, kernel_ns, d2h_ns;   /* transfer and kernel time */
+    uint64_t h2d_bytes, d2h_bytes;
+    /* This context's, since it was created or its statistics reset: */
+    uint64_t routed_pairs;      /* routed (token, expert) pairs, all tiers */
+    uint64_t gpu_pairs;         /* of them, computed on this device */
+    uint64_t fallback_pairs;    /* resident here but computed on the CPU after a failure */
+    double gpu_expert_hit_rate; /* gpu_pairs / routed_pairs (0 if none) */
+} coli_gpu_stats;
+
+/* Statistics of device index (0 .. coli_model_gpu_devices-1) of the
+ * context's model; COLI_ERANGE beyond. */
+COLI_API coli_status coli_context_gpu_stats(const coli_context *ctx, int device, coli_gpu_stats *stats);
 
 #ifdef __cplusplus
 }

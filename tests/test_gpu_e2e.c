@@ -1,0 +1,199 @@
+/* test_gpu_e2e.c - placement never changes a token: every fixture (and the
+ * benchmark model, when COLI_BENCH_MODEL names one) gives the same logits,
+ * bit for bit, in q8, q4 and q2 with every expert on the GPU, with a budget
+ * that holds about half of them, and on the CPU alone; a prompt's prefill
+ * and a greedy continuation are compared step by step. bf16 may differ by
+ * float rounding: its greedy tokens must agree and its logits stay within
+ * 1e-3 of the logit range.
+ *
+ * Needs a device (exit 77 without one, or without the tier compiled in). */
+#include <config.h>
+
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "colibri/colibri.h"
+#include "testutil.h"
+
+#define STEPS 8 /* greedy tokens after the prompt */
+
+typedef struct run {
+    float *logits; /* (1 + STEPS) * vocab */
+    int32_t tokens[STEPS];
+    size_t vocab;
+    uint64_t resident_experts, resident_bytes, gpu_pairs, routed_pairs;
+    int devices;
+} run;
+
+/* Opens dir in fmt with the GPU tier on (budget_mb: -1 for the default,
+ * else MiB) or off (budget_mb == -2), evaluates the prompt and STEPS greedy
+ * tokens, and keeps every logit. */
+static void one_run(const char *dir, coli_weight_format fmt, int64_t budget_mb, const char *budget_gb_env, run *r)
+{
+    memset(r, 0, sizeof *r);
+    coli_options *o = NULL;
+    ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_WEIGHTS, fmt), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_THREADS, 4), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU, budget_mb == -2 ? 0 : 1), COLI_OK);
+    if (budget_mb >= 0)
+        ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU_EXPERT_MB, budget_mb), COLI_OK);
+    if (budget_gb_env)
+        setenv("CUDA_EXPERT_GB", budget_gb_env, 1);
+    else
+        unsetenv("CUDA_EXPERT_GB");
+    coli_model *m = NULL;
+    coli_status st = coli_model_open(dir, o, &m);
+    ck_assert_msg(st == COLI_OK, "%s: %s", dir, coli_model_errmsg(m));
+    coli_model_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
+    r->vocab = (size_t)info.vocab_size;
+    r->devices = coli_model_gpu_devices(m);
+    if (budget_mb != -2)
+        ck_assert_msg(r->devices == 1, "%s: the GPU tier is not in use: %s", dir, info.gpu_detail);
+    coli_context *c = NULL;
+    ck_assert_int_eq(coli_context_create(m, o, &c), COLI_OK);
+    const char *text = "In the beginning God created the heaven and the earth.";
+    int32_t ids[64];
+    size_t n = 0;
+    ck_assert_int_eq(coli_tokenize(m, text, strlen(text), 1, ids, 64, &n), COLI_OK);
+    r->logits = malloc((1 + STEPS) * r->vocab * sizeof(float));
+    ck_assert_msg(coli_eval(c, ids, n) == COLI_OK, "%s", coli_context_errmsg(c));
+    for (int s = 0; s <= STEPS; s++) {
+        const float *lg = coli_context_logits(c);
+        memcpy(r->logits + (size_t)s * r->vocab, lg, r->vocab * sizeof(float));
+        if (s == STEPS)
+            break;
+        size_t best = 0;
+        for (size_t i = 1; i < r->vocab; i++)
+            if (lg[i] > lg[best])
+                best = i;
+        r->tokens[s] = (int32_t)best;
+        ck_assert_msg(coli_eval(c, &r->tokens[s], 1) == COLI_OK, "%s", coli_context_errmsg(c));
+    }
+    for (int d = 0; d < r->devices; d++) {
+        coli_gpu_stats gs;
+        memset(&gs, 0, sizeof gs);
+        gs.struct_size = sizeof gs;
+        ck_assert_int_eq(coli_context_gpu_stats(c, d, &gs), COLI_OK);
+        r->resident_experts += gs.resident_experts;
+        r->resident_bytes += gs.resident_bytes;
+        r->gpu_pairs += gs.gpu_pairs;
+        r->routed_pairs = gs.routed_pairs;
+    }
+    coli_context_free(c);
+    coli_model_free(m);
+    coli_options_free(o);
+}
+
+static void compare(const run *a, const run *b, coli_weight_format fmt, const char *what)
+{
+    ck_assert_uint_eq(a->vocab, b->vocab);
+    for (int s = 0; s < STEPS; s++)
+        ck_assert_msg(a->tokens[s] == b->tokens[s], "%s: greedy token %d: %d vs %d", what, s, a->tokens[s],
+                      b->tokens[s]);
+    size_t n = (1 + STEPS) * a->vocab;
+    if (fmt == COLI_WEIGHTS_BF16) {
+        double md = 0, range = 0;
+        for (size_t i = 0; i < n; i++) {
+            md = fmax(md, fabs((double)a->logits[i] - b->logits[i]));
+            range = fmax(range, fabs((double)b->logits[i]));
+        }
+        printf("%s: bf16 logits differ by at most %.3g (%.2g of the largest)\n", what, md, md / range);
+        ck_assert_msg(md <= 1e-3 * range, "%s: bf16 logits differ by %g", what, md);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x, y;
+        memcpy(&x, &a->logits[i], 4);
+        memcpy(&y, &b->logits[i], 4);
+        ck_assert_msg(x == y, "%s: logit %zu of step %zu: %.9g vs %.9g", what, i % a->vocab, i / a->vocab,
+                      (double)a->logits[i], (double)b->logits[i]);
+    }
+}
+
+static void model_case(const char *dir)
+{
+    static const coli_weight_format fmts[] = {COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q2,
+                                              COLI_WEIGHTS_BF16};
+    static const char *names[] = {"q8", "q4", "q2", "bf16"};
+    for (int f = 0; f < 4; f++) {
+        run cpu, all, half;
+        one_run(dir, fmts[f], -2, NULL, &cpu);
+        one_run(dir, fmts[f], -1, NULL, &all);
+        ck_assert_uint_gt(all.resident_experts, 0);
+        ck_assert_uint_eq(all.gpu_pairs, all.routed_pairs); /* every routed pair on the GPU */
+        /* a budget of half the bytes all experts took (the variable takes
+         * fractional GiB, which fixtures of a few KiB need) */
+        char gb[64];
+        snprintf(gb, sizeof gb, "%.9f", (double)all.resident_bytes / 2.0 / 1073741824.0);
+        one_run(dir, fmts[f], -1, gb, &half);
+        ck_assert_msg(half.resident_experts * 10 >= all.resident_experts * 3 &&
+                          half.resident_experts * 10 <= all.resident_experts * 6,
+                      "%s %s: half budget holds %llu of %llu experts", dir, names[f],
+                      (unsigned long long)half.resident_experts, (unsigned long long)all.resident_experts);
+        ck_assert_uint_gt(half.gpu_pairs, 0);
+        ck_assert_uint_lt(half.gpu_pairs, half.routed_pairs);
+        char what[512];
+        snprintf(what, sizeof what, "%s %s all experts on the GPU", dir, names[f]);
+        compare(&all, &cpu, fmts[f], what);
+        snprintf(what, sizeof what, "%s %s half the experts on the GPU", dir, names[f]);
+        compare(&half, &cpu, fmts[f], what);
+        printf("%s %s: same tokens and %s logits: CPU, %llu experts on the GPU, %llu of them (%.0f%% of routed "
+               "pairs)\n",
+               dir, names[f], f < 3 ? "bit-identical" : "close", (unsigned long long)all.resident_experts,
+               (unsigned long long)half.resident_experts, 100.0 * (double)half.gpu_pairs / (double)half.routed_pairs);
+        free(cpu.logits);
+        free(all.logits);
+        free(half.logits);
+    }
+}
+
+START_TEST(test_fixtures)
+{
+    static const char *fixtures[] = {"qwen3_moe", "olmoe", "mixtral"};
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", tu_data_dir(), fixtures[_i]);
+    model_case(dir);
+}
+END_TEST
+
+START_TEST(test_bench_model)
+{
+    const char *dir = getenv("COLI_BENCH_MODEL");
+    if (dir == NULL || *dir == '\0') {
+        printf("test_gpu_e2e: COLI_BENCH_MODEL not set: the benchmark model is not compared\n");
+        return;
+    }
+    model_case(dir);
+}
+END_TEST
+
+int main(void)
+{
+    int n = 0;
+    if (coli_gpu_count(&n) != COLI_OK || n == 0) {
+        printf("test_gpu_e2e: SKIP: no GPU device (tier compiled in: %s)\n", coli_gpu_tier());
+        return 77;
+    }
+    unsetenv("COLI_CUDA");
+    unsetenv("COLI_GPU_FAIL_AFTER");
+    Suite *s = suite_create("gpu_e2e");
+    TCase *tc = tcase_create("placement");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_loop_test(tc, test_fixtures, 0, 3);
+    tcase_add_test(tc, test_bench_model);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
