@@ -964,13 +964,17 @@ static coli_status run(coli__gpu *g, int dev, const job_view *jobs, int n_jobs, 
     if (total == 0)
         return COLI_OK;
     const prod *first = is_experts ? &jobs[0].gate : &jobs[0].down;
+    /* dt: the format of stage 1 (gate and up, or the one matrix); dt2: of
+     * the down projections, which may differ (a width the quantized formats
+     * cannot take leaves them in bf16) */
     int dt = first->dt, H = first->cols;
+    int dt2 = is_experts ? jobs[0].down.dt : dt;
     int I = is_experts ? jobs[0].gate.rows : 0;
     int O = is_experts ? H : jobs[0].down.rows;
     for (int j = 0; j < n_jobs; j++) {
         const job_view *jv = &jobs[j];
         if (is_experts) {
-            if (jv->gate.dt != dt || jv->up.dt != dt || jv->down.dt != dt || jv->gate.cols != H ||
+            if (jv->gate.dt != dt || jv->up.dt != dt || jv->down.dt != dt2 || jv->gate.cols != H ||
                 jv->up.cols != H || jv->down.rows != H || jv->gate.rows != I || jv->up.rows != I ||
                 jv->down.cols != I)
                 return coli__fail(err, COLI_EINVAL,
@@ -983,7 +987,7 @@ static coli_status run(coli__gpu *g, int dev, const job_view *jobs, int n_jobs, 
     size_t tab_bytes = n_prods * sizeof(prod);
     /* device layout */
     size_t q_bytes = is_quant(dt) ? align256((size_t)total * H) + 2 * align256((size_t)total * (H / QK) * 4) : 0;
-    size_t qh_bytes = is_quant(dt) && is_experts
+    size_t qh_bytes = is_quant(dt2) && is_experts
                           ? align256((size_t)total * I) + 2 * align256((size_t)total * (I / QK) * 4)
                           : 0;
     size_t gu_bytes = is_experts ? 3 * align256((size_t)total * I * 4) : 0;
@@ -1007,7 +1011,7 @@ static coli_status run(coli__gpu *g, int dev, const job_view *jobs, int n_jobs, 
         d_g = (float *)take(&dc, (size_t)total * I * 4);
         d_u = (float *)take(&dc, (size_t)total * I * 4);
         d_h = (float *)take(&dc, (size_t)total * I * 4);
-        if (is_quant(dt)) {
+        if (is_quant(dt2)) {
             ph = (int8_t *)take(&dc, (size_t)total * I);
             sh = (float *)take(&dc, (size_t)total * (I / QK) * 4);
             psh = (int32_t *)take(&dc, (size_t)total * (I / QK) * 4);
@@ -1058,7 +1062,7 @@ static coli_status run(coli__gpu *g, int dev, const job_view *jobs, int n_jobs, 
         size_t n = (size_t)total * I;
         k_swiglu<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(d_g, d_u, d_h, n);
         CK_LAUNCH("the SwiGLU kernel");
-        if (is_quant(dt))
+        if (is_quant(dt2))
             COLI_TRY(launch_quantize(st, d_h, total, I, ph, sh, psh, err));
         COLI_TRY(launch_products(st, h_tab + n_stage1, d_tab + n_stage1, n_stage2, ph, sh, psh, d_h, err));
     }
