@@ -225,8 +225,10 @@ void gpu_report_text(FILE *f, int width, const coli_model *model, const gpu_repo
     for (int d = 0; d < n; d++) {
         const coli_gpu_stats *s = &r->dev[d];
         char label[32];
+        int w;
 
         snprintf(label, sizeof label, "gpu %d:", s->ordinal);
+        w = (int)strlen(label) > width ? (int)strlen(label) : width; /* continuation indent */
         fprintf(f, "%-*s %s%s, %" PRIu64 " experts resident (%.1f MiB), hit rate %.4f (%" PRIu64
                    " of %" PRIu64 " routed pairs)\n",
                 width, label, s->name, s->usable ? "" : " (given up after failures)",
@@ -234,7 +236,7 @@ void gpu_report_text(FILE *f, int width, const coli_model *model, const gpu_repo
                 s->gpu_expert_hit_rate, s->gpu_pairs, s->routed_pairs);
         fprintf(f, "%-*s %" PRIu64 " calls, %" PRIu64 " rows; h2d %.3f ms, kernel %.3f ms, d2h "
                    "%.3f ms; %" PRIu64 " failures\n",
-                width, "", s->calls, s->rows, ms(s->h2d_ns), ms(s->kernel_ns), ms(s->d2h_ns),
+                w, "", s->calls, s->rows, ms(s->h2d_ns), ms(s->kernel_ns), ms(s->d2h_ns),
                 s->failures);
     }
 }
