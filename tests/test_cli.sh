@@ -1415,5 +1415,197 @@ fi
 usage_error "empty --stop" --stop "$COLI" generate -m "$m" -p hi --stop ""
 usage_error "--min-p above 1" --min-p "$COLI" generate -m "$m" -p hi --min-p 2
 
+# ---- the GPU expert tier ---------------------------------------------------------
+# CI builds have no tier: coli gpu says so and how to get one; asked for
+# anyway, the tier warns once and every expert runs on the CPU. Placement
+# never changes a q8 bit, so the tokens, logits and comparisons below are
+# the CPU's in any build. The options win over the environment variables.
+unset COLI_CUDA COLI_GPU COLI_GPUS CUDA_EXPERT_GB CUDA_RELEASE_HOST
+gpu_none=yes
+grep -E '^#define [A-Z_]*(CUDA|HIP)' "$builddir/config.h" >/dev/null 2>&1 && gpu_none=no
+check_help gpu --format
+if run 0 "coli gpu" "$COLI" gpu; then
+	if [ "$gpu_none" = yes ]; then
+		if [ "$(sed -n 1p "$out")" = "tier: none" ] && contains "$out" "./configure --with-cuda" &&
+			contains "$out" "--with-hip" && [ ! -s "$err" ]; then
+			pass "coli gpu: tier none, and how to build one"
+		else
+			fail "coli gpu without a tier: $(cat "$out" "$err")"
+		fi
+	elif sed -n 1p "$out" | grep '^tier: [a-z]' >/dev/null && ! contains "$out" "tier: none" &&
+		{ contains "$out" "no device" || grep '^device 0: .*, wave [0-9]*, [0-9]* MiB free of [0-9]* MiB$' "$out" >/dev/null; }; then
+		pass "coli gpu: the tier and its devices"
+	else
+		fail "coli gpu with a tier: $(cat "$out")"
+	fi
+fi
+if run 0 "coli gpu --format json" "$COLI" gpu --format json; then
+	if json_valid <"$out" && { [ "$gpu_none" = no ] || [ "$(cat "$out")" = '{"tier":"none","devices":[]}' ]; } &&
+		grep '^{"tier":"[a-z][^"]*","devices":\[' "$out" >/dev/null; then
+		pass "coli gpu --format json"
+	else
+		fail "coli gpu --format json: $(cat "$out")"
+	fi
+fi
+usage_error "coli gpu takes no --model" --model "$COLI" gpu --model "$q"
+
+# gpu_usage DESCRIPTION WORD ARGS...: a usage error about a value (not an
+# unknown option) that names WORD.
+gpu_usage() {
+	what=$1
+	word=$2
+	shift 2
+	if run 2 "$what" "$@"; then
+		if contains "$err" "$word" && ! contains "$err" "unknown option"; then
+			pass "$what"
+		else
+			fail "$what: $(cat "$err")"
+		fi
+	fi
+}
+g=$data/qwen3_moe
+gpu_usage "--gpu-expert-gb -1" "'-1' for --gpu-expert-gb" "$COLI" generate -m "$g" -p x --gpu-expert-gb -1
+gpu_usage "--gpu-expert-gb below 1 MiB" "below 1 MiB" "$COLI" generate -m "$g" -p x --gpu-expert-gb 0.0005
+gpu_usage "--gpu-expert-gb abc" "'abc' for --gpu-expert-gb" "$COLI" bench -m "$g" --gpu-expert-gb abc
+gpu_usage "--gpu-devices a,b" "'a,b' for --gpu-devices" "$COLI" generate -m "$g" -p x --gpu-devices a,b
+gpu_usage "--gpu-devices 0,0" "'0,0' for --gpu-devices" "$COLI" info -m "$g" --gpu-devices 0,0
+gpu_usage "--gpu-devices ''" "--gpu-devices" "$COLI" logits -m "$g" --prompt-ids 1 --gpu-devices ''
+gpu_usage "--gpu with --no-gpu" "--no-gpu" "$COLI" generate -m "$g" -p x --gpu --no-gpu
+gpu_usage "--gpu-devices with --no-gpu" "--no-gpu" "$COLI" info -m "$g" --no-gpu --gpu-devices 0
+
+# gen_q8 ENV ARGS...: eight greedy tokens of the fixture in q8, as JSON, with
+# the environment variable assignment ENV ("-": none).
+gen_q8() {
+	e=$1
+	shift
+	[ "$e" = - ] && e=COLI_TEST_GPU=none
+	env "$e" "$COLI" generate -m "$g" -p "In the beginning" -n 8 --temperature 0 --ignore-eos \
+		--weights q8 --format json "$@"
+}
+# gpu_same DESCRIPTION WARN ENV ARGS...: the same tokens as without the
+# tier; WARN yes: (without a tier) exactly one line of stderr, the warning,
+# and the reason in the gpu member; WARN no: nothing about the GPU.
+gpu_same() {
+	what=$1
+	warn=$2
+	shift 2
+	if run 0 "$what" gen_q8 "$@"; then
+		got=$(json_array "$out" tokens | paste -sd, -)
+		if [ -z "$got" ] || [ "$got" != "$want" ] || ! json_valid <"$out"; then
+			fail "$what: tokens '$got', without --gpu '$want'"
+		elif [ "$warn" = yes ] && [ "$gpu_none" = yes ] &&
+			{ [ "$(grep -c GPU "$err")" != 1 ] ||
+				! grep '^coli: warning: GPU tier not in use: .*without a GPU tier' "$err" >/dev/null ||
+				! contains "$out" '"gpu":{"tier":"none","detail":"not in use: ' ||
+				! contains "$out" '"devices":[]}}'; }; then
+			fail "$what: the warning or the gpu member: $(cat "$err" "$out")"
+		elif [ "$warn" = no ] && { contains "$err" GPU || ! contains "$out" '"detail":"off","devices":[]}}'; }; then
+			fail "$what: not off, or a warning: $(cat "$err" "$out")"
+		else
+			pass "$what: the same tokens"
+		fi
+	fi
+}
+if run 0 "generate without --gpu" gen_q8 -; then
+	want=$(json_array "$out" tokens | paste -sd, -)
+	if json_valid <"$out" && [ -n "$want" ] && contains "$out" ',"gpu":{"tier":"' &&
+		contains "$out" '"detail":"off","devices":[]}}' && ! contains "$err" GPU; then
+		pass "generate JSON: a gpu member, off, with no device, and no warning"
+	else
+		fail "generate JSON gpu member: $(cat "$out" "$err")"
+	fi
+	gpu_same "generate --gpu" yes - --gpu
+	gpu_same "generate --gpu --release-host" yes - --gpu --release-host
+	gpu_same "generate --gpu-devices 0 --gpu-expert-gb 0.5" yes - --gpu-devices 0 --gpu-expert-gb 0.5
+	gpu_same "generate --gpu-expert-gb 0" yes - --gpu-expert-gb 0
+	gpu_same "COLI_CUDA=1 generate" yes COLI_CUDA=1
+	gpu_same "COLI_CUDA=1 generate --no-gpu" no COLI_CUDA=1 --no-gpu
+	gpu_same "COLI_GPUS=x generate --gpu-devices 0 (the option wins)" yes COLI_GPUS=x --gpu-devices 0
+	gpu_same "CUDA_EXPERT_GB=abc generate --gpu-expert-gb 1 (the option wins)" yes CUDA_EXPERT_GB=abc \
+		--gpu-expert-gb 1
+	gpu_same "CUDA_RELEASE_HOST=2 generate --gpu --release-host (the option wins)" yes \
+		CUDA_RELEASE_HOST=2 --gpu --release-host
+fi
+# A malformed variable that no option overrides fails, naming it.
+if run 1 "COLI_GPUS=x generate --gpu" gen_q8 COLI_GPUS=x --gpu; then
+	if contains "$err" "COLI_GPUS" && contains "$err" "'x'"; then
+		pass "COLI_GPUS=x generate --gpu fails naming COLI_GPUS"
+	else
+		fail "COLI_GPUS=x: $(cat "$err")"
+	fi
+fi
+
+# --stats: after the summary, the tier's line (and one pair per device).
+if run 0 "generate --stats" "$COLI" generate -m "$g" -p "In the" -n 2 --temperature 0 --stats; then
+	if [ "$(tail -n 1 "$err")" = "gpu: off" ] && grep -n '^prefill: ' "$err" >/dev/null; then
+		pass "generate --stats: gpu: off after the summary"
+	else
+		fail "generate --stats: $(cat "$err")"
+	fi
+fi
+if [ "$gpu_none" = yes ] &&
+	run 0 "generate --stats --gpu" "$COLI" generate -m "$g" -p "In the" -n 2 --temperature 0 --stats --gpu; then
+	if tail -n 1 "$err" | grep '^gpu: not in use: .*without a GPU tier' >/dev/null; then
+		pass "generate --stats --gpu: the reason the tier is not in use"
+	else
+		fail "generate --stats --gpu: $(cat "$err")"
+	fi
+fi
+
+# logits and compare: the same numbers with the tier asked for.
+if run 0 "logits q8" "$COLI" logits -m "$g" --prompt-ids 1,5,9 --weights q8; then
+	cp "$out" "$tmp/logits_cpu"
+	if run 0 "logits q8 --gpu" "$COLI" logits -m "$g" --prompt-ids 1,5,9 --weights q8 --gpu &&
+		cmp -s "$out" "$tmp/logits_cpu"; then
+		pass "logits --gpu: the same logits"
+	else
+		fail "logits --gpu: different logits or a failure"
+	fi
+fi
+if run 0 "compare q8 --gpu against q8" "$COLI" compare -m "$g" --weights q8 --against q8 --gpu \
+	--prompt-tokens 6 --gen-tokens 3 --format json; then
+	if [ "$(json_number "$out" top1_agreement)" = "1.0000" ] && [ "$(json_number "$out" mean_kl)" = "0" ] &&
+		[ "$(json_int "$out" greedy_agreement)" = 3 ]; then
+		pass "compare: q8 with the tier asked for agrees with q8 on the CPU"
+	else
+		fail "compare q8 --gpu: $(cat "$out")"
+	fi
+fi
+
+# info: the tier's detail.
+if run 0 "info --format json (gpu)" "$COLI" info -m "$g" --format json; then
+	if json_valid <"$out" && contains "$out" '"gpu_devices":0,"gpu_detail":"off"'; then
+		pass "info json: gpu_devices 0, gpu_detail off"
+	else
+		fail "info json gpu: $(cat "$out")"
+	fi
+fi
+if [ "$gpu_none" = yes ] && run 0 "info --gpu" "$COLI" info -m "$g" --gpu; then
+	if grep '^gpu: *not in use: .*without a GPU tier' "$out" >/dev/null; then
+		pass "info --gpu: the gpu line says why the tier is not in use"
+	else
+		fail "info --gpu: $(cat "$out")"
+	fi
+fi
+
+# bench: the tier as configured, and its member and line.
+if run 0 "bench --gpu --format json" "$COLI" bench -m "$g" --prompt-tokens 4 --gen-tokens 4 \
+	--repetitions 1 --no-probe --gpu --format json; then
+	if json_valid <"$out" && contains "$out" ',"gpu":{"tier":"' &&
+		{ [ "$gpu_none" = no ] || { contains "$out" '"devices":[]}}' && contains "$err" "GPU tier not in use"; }; }; then
+		pass "bench --gpu --format json: a gpu member"
+	else
+		fail "bench --gpu json: $(cat "$out" "$err")"
+	fi
+fi
+if run 0 "bench (text, gpu line)" "$COLI" bench -m "$g" --prompt-tokens 4 --gen-tokens 4 \
+	--repetitions 1 --no-probe; then
+	if grep '^gpu: *off$' "$out" >/dev/null; then
+		pass "bench text: a gpu line"
+	else
+		fail "bench text gpu line: $(cat "$out")"
+	fi
+fi
+
 echo "$checks checks, $failures failures"
 [ "$failures" -eq 0 ]

@@ -13,6 +13,7 @@
 #endif
 
 #include "bench.h"
+#include "gpu_report.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -249,6 +250,8 @@ typedef struct bench_result {
     uint64_t weight_bytes_per_token;
     const char *weight_bytes_source;
     double achieved_gbs, bw_fraction;
+    const coli_model *model;
+    gpu_report gpu;          /* per device, over the timed repetitions */
 } bench_result;
 
 /* Decode weight bytes per token: measured by the library when it counts
@@ -340,6 +343,7 @@ static void print_text(const bench_params *p, const coli_model_info *info,
             printf(" = %.1f%% of the measured bandwidth", 100.0 * r->bw_fraction);
         putchar('\n');
     }
+    gpu_report_text(stdout, 24, r->model, &r->gpu);
 }
 
 static void json_samples(const char *key, const double *v, int64_t n)
@@ -404,6 +408,7 @@ static void print_json(const bench_params *p, const coli_model_info *info,
     json_real(stdout, r->achieved_gbs, "%.3f");
     printf(",\"bw_fraction\":");
     json_real(stdout, r->bw_fraction, "%.4f");
+    gpu_report_json(stdout, r->model, &r->gpu);
     printf("}\n");
 }
 
@@ -422,6 +427,7 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
     coli_model_info info;
     coli_context *ctx = NULL;
     bench_result r;
+    gpu_report gpu_base, gpu_pairs;
     int32_t *prompt = NULL;
     double *pp_lib = NULL, *tg_lib = NULL;
     uint64_t state, wbytes = 0, wtokens = 0;
@@ -431,6 +437,9 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
     int rc = 1;
 
     memset(&r, 0, sizeof r);
+    memset(&gpu_base, 0, sizeof gpu_base);
+    memset(&gpu_pairs, 0, sizeof gpu_pairs);
+    r.model = model;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
     st = coli_model_get_info(model, &info);
@@ -491,8 +500,15 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
             runtime_error(st, coli_context_errmsg(ctx));
             goto done;
         }
-        if (rep < 0)
+        /* The tier's model-wide counts are taken from after the warm-up;
+         * its per-context pair counts are reset with the statistics. */
+        if (gpu_report_read(model, ctx, &r.gpu) != 0)
+            goto done;
+        if (rep < 0) {
+            gpu_base = r.gpu;
             continue;
+        }
+        gpu_report_add_pairs(&gpu_pairs, &r.gpu);
         r.pp_samples[rep] = t1 > t0 ? (double)p->prompt_tokens / (t1 - t0) : NAN;
         r.tg_samples[rep] = t3 > t2 ? (double)p->gen_tokens / (t3 - t2) : NAN;
         pp_lib[rep] = stats.prefill_tok_s > 0 ? stats.prefill_tok_s : NAN;
@@ -510,6 +526,8 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
     r.pp_lib = p->prompt_tokens > 1 ? summarize(pp_lib, reps) : (summary){NAN, NAN};
     r.tg_lib = p->gen_tokens > 0 && p->prompt_tokens != 1 ? summarize(tg_lib, reps)
                                                           : (summary){NAN, NAN};
+    gpu_report_since(&r.gpu, &gpu_base);
+    gpu_report_set_pairs(&r.gpu, &gpu_pairs);
     weight_bytes(model, p, wbytes, wtokens, &r);
     r.achieved_gbs = NAN;
     r.bw_fraction = NAN;

@@ -20,6 +20,7 @@
 
 #include "bench.h"
 #include "compare.h"
+#include "gpu_report.h"
 #include "options.h"
 
 #include <errno.h>
@@ -147,8 +148,8 @@ void json_real(FILE *f, double v, const char *fmt)
         fputs("null", f);
 }
 
-/* --format text|json */
-static int parse_format(const args *a, int default_json, int *json)
+/* --format text|json (declared in gpu_report.h) */
+int parse_format(const args *a, int default_json, int *json)
 {
     const char *v = a->value[O_FORMAT];
 
@@ -172,6 +173,7 @@ typedef struct model_args {
     int have_weights, have_threads, have_context, have_q4_group;
     int64_t weights, threads, context, q4_group;
     int verbose;
+    gpu_args gpu;
 } model_args;
 
 static int file_exists(const char *dir, const char *name)
@@ -307,6 +309,8 @@ static int parse_model_args(const args *a, model_args *m)
             return rc;
         m->have_context = 1;
     }
+    if ((rc = gpu_args_parse(a, &m->gpu)) != 0)
+        return rc;
     if (m->have_threads)
         warn_threads(m->threads);
     return 0;
@@ -320,6 +324,9 @@ static void log_to_stderr(void *user, coli_log_level level, const char *message)
     /* Errors also come back as the status of the failing call, which is
      * printed once; show them here only when asked to be verbose. */
     if (level == COLI_LOG_ERROR && !verbose)
+        return;
+    /* open_model says it once, with the model's detail. */
+    if (!verbose && gpu_log_is_unused_warning(level, message))
         return;
     fprintf(stderr, "coli: %s: %s\n", (unsigned)level < 4 ? names[level] : "log", message);
 }
@@ -352,6 +359,8 @@ static int make_options(model_args *m, coli_options **out)
         runtime_error(st, "--q4-group");
         goto fail;
     }
+    if (gpu_args_apply(&m->gpu, opts) != 0)
+        goto fail;
     st = coli_options_set_log(opts, log_to_stderr, &m->verbose,
                               m->verbose ? COLI_LOG_DEBUG : COLI_LOG_WARN);
     if (st != COLI_OK) {
@@ -394,6 +403,7 @@ static int open_model(model_args *m, coli_model **out)
         model = NULL;
         goto done;
     }
+    gpu_warn_unused(&m->gpu, model);
     *out = model;
     rc = 0;
 done:
@@ -482,6 +492,16 @@ static int detokenize_ids(coli_model *model, const int32_t *ids, size_t n, int s
 #define H_CONTEXT \
     {O_CONTEXT, "KV cache positions; 0 = the model's maximum, at\nmost 4096 (default 0)"}
 #define H_VERBOSE {O_VERBOSE, "print the library's log messages on standard error"}
+/* The GPU expert tier (gpu_report.c); unset, the environment decides. */
+#define H_GPU                                                                             \
+    {O_GPU, "run routed experts on the GPU expert tier\n(default: on when COLI_CUDA=1)"},  \
+    {O_NO_GPU, "run every expert on the CPU, whatever COLI_CUDA\nsays"},                   \
+    {O_GPU_DEVICES, "GPU devices to use, e.g. 0,1 (default: COLI_GPUS\nor COLI_GPU, else " \
+                    "every visible device); implies\n--gpu"},                             \
+    {O_GPU_EXPERT_GB, "GiB of each device for experts, may be fractional\n(default: "      \
+                      "CUDA_EXPERT_GB, else the free memory less\na reserve); implies --gpu"}, \
+    {O_RELEASE_HOST, "free the host copy of each expert once it is on a\nGPU (default: "   \
+                     "CUDA_RELEASE_HOST=1 turns it on)"}
 #define H_END {O_COUNT, NULL}
 
 /* ---- coli generate -------------------------------------------------------- */
@@ -514,8 +534,10 @@ static const opthelp generate_options[] = {
     H_Q4_GROUP,
     H_THREADS,
     H_CONTEXT,
+    H_GPU,
     {O_NO_SPECIAL, "do not add the tokenizer's special tokens to the\nprompt text"},
     {O_FORMAT, "text or json (default text)"},
+    {O_STATS, "after the summary, print the GPU tier's figures\nper device on standard error"},
     H_VERBOSE,
     H_END,
 };
@@ -687,6 +709,7 @@ static int cmd_generate(const args *a)
     coli_context *ctx = NULL;
     coli_sampler *sampler = NULL;
     coli_stats stats;
+    gpu_report gpu;
     gen_state g;
     int32_t *prompt = NULL, *out = NULL;
     size_t n_prompt = 0, n_out = 0;
@@ -815,6 +838,8 @@ static int cmd_generate(const args *a)
         runtime_error(st, coli_context_errmsg(ctx));
         goto done;
     }
+    if (gpu_report_read(model, ctx, &gpu) != 0)
+        goto done;
     if (json) {
         printf("{\"model\":");
         json_string(stdout, m.dir, strlen(m.dir));
@@ -829,8 +854,10 @@ static int cmd_generate(const args *a)
         printf(",\"decode_tok_s\":");
         json_real(stdout, stats.decode_tok_s, "%.3f");
         printf(",\"prefill_tokens\":%" PRIu64 ",\"decode_tokens\":%" PRIu64
-               ",\"seed\":%" PRIu64 ",\"stop_reason\":\"%s\"}\n",
+               ",\"seed\":%" PRIu64 ",\"stop_reason\":\"%s\"",
                stats.prefill_tokens, stats.decode_tokens, seed, reason_name);
+        gpu_report_json(stdout, model, &gpu);
+        printf("}\n");
     } else {
         fprintf(stderr, "%s: stopped: %s\n", cli_prog, reason_line);
         fprintf(stderr, "prefill: %" PRIu64 " tok, %.2f tok/s; decode: %" PRIu64
@@ -838,6 +865,8 @@ static int cmd_generate(const args *a)
                 stats.prefill_tokens, stats.prefill_tok_s, stats.decode_tokens,
                 stats.decode_tok_s);
     }
+    if (a->given[O_STATS])
+        gpu_report_text(stderr, 0, model, &gpu);
     rc = interrupted ? 130 : 0;
 done:
     coli_sampler_free(sampler);
@@ -864,6 +893,7 @@ static const opthelp logits_options[] = {
     H_Q4_GROUP,
     H_THREADS,
     H_CONTEXT,
+    H_GPU,
     {O_FORMAT, "json ({\"logits\":[...]}) or text (one per line)\n(default json)"},
     H_VERBOSE,
     H_END,
@@ -957,6 +987,7 @@ static int cmd_tokenize(const args *a)
         return rc;
     if (a->value[O_TEXT] == NULL)
         return usage_error("--text is required");
+    m.gpu.gpu = 0; /* only the tokenizer is used: no weights to place */
 
     rc = 1;
     if (open_model(&m, &model) != 0)
@@ -1012,6 +1043,7 @@ static int cmd_detokenize(const args *a)
         return usage_error("--ids is required");
     if ((rc = parse_ids("--ids", a->value[O_IDS], 1, &ids, &n)) != 0)
         return rc;
+    m.gpu.gpu = 0; /* only the tokenizer is used: no weights to place */
 
     rc = 1;
     if (open_model(&m, &model) != 0)
@@ -1045,6 +1077,7 @@ static const opthelp info_options[] = {
     H_WEIGHTS,
     H_Q4_GROUP,
     H_THREADS,
+    H_GPU,
     {O_FORMAT, "text or json (default text)"},
     H_VERBOSE,
     H_END,
@@ -1134,6 +1167,9 @@ static int cmd_info(const args *a)
             json_string(stdout, info.weights_detail, strlen(info.weights_detail));
         }
         json_format_bytes(model);
+        printf(",\"gpu_devices\":%d,\"gpu_detail\":", info.gpu_devices);
+        json_string(stdout, info.gpu_detail ? info.gpu_detail : "off",
+                    strlen(info.gpu_detail ? info.gpu_detail : "off"));
         printf(",\"bos_id\":%" PRId32 ",\"eos_id\":%" PRId32 "}\n", info.bos_id, info.eos_id);
     } else {
         printf("model:              %s\n", m.dir);
@@ -1154,6 +1190,7 @@ static int cmd_info(const args *a)
         if (info.weights_detail)
             printf("  by matrix:        %s\n", info.weights_detail);
         print_format_bytes(model);
+        printf("gpu:                %s\n", info.gpu_detail ? info.gpu_detail : "off");
         if (info.bos_id >= 0)
             printf("bos id:             %" PRId32 "\n", info.bos_id);
         else
@@ -1186,6 +1223,7 @@ static const opthelp bench_options[] = {
     H_WEIGHTS,
     H_Q4_GROUP,
     {O_THREADS, "worker threads, also used by the probe; 0 = all\nonline cores (default 0)"},
+    H_GPU,
     {O_PROMPT_TOKENS, "tokens of the prefill test; 0 = skip it\n(default 512, see below)"},
     {O_GEN_TOKENS, "tokens of the decode test; 0 = skip it\n(default 128, see below)"},
     {O_REPETITIONS, "timed repetitions, at least 1 (default 5)"},
@@ -1318,7 +1356,8 @@ static const char compare_synopsis[] =
     "Measure how far the model in one weight format strays from the same model\n"
     "in another: top-1 agreement and KL divergence of the next-token\n"
     "distribution at every prompt position, and the length of the common prefix\n"
-    "of the two greedy continuations.\n";
+    "of the two greedy continuations. The GPU options apply to the model under\n"
+    "test; the reference runs every expert on the CPU.\n";
 
 static const opthelp compare_options[] = {
     H_MODEL,
@@ -1332,6 +1371,7 @@ static const opthelp compare_options[] = {
     {O_GEN_TOKENS, "length of the greedy continuations (default 24)"},
     {O_SEED, "seed of the random prompt (default 1)"},
     H_THREADS,
+    H_GPU,
     {O_FORMAT, "text or json (default text)"},
     H_VERBOSE,
     H_END,
@@ -1372,6 +1412,8 @@ static int cmd_compare(const args *a)
     r = m;
     r.weights = against;
     r.have_q4_group = 0;
+    memset(&r.gpu, 0, sizeof r.gpu); /* the reference: every expert on the CPU */
+    r.gpu.expert_mb = -1;
     rc = 1;
     if (open_model(&m, &test) != 0 || open_model(&r, &ref) != 0)
         goto done;
@@ -1418,6 +1460,8 @@ static const command g_commands[] = {
      bench_options, bench_epilogue, cmd_bench},
     {"compare", "compare a weight format with another (top-1, KL)", compare_synopsis,
      compare_options, NULL, cmd_compare},
+    {"gpu", "list the GPU tier and the devices it sees", gpu_synopsis, gpu_options, gpu_epilogue,
+     cmd_gpu},
 };
 
 #define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])

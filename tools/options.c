@@ -54,6 +54,12 @@ const optdef cli_opts[O_COUNT] = {
     [O_MIN_P] = {"--min-p", 0, "P", 0},
     [O_REPEAT_PENALTY] = {"--repeat-penalty", 0, "R", 0},
     [O_REPEAT_LAST_N] = {"--repeat-last-n", 0, "N", 0},
+    [O_GPU] = {"--gpu", 0, NULL, 0},
+    [O_NO_GPU] = {"--no-gpu", 0, NULL, 0},
+    [O_GPU_DEVICES] = {"--gpu-devices", 0, "LIST", 0},
+    [O_GPU_EXPERT_GB] = {"--gpu-expert-gb", 0, "G", 0},
+    [O_RELEASE_HOST] = {"--release-host", 0, NULL, 0},
+    [O_STATS] = {"--stats", 0, NULL, 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */

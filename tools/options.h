@@ -50,6 +50,12 @@ enum opt_id {
     O_MIN_P,
     O_REPEAT_PENALTY,
     O_REPEAT_LAST_N,
+    O_GPU,
+    O_NO_GPU,
+    O_GPU_DEVICES,
+    O_GPU_EXPERT_GB,
+    O_RELEASE_HOST,
+    O_STATS,
     O_COUNT
 };
 
