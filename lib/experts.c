@@ -43,6 +43,7 @@ struct coli__tier {
     atomic_int disabled[MAXD];
     unsigned warned[MAXD]; /* bit -status: that kind of failure was logged */
     int released;          /* some host copies were released at open */
+    int out_h, out_dev;    /* the output projection, when resident (else -1) */
 };
 
 /* ---- the ops table ------------------------------------------------------- */
@@ -222,6 +223,8 @@ static void tier_free(struct coli__tier *t)
         for (size_t i = 0; t->h && i < (size_t)t->L * (size_t)t->E * 3; i++)
             if (t->h[i] >= 0)
                 t->ops->release(t->g, t->h[i]);
+        if (t->out_h >= 0)
+            t->ops->release(t->g, t->out_h);
         t->ops->free(t->g);
     }
     pthread_mutex_destroy(&t->mu);
@@ -323,6 +326,33 @@ static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const g
     if (refused)
         coli__log(&m->opts.log, COLI_LOG_WARN, "GPU expert tier: %d experts could not be uploaded (first: %s); they run on the CPU",
                   refused, uerr.msg);
+    /* Once every expert is resident, the output projection goes where room
+     * is left: after the experts it is the largest matrix a token reads,
+     * and its product on a device has the CPU's bits in the quantized
+     * formats like any other (docs/formats.md). */
+    int all = !refused;
+    for (size_t i = 0; all && i < n; i++)
+        all = sizes[i] == 0 || where[i] >= 0;
+    const coli__mat *out = &m->w.lm_head;
+    if (all && supported(out)) {
+        coli__gpu_mat gm = gpu_mat(out);
+        uint64_t need = t->ops->tensor_bytes(&gm);
+        int best = -1;
+        for (int d = 0; d < t->n_dev; d++)
+            if (budgets[d] >= t->res_bytes[d] + need &&
+                (best < 0 || budgets[d] - t->res_bytes[d] > budgets[best] - t->res_bytes[best]))
+                best = d;
+        coli__err one;
+        coli__err_clear(&one);
+        if (best >= 0 && t->ops->upload(t->g, best, &gm, &t->out_h, &one) == COLI_OK) {
+            t->out_dev = best; /* not counted in res_bytes: those are the experts' */
+        } else {
+            t->out_h = -1;
+            if (best >= 0)
+                coli__log(&m->opts.log, COLI_LOG_INFO, "GPU expert tier: the output projection stays on the CPU: %s",
+                          one.msg);
+        }
+    }
     free(sizes);
     free(where);
     return COLI_OK;
@@ -435,6 +465,7 @@ coli_status coli__experts_open(coli_model *m)
     memset(t->dev, -1, n);
     memset(t->h, -1, 3 * n * sizeof *t->h);
     memset(t->host, 1, n);
+    t->out_h = t->out_dev = -1;
     if (ops->init(&p, &t->g, &e) != COLI_OK) {
         t->g = NULL;
         tier_free(t);
@@ -466,6 +497,11 @@ coli_status coli__experts_open(coli_model *m)
              ops->compiled(), t->n_dev, t->n_dev == 1 ? "" : "s", (unsigned long long)placed,
              (unsigned long long)m->cfg.n_moe_layers * (unsigned long long)m->cfg.n_experts,
              (unsigned long long)(bytes >> 20), gc.release_host ? ", host copies released" : "");
+    if (t->out_h >= 0) {
+        size_t len = strlen(m->gpu_detail);
+        snprintf(m->gpu_detail + len, sizeof m->gpu_detail - len, ", output projection on device %d",
+                 t->info[t->out_dev].ordinal);
+    }
     coli__log(&m->opts.log, COLI_LOG_INFO, "GPU expert tier: %s", m->gpu_detail);
     m->gpu = t;
     return COLI_OK;
@@ -714,6 +750,27 @@ COLI_API coli_status coli_gpu_device_get(int index, coli_gpu_device *info)
 COLI_API int coli_model_gpu_devices(const coli_model *m)
 {
     return m && m->ok && m->gpu ? m->gpu->n_dev : 0;
+}
+
+coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const float *x, float *logits)
+{
+    struct coli__tier *t = m->gpu;
+    if (t && t->out_h >= 0 && !atomic_load(&t->disabled[t->out_dev])) {
+        int d = t->out_dev;
+        coli__err err;
+        coli__err_clear(&err);
+        pthread_mutex_lock(&t->dev_mu[d]);
+        coli_status st = t->ops->matmul(t->g, t->out_h, x, 1, logits, &err);
+        pthread_mutex_unlock(&t->dev_mu[d]);
+        if (st == COLI_OK) {
+            pthread_mutex_lock(&t->mu);
+            t->fails_in_row[d] = 0;
+            pthread_mutex_unlock(&t->mu);
+            return COLI_OK;
+        }
+        note_failure(m, t, d, st, err.msg[0] ? err.msg : coli_strerror(st));
+    }
+    return coli__matmul(pool, &m->w.lm_head, x, 1, logits);
 }
 
 int coli__experts_n_devices(const coli_model *m)

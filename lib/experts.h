@@ -39,6 +39,11 @@ typedef struct coli__moe_io {
 coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, uint64_t *read,
                               coli__experts_counts *counts);
 
+/* The output projection of one position, x [H] to logits [vocab]: on the
+ * device that holds it (when every expert fit, room was left for it), else
+ * on the CPU; same bits in the quantized formats. */
+coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const float *x, float *logits);
+
 /* At model open, after the weights: resolves the GPU options (API, then
  * environment), and when the tier is on places and uploads experts. A bad
  * environment value fails (naming the variable); a missing tier or device

@@ -325,7 +325,8 @@ coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratc
         if (done == n) {
             float *last = b.x + (size_t)(S - 1) * H;
             rmsnorm(b.xn, last, w->final_norm, H, c->rms_eps);
-            coli_status st = mm(pool, &w->lm_head, b.xn, 1, logits, &b);
+            b.read += coli__mat_bytes(&w->lm_head);
+            coli_status st = coli__experts_output(m, pool, b.xn, logits);
             if (st != COLI_OK)
                 return coli__fail(err, st, "output projection: %s", coli_strerror(st));
         }

@@ -249,6 +249,7 @@ static coli_status m_matmul(coli__gpu *g, int handle, const float *x, int S, flo
     g->ok_calls++;
     g->st[dev].calls++;
     g->st[dev].rows += (uint64_t)S;
+    g_cnt[g->ord[dev]].matmul_calls++;
     return COLI_OK;
 }
 

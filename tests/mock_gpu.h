@@ -26,6 +26,7 @@ typedef struct mock_gpu_counts {
     uint64_t uploads;      /* successful uploads */
     uint64_t refused;      /* uploads beyond capacity (COLI_ENOMEM) */
     uint64_t expert_calls; /* successful experts calls */
+    uint64_t matmul_calls; /* successful single products (the output projection) */
     uint64_t jobs, rows;
     uint64_t injected;     /* calls failed by fail_after */
     int64_t live;          /* tensors resident now */

@@ -174,12 +174,16 @@ static void check_placements(const char *dir, coli_weight_format fmt)
             ck_assert_uint_gt(mc.expert_calls, 0);
             ck_assert_int_eq(mc.live, 0); /* released at close */
         }
-        uint64_t expert_bytes = 0;
+        /* three matrices an expert, and the output projection once every
+         * expert fits, computed there for each evaluated position */
+        uint64_t uploads = 0, matmuls = 0;
         for (int d = 0; d < ndev; d++) {
             mock_gpu_get(d, &mc);
-            expert_bytes += mc.uploads;
+            uploads += mc.uploads;
+            matmuls += mc.matmul_calls;
         }
-        ck_assert_uint_eq(expert_bytes, 3 * (uint64_t)total);
+        ck_assert_uint_eq(uploads, 3 * (uint64_t)total + 1);
+        ck_assert_uint_gt(matmuls, 0);
         free(r.logits);
         coli_options_free(o);
 
@@ -323,8 +327,9 @@ static void check_faults(const char *dir, coli_weight_format fmt, int release)
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         char v[32];
         g_log[0] = 0;
-        /* uploads are fallible calls too: 3 per expert come first */
-        snprintf(v, sizeof v, "%d", 3 * total + ks[i]);
+        /* uploads are fallible calls too: 3 per expert come first, then
+         * the output projection's (every expert fits) */
+        snprintf(v, sizeof v, "%d", 3 * total + 1 + ks[i]);
         setenv("COLI_GPU_FAIL_AFTER", v, 1);
         mock_gpu_setup(2, UINT64_C(1) << 30);
         o = opts_for(fmt, 1);
@@ -347,7 +352,8 @@ static void check_faults(const char *dir, coli_weight_format fmt, int release)
         mock_gpu_counts a, b;
         mock_gpu_get(0, &a);
         mock_gpu_get(1, &b);
-        ck_assert_uint_eq(a.expert_calls + b.expert_calls, (uint64_t)ks[i]);
+        /* the first k calls succeed: experts calls and output projections */
+        ck_assert_uint_eq(a.expert_calls + b.expert_calls + a.matmul_calls + b.matmul_calls, (uint64_t)ks[i]);
         free(r.logits);
         coli_options_free(o);
     }

@@ -481,7 +481,8 @@ typedef struct coli_gpu_stats {
     char name[96];
     int usable;                 /* 0 once the device was given up after failures */
     uint64_t resident_experts;  /* experts held on the device */
-    uint64_t resident_bytes;
+    uint64_t resident_bytes;    /* their bytes (the output projection, when it is
+                                   held too, is named in gpu_detail) */
     /* Since the model was opened, for every context: */
     uint64_t calls, rows, failures;
     uint64_t h2d_ns, kernel_ns, d2h_ns;   /* transfer and kernel time */
