@@ -143,9 +143,11 @@ if [ -x "$NVCC" ]; then
 		"-gencode arch=compute_90,code=sm_90" "-gencode arch=compute_90,code=compute_90"; do
 		flag "$f"
 	done
-	grep '^Libs.private: .*-lcudart -lstdc++$' "$tmp/b/colibri.pc" >/dev/null &&
-		pass "  colibri.pc: Libs.private has -lcudart -lstdc++" ||
+	if grep '^Libs.private: .*-lcudart -lstdc++$' "$tmp/b/colibri.pc" >/dev/null; then
+		pass "  colibri.pc: Libs.private has -lcudart -lstdc++"
+	else
 		fail "  colibri.pc: $(grep Libs.private "$tmp/b/colibri.pc")"
+	fi
 
 	conf --with-cuda="$cuda" --with-cuda-arch=sm_90
 	built config.h '#define COLI_GPU_TARGETS "cuda sm_90"'
@@ -179,9 +181,11 @@ if command -v "$HIPCC" >/dev/null 2>&1; then
 	for f in --offload-arch=gfx1030 --offload-arch=gfx90a -ffp-contract=off -fvisibility=hidden -O3; do
 		flag "$f"
 	done
-	grep '^Libs.private: .*-lamdhip64 -lstdc++$' "$tmp/b/colibri.pc" >/dev/null &&
-		pass "  colibri.pc: Libs.private has -lamdhip64 -lstdc++" ||
+	if grep '^Libs.private: .*-lamdhip64 -lstdc++$' "$tmp/b/colibri.pc" >/dev/null; then
+		pass "  colibri.pc: Libs.private has -lamdhip64 -lstdc++"
+	else
 		fail "  colibri.pc: $(grep Libs.private "$tmp/b/colibri.pc")"
+	fi
 	conf --with-hip="$hipdir" --with-hip-arch=gfx90a
 	built config.h '#define COLI_GPU_TARGETS "hip gfx90a"'
 
