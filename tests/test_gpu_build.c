@@ -3,7 +3,7 @@
  * configure --with-cuda / --with-hip write COLI_GPU_CUDA or COLI_GPU_HIP and
  * COLI_GPU_TARGETS into config.h; the build must then link lib/gpu/backend.cu
  * (whose compiled() names those targets) in place of lib/gpu/none.c, and the
- * public feature query must agree. Without a GPU or a driver (CI), probing
+ * public coli_gpu_tier and feature query must agree. Without a GPU or a driver (CI), probing
  * finds no device and that is not an error. tests/test_configure_gpu.sh
  * checks the configure side: which options give which config.h. */
 #include <config.h> /* autoconf; <> because lib/config.h shadows "config.h" */
@@ -27,6 +27,7 @@ START_TEST(test_compiled_is_configured)
 
     ck_assert_ptr_nonnull(ops);
     ck_assert_str_eq(ops->compiled(), WANT_TIER);
+    ck_assert_str_eq(coli_gpu_tier(), WANT_TIER);
 #if defined(COLI_GPU_CUDA)
     ck_assert(strncmp(ops->compiled(), "cuda sm_", 8) == 0);
 #elif defined(COLI_GPU_HIP)
