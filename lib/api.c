@@ -45,10 +45,25 @@ COLI_API int coli_has_feature(coli_feature feature)
     switch (feature) {
     case COLI_FEATURE_THREADS:
         return 1;
+    /* configure --with-cuda or --with-hip (config.h) */
+#if defined(COLI_GPU_CUDA)
+    case COLI_FEATURE_GPU:
+    case COLI_FEATURE_CUDA:
+        return 1;
+    case COLI_FEATURE_HIP:
+        return 0;
+#elif defined(COLI_GPU_HIP)
+    case COLI_FEATURE_GPU:
+    case COLI_FEATURE_HIP:
+        return 1;
+    case COLI_FEATURE_CUDA:
+        return 0;
+#else
     case COLI_FEATURE_GPU:
     case COLI_FEATURE_CUDA:
     case COLI_FEATURE_HIP:
         return 0;
+#endif
     }
     return 0;
 }

@@ -281,10 +281,10 @@ if run 0 "coli --version" "$COLI" --version; then
 	else
 		fail "coli --version: copyright block: $(cat "$out")"
 	fi
-	# No GPU tier is configured unless config.h says CUDA or HIP.
-	want_tier=none
-	grep -E '^#define [A-Z_]*CUDA' "$builddir/config.h" >/dev/null 2>&1 && want_tier=CUDA
-	grep -E '^#define [A-Z_]*HIP' "$builddir/config.h" >/dev/null 2>&1 && want_tier=HIP
+	# No GPU tier is configured unless config.h names its vendor and
+	# targets ("cuda sm_80,sm_90").
+	want_tier=$(sed -n 's/^#define COLI_GPU_TARGETS "\(.*\)"$/\1/p' "$builddir/config.h" 2>/dev/null)
+	want_tier=${want_tier:-none}
 	if [ "$(sed -n '$=' "$out")" = 6 ] &&
 		sed -n 6p "$out" | grep "^Features: CPU\(, threads\)\{0,1\} (GPU tier: $want_tier)\$" >/dev/null; then
 		pass "coli --version: features line (GPU tier $want_tier)"

@@ -1504,9 +1504,8 @@ static void main_usage(FILE *f)
 /* As GNU tools print it; the last line says what the library was built with. */
 static void print_version(void)
 {
-    const char *gpu = coli_has_feature(COLI_FEATURE_CUDA)  ? "CUDA"
-                      : coli_has_feature(COLI_FEATURE_HIP) ? "HIP"
-                                                           : "none";
+    /* "none", or the vendor and targets: "cuda sm_80,sm_90" */
+    const char *gpu = coli_gpu_tier();
 
     printf("coli (libcolibri) %s\n"
            "Copyright (C) 2026 the libcolibri authors.\n"
