@@ -8,7 +8,8 @@
  * overhead included). The reference is a device-to-device cudaMemcpy of
  * 1 GiB, counted as bytes read plus bytes written.
  *
- * Usage: gpu_bench [ITERATIONS]   (built by bench/run-gpu.sh) */
+ * Usage: bench/gpu_bench [ITERATIONS]  (make gpu-bench in a GPU build;
+ * GPU_BENCH_ONLY=SHAPE,FORMAT,S runs one case, for a profiler) */
 #include "gpu/compat.h"
 
 #include <stdio.h>
