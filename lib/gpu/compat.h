@@ -19,6 +19,14 @@
 #define COLI_GPU_VENDOR "hip"
 /* AMD runs the portable kernels (the WMMA ones are NVIDIA's). */
 #define COLI_GPU_HAS_WMMA 0
+/* Wavefront width in device code, from the target family (ROCm 7 made
+ * warpSize a run-time value): 64 on GCN and CDNA, 32 on RDNA. The host
+ * reads hipDeviceProp_t.warpSize. */
+#if defined(__GFX9__) || defined(__GFX8__)
+#define COLI_GPU_WAVE 64
+#else
+#define COLI_GPU_WAVE 32
+#endif
 
 #define cudaError_t hipError_t
 #define cudaSuccess hipSuccess
@@ -87,6 +95,7 @@ static inline void coli_gpu_arch_name(const hipDeviceProp_t *p, char *out, size_
 #include <mma.h>
 
 #define COLI_GPU_VENDOR "cuda"
+#define COLI_GPU_WAVE 32
 /* Integer tensor-core MMA through nvcuda::wmma (sm_72 and later: every
  * target CUDA 12 and 13 build for). */
 #define COLI_GPU_HAS_WMMA 1
@@ -108,5 +117,8 @@ static inline void coli_gpu_arch_name(const cudaDeviceProp *p, char *out, size_t
 }
 
 #endif
+
+/* The kernels work in groups of 8 and 32 lanes, which must divide a wave. */
+static_assert(COLI_GPU_WAVE % 32 == 0, "a wave must hold whole groups of 32 lanes");
 
 #endif
