@@ -26,6 +26,28 @@
 #define QK 32      /* activation group; q8/q2 weight group */
 #define TOK_TILE 8 /* tokens one block computes at once */
 
+/* Rows per lane (R) and groups per iteration (GU) of the decode kernels:
+ * enough bytes in flight per lane without spilling, as measured on an H200
+ * (docs/gpu.md). -D overrides them for tuning runs. */
+#ifndef Q8_R
+#define Q8_R 2
+#endif
+#ifndef Q8_GU
+#define Q8_GU 2
+#endif
+#ifndef Q4_R
+#define Q4_R 4
+#endif
+#ifndef Q4_GU
+#define Q4_GU 2
+#endif
+#ifndef Q2_R
+#define Q2_R 4
+#endif
+#ifndef Q2_GU
+#define Q2_GU 2
+#endif
+
 /* ---- the device-side arithmetic of docs/formats.md -------------------- */
 
 static __device__ __forceinline__ float f16_to_f32(uint16_t h)
@@ -901,15 +923,15 @@ static coli_status launch_products(cudaStream_t st, const prod *host_prods, cons
     if (is_quant(dt)) {
         /* rows per lane and groups per iteration: enough bytes in flight
          * per lane without spilling (measured on an H200) */
-        const int R = dt == COLI_DT_Q8 ? 2 : 1;
+        const int R = dt == COLI_DT_Q8 ? Q8_R : dt == COLI_DT_Q4 ? Q4_R : Q2_R;
         grid = dim3((unsigned)((max_rows + 32 * R - 1) / (32 * R)), (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE),
                     (unsigned)n_prods);
         if (dt == COLI_DT_Q8)
-            k_qgemm<COLI_DT_Q8, 2, 2><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+            k_qgemm<COLI_DT_Q8, Q8_R, Q8_GU><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
         else if (dt == COLI_DT_Q4)
-            k_qgemm<COLI_DT_Q4, 1, 4><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+            k_qgemm<COLI_DT_Q4, Q4_R, Q4_GU><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
         else
-            k_qgemm<COLI_DT_Q2, 1, 4><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+            k_qgemm<COLI_DT_Q2, Q2_R, Q2_GU><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
     } else {
         grid = dim3((unsigned)((max_rows + 7) / 8), (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE),
                     (unsigned)n_prods);
