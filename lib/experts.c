@@ -44,13 +44,6 @@ struct coli__tier {
     unsigned warned[MAXD]; /* bit -status: that kind of failure was logged */
     int released;          /* some host copies were released at open */
     int out_h, out_dev;    /* the output projection, when resident (else -1) */
-    /* A worker thread makes the device calls of a layer while the calling
-     * thread computes the CPU's experts (see coli__experts_run). */
-    pthread_t worker;
-    int worker_on, worker_stop;
-    pthread_mutex_t qmu;
-    pthread_cond_t qcv, dcv;
-    struct dev_job *head, *tail;
 };
 
 /* ---- the ops table ------------------------------------------------------- */
@@ -222,82 +215,10 @@ static coli__gpu_mat gpu_mat(const coli__mat *w)
     return g;
 }
 
-/* The device calls of one layer: what the worker thread runs. */
-typedef struct dev_job {
-    const coli_model *m;
-    int l, n;
-    const coli__moe_io *io;
-    const int *lo, *hi, *off;
-    int *failed;
-    coli__experts_counts *counts;
-    coli_status st;
-    int done;
-    struct dev_job *next;
-} dev_job;
-
-static coli_status device_calls(dev_job *j);
-
-static void *worker_main(void *arg)
-{
-    struct coli__tier *t = arg;
-    pthread_mutex_lock(&t->qmu);
-    for (;;) {
-        while (!t->head && !t->worker_stop)
-            pthread_cond_wait(&t->qcv, &t->qmu);
-        if (!t->head)
-            break; /* stopping, and nothing left */
-        dev_job *j = t->head;
-        t->head = j->next;
-        if (!t->head)
-            t->tail = NULL;
-        pthread_mutex_unlock(&t->qmu);
-        coli_status st = device_calls(j);
-        pthread_mutex_lock(&t->qmu);
-        j->st = st;
-        j->done = 1;
-        pthread_cond_broadcast(&t->dcv);
-    }
-    pthread_mutex_unlock(&t->qmu);
-    return NULL;
-}
-
-static void post(struct coli__tier *t, dev_job *j)
-{
-    j->done = 0;
-    j->next = NULL;
-    pthread_mutex_lock(&t->qmu);
-    if (t->tail)
-        t->tail->next = j;
-    else
-        t->head = j;
-    t->tail = j;
-    pthread_cond_signal(&t->qcv);
-    pthread_mutex_unlock(&t->qmu);
-}
-
-static coli_status wait_job(struct coli__tier *t, dev_job *j)
-{
-    pthread_mutex_lock(&t->qmu);
-    while (!j->done)
-        pthread_cond_wait(&t->dcv, &t->qmu);
-    pthread_mutex_unlock(&t->qmu);
-    return j->st;
-}
-
 static void tier_free(struct coli__tier *t)
 {
     if (!t)
         return;
-    if (t->worker_on) {
-        pthread_mutex_lock(&t->qmu);
-        t->worker_stop = 1;
-        pthread_cond_broadcast(&t->qcv);
-        pthread_mutex_unlock(&t->qmu);
-        pthread_join(t->worker, NULL);
-    }
-    pthread_mutex_destroy(&t->qmu);
-    pthread_cond_destroy(&t->qcv);
-    pthread_cond_destroy(&t->dcv);
     if (t->g) {
         for (size_t i = 0; t->h && i < (size_t)t->L * (size_t)t->E * 3; i++)
             if (t->h[i] >= 0)
@@ -530,9 +451,6 @@ coli_status coli__experts_open(coli_model *m)
     pthread_mutex_init(&t->mu, NULL);
     for (int d = 0; d < MAXD; d++)
         pthread_mutex_init(&t->dev_mu[d], NULL);
-    pthread_mutex_init(&t->qmu, NULL);
-    pthread_cond_init(&t->qcv, NULL);
-    pthread_cond_init(&t->dcv, NULL);
     t->ops = ops;
     t->L = m->cfg.n_layers;
     t->E = m->cfg.n_experts;
@@ -584,8 +502,6 @@ coli_status coli__experts_open(coli_model *m)
         snprintf(m->gpu_detail + len, sizeof m->gpu_detail - len, ", output projection on device %d",
                  t->info[t->out_dev].ordinal);
     }
-    /* without a worker the device calls run before the CPU's experts */
-    t->worker_on = pthread_create(&t->worker, NULL, worker_main, t) == 0;
     coli__log(&m->opts.log, COLI_LOG_INFO, "GPU expert tier: %s", m->gpu_detail);
     m->gpu = t;
     return COLI_OK;
@@ -670,106 +586,12 @@ static void note_failure(const coli_model *m, struct coli__tier *t, int d, coli_
                   t->info[d].ordinal, t->info[d].name, MAX_FAILS);
 }
 
-/* The group an expert's rows go to: its device, or n_dev (the CPU) when
- * it stays on the CPU or its device was given up (off, as of the call). */
-static int group_of(const struct coli__tier *t, int l, int e, const int *off)
-{
-    if (!t)
-        return 0;
-    int d = t->dev[(size_t)l * t->E + e];
-    return d >= 0 && !off[d] ? d : t->n_dev;
-}
-
-/* One call per device with work, its experts in ascending order. */
-static coli_status device_calls(dev_job *j)
-{
-    const coli_model *m = j->m;
-    struct coli__tier *t = m->gpu;
-    const coli__moe_io *io = j->io;
-    const int H = m->cfg.hidden, E = m->cfg.n_experts, l = j->l, n = j->n;
-    coli__gpu_expert *jobs = NULL;
-    for (int d = 0; d < t->n_dev; d++) {
-        if (j->hi[d] == j->lo[d])
-            continue;
-        if (!jobs && !(jobs = malloc((size_t)n * sizeof *jobs)))
-            return COLI_ENOMEM;
-        int nj = 0, prev = -1;
-        for (int r = 0; r < n; r++) {
-            int e = io->sel[io->rows[r]];
-            if (group_of(t, l, e, j->off) != d)
-                continue;
-            if (e != prev) {
-                const int *h = &t->h[3 * ((size_t)l * E + e)];
-                jobs[nj++] = (coli__gpu_expert){h[0], h[1], h[2], 0};
-                prev = e;
-            }
-            jobs[nj - 1].n_rows++;
-        }
-        coli__err err;
-        coli__err_clear(&err);
-        pthread_mutex_lock(&t->dev_mu[d]);
-        coli_status st = t->ops->experts(t->g, d, jobs, nj, io->xe + (size_t)j->lo[d] * H,
-                                         io->ye + (size_t)j->lo[d] * H, &err);
-        pthread_mutex_unlock(&t->dev_mu[d]);
-        uint64_t rows = (uint64_t)(j->hi[d] - j->lo[d]);
-        if (st == COLI_OK) {
-            pthread_mutex_lock(&t->mu);
-            t->fails_in_row[d] = 0;
-            pthread_mutex_unlock(&t->mu);
-            if (j->counts)
-                j->counts->dev_pairs[d] += rows;
-        } else {
-            note_failure(m, t, d, st, err.msg[0] ? err.msg : coli_strerror(st));
-            j->failed[d] = 1;
-            if (j->counts)
-                j->counts->dev_fallback[d] += rows;
-        }
-    }
-    free(jobs);
-    return COLI_OK;
-}
-
-/* The experts computed on the CPU, ascending: those of the CPU's group
- * (of_failed 0), or those of devices whose call failed (of_failed 1). */
-static coli_status cpu_experts(const coli_model *m, int l, coli__pool *pool, const coli__moe_io *io, int n,
-                               const int *off, const int *failed, int of_failed)
-{
-    const coli__layer *ly = &m->w.layers[l];
-    const int H = m->cfg.hidden, E = m->cfg.n_experts, I = m->cfg.moe_inter, S = io->S;
-    struct coli__tier *t = m->gpu;
-    const int cpu = t ? t->n_dev : 0;
-    cpu_batch b;
-    b.nt = 0;
-    b.I = I;
-    for (int r = 0; r < n;) {
-        int e = io->sel[io->rows[r]], r0 = r;
-        while (r < n && io->sel[io->rows[r]] == e)
-            r++;
-        int gi = group_of(t, l, e, off);
-        if (of_failed ? gi == cpu || !failed[gi] : gi != cpu)
-            continue;
-        /* resident on a device but computed here: its host copy may be gone */
-        if (t && t->released && t->dev[(size_t)l * E + e] >= 0)
-            COLI_TRY(ensure_host(m, t, l, e));
-        if (b.nt == COLI_MAX_ACTIVE)
-            COLI_TRY(flush(pool, &b));
-        int p0 = io->pos[io->rows[r0]], cnt = r - r0;
-        const float *xe = gi == cpu && S == 1 ? io->xn : io->xe + (size_t)p0 * H;
-        float *g = io->g + (size_t)p0 * I, *u = io->u + (size_t)p0 * I;
-        b.tg[2 * b.nt] = (coli__mm){&ly->e_gate[e], xe, cnt, g};
-        b.tg[2 * b.nt + 1] = (coli__mm){&ly->e_up[e], xe, cnt, u};
-        b.td[b.nt] = (coli__mm){&ly->e_down[e], g, cnt, io->ye + (size_t)p0 * H};
-        b.nt++;
-    }
-    return flush(pool, &b);
-}
-
 coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, uint64_t *read,
                               coli__experts_counts *counts)
 {
     const coli__config *c = &m->cfg;
     const coli__layer *ly = &m->w.layers[l];
-    const int H = c->hidden, E = c->n_experts, K = c->top_k, S = io->S;
+    const int H = c->hidden, E = c->n_experts, K = c->top_k, I = c->moe_inter, S = io->S;
     struct coli__tier *t = m->gpu;
     const int n_dev = t ? t->n_dev : 0, cpu = n_dev; /* group n_dev is the CPU */
 
@@ -810,30 +632,72 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
         }
         hi[gi] = at;
     }
-#undef GROUP
-    /* The devices' calls run on the tier's worker thread while this thread
-     * computes the CPU's experts; each writes its own rows of ye, so the
-     * result is the same as one after the other. Experts of a device whose
-     * call failed follow on the CPU. */
+    /* One call per device with its experts in ascending order. */
     int failed[MAXD + 1] = {0};
-    int any_dev = 0;
-    for (int d = 0; d < n_dev; d++)
-        any_dev |= hi[d] > lo[d];
-    dev_job job = {m, l, n, io, lo, hi, off, failed, counts, COLI_OK, 0, NULL};
-    int async = any_dev && hi[cpu] > lo[cpu] && t->worker_on;
-    if (any_dev && !async)
-        COLI_TRY(device_calls(&job));
-    else if (async)
-        post(t, &job);
-    coli_status st = cpu_experts(m, l, pool, io, n, off, failed, 0);
-    coli_status dst = async ? wait_job(t, &job) : COLI_OK;
-    COLI_TRY(st);
-    COLI_TRY(dst);
-    int any_failed = 0;
-    for (int d = 0; d < n_dev; d++)
-        any_failed |= failed[d];
-    if (any_failed)
-        COLI_TRY(cpu_experts(m, l, pool, io, n, off, failed, 1));
+    coli__gpu_expert *jobs = NULL;
+    for (int d = 0; d < n_dev; d++) {
+        if (hi[d] == lo[d])
+            continue;
+        if (!jobs && !(jobs = malloc((size_t)n * sizeof *jobs)))
+            return COLI_ENOMEM;
+        int nj = 0, prev = -1;
+        for (int r = 0; r < n; r++) {
+            int e = io->sel[io->rows[r]];
+            if (GROUP(e) != d)
+                continue;
+            if (e != prev) {
+                const int *h = &t->h[3 * ((size_t)l * E + e)];
+                jobs[nj++] = (coli__gpu_expert){h[0], h[1], h[2], 0};
+                prev = e;
+            }
+            jobs[nj - 1].n_rows++;
+        }
+        coli__err err;
+        coli__err_clear(&err);
+        pthread_mutex_lock(&t->dev_mu[d]);
+        coli_status st = t->ops->experts(t->g, d, jobs, nj, io->xe + (size_t)lo[d] * H, io->ye + (size_t)lo[d] * H,
+                                         &err);
+        pthread_mutex_unlock(&t->dev_mu[d]);
+        if (st == COLI_OK) {
+            pthread_mutex_lock(&t->mu);
+            t->fails_in_row[d] = 0;
+            pthread_mutex_unlock(&t->mu);
+            if (counts)
+                counts->dev_pairs[d] += (uint64_t)(hi[d] - lo[d]);
+        } else {
+            note_failure(m, t, d, st, err.msg[0] ? err.msg : coli_strerror(st));
+            failed[d] = 1;
+            if (counts)
+                counts->dev_fallback[d] += (uint64_t)(hi[d] - lo[d]);
+        }
+    }
+    free(jobs);
+    /* The CPU's experts, and those of devices that failed, ascending. */
+    cpu_batch b;
+    b.nt = 0;
+    b.I = I;
+    for (int r = 0; r < n;) {
+        int e = io->sel[io->rows[r]], r0 = r;
+        while (r < n && io->sel[io->rows[r]] == e)
+            r++;
+        int gi = GROUP(e);
+        if (gi != cpu && !failed[gi])
+            continue;
+        /* resident here, but failed or given up: its host copy may be gone */
+        if (t && t->released && t->dev[(size_t)l * E + e] >= 0)
+            COLI_TRY(ensure_host(m, t, l, e));
+        if (b.nt == COLI_MAX_ACTIVE)
+            COLI_TRY(flush(pool, &b));
+        int p0 = io->pos[io->rows[r0]], cnt = r - r0;
+        const float *xe = gi == cpu && S == 1 ? io->xn : io->xe + (size_t)p0 * H;
+        float *g = io->g + (size_t)p0 * I, *u = io->u + (size_t)p0 * I;
+        b.tg[2 * b.nt] = (coli__mm){&ly->e_gate[e], xe, cnt, g};
+        b.tg[2 * b.nt + 1] = (coli__mm){&ly->e_up[e], xe, cnt, u};
+        b.td[b.nt] = (coli__mm){&ly->e_down[e], g, cnt, io->ye + (size_t)p0 * H};
+        b.nt++;
+    }
+#undef GROUP
+    COLI_TRY(flush(pool, &b));
     /* Weighted sum per token, experts in ascending order, wherever they ran. */
     memset(io->out, 0, (size_t)S * H * sizeof(float));
     for (int r = 0; r < n; r++) {

@@ -513,15 +513,6 @@ static const char *gpu_compiled(void)
     return COLI_GPU_TARGETS;
 }
 
-/* Waiting threads yield the core instead of spinning on it: a device call
- * often waits while the CPU computes the other experts on every core. Only
- * a device's first use can set it; later attempts fail harmlessly. */
-static void yield_when_waiting(int ordinal)
-{
-    if (cudaSetDevice(ordinal) == cudaSuccess && cudaSetDeviceFlags(cudaDeviceScheduleYield) != cudaSuccess)
-        (void)cudaGetLastError();
-}
-
 static void fill_info(int ordinal, const cudaDeviceProp *p, coli__gpu_devinfo *out)
 {
     memset(out, 0, sizeof *out);
@@ -530,7 +521,6 @@ static void fill_info(int ordinal, const cudaDeviceProp *p, coli__gpu_devinfo *o
     coli_gpu_arch_name(p, out->arch, sizeof out->arch);
     out->wave = p->warpSize;
     size_t fr = 0, tot = 0;
-    yield_when_waiting(ordinal);
     if (cudaSetDevice(ordinal) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
         out->free_bytes = fr;
         out->total_bytes = tot;
@@ -617,7 +607,6 @@ static coli_status gpu_init(const coli__gpu_params *p, coli__gpu **out, coli__er
         dv->ordinal = ids[i];
         g->n_dev = i + 1;
         coli_status st = COLI_OK;
-        yield_when_waiting(dv->ordinal);
         cudaError_t ce = cudaSetDevice(dv->ordinal);
         if (ce == cudaSuccess)
             ce = cudaStreamCreate(&dv->stream);

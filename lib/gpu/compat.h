@@ -36,8 +36,6 @@
 #define cudaGetLastError hipGetLastError
 #define cudaGetDeviceCount hipGetDeviceCount
 #define cudaSetDevice hipSetDevice
-#define cudaSetDeviceFlags hipSetDeviceFlags
-#define cudaDeviceScheduleYield hipDeviceScheduleYield
 #define cudaDeviceProp hipDeviceProp_t
 #define cudaGetDeviceProperties hipGetDeviceProperties
 #define cudaMemGetInfo hipMemGetInfo
