@@ -405,6 +405,12 @@ static coli_status release_host(coli_model *m, struct coli__tier *t)
     return COLI_OK;
 }
 
+coli_status coli__experts_check(const coli__opts *o, coli__err *err)
+{
+    gpu_conf gc;
+    return resolve(o, &gc, err);
+}
+
 coli_status coli__experts_open(coli_model *m)
 {
     gpu_conf gc;

@@ -44,6 +44,11 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
  * on the CPU; same bits in the quantized formats. */
 coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const float *x, float *logits);
 
+/* Checks the GPU options and their environment variables, as
+ * coli__experts_open will read them: called before the weights load, so
+ * that a malformed variable fails at once, not after minutes of loading. */
+coli_status coli__experts_check(const coli__opts *o, coli__err *err);
+
 /* At model open, after the weights: resolves the GPU options (API, then
  * environment), and when the tier is on places and uploads experts. A bad
  * environment value fails (naming the variable); a missing tier or device

@@ -95,6 +95,7 @@ static coli_status open_model(coli_model *m, const char *dir)
         return coli__fail(&m->err, COLI_ENOENT, "model directory '%s' does not exist", dir);
     if (!S_ISDIR(sb.st_mode))
         return coli__fail(&m->err, COLI_EINVAL, "model path '%s' is not a directory", dir);
+    COLI_TRY(coli__experts_check(&m->opts, &m->err));
     COLI_TRY(coli__config_load(dir, &m->cfg, &m->err));
     COLI_TRY(coli__st_open_dir(dir, &m->ts, &m->err));
 

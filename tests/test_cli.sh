@@ -1535,6 +1535,18 @@ if run 1 "COLI_GPUS=x generate --gpu" gen_q8 COLI_GPUS=x --gpu; then
 	fi
 fi
 
+# ... before any weight is read: a model without its weights file still
+# fails on the variable, not on the missing file.
+mkdir -p "$tmp/noweights"
+cp "$data/olmoe/config.json" "$tmp/noweights/"
+if run 1 "COLI_GPUS=x before the weights" env COLI_GPUS=x "$COLI" info -m "$tmp/noweights"; then
+	if contains "$err" "COLI_GPUS" && ! contains "$err" "safetensors"; then
+		pass "a malformed GPU variable fails before the weights are read"
+	else
+		fail "COLI_GPUS=x before the weights: $(cat "$err")"
+	fi
+fi
+
 # --stats: after the summary, the tier's line (and one pair per device).
 if run 0 "generate --stats" "$COLI" generate -m "$g" -p "In the" -n 2 --temperature 0 --stats; then
 	if [ "$(tail -n 1 "$err")" = "gpu: off" ] && grep -n '^prefill: ' "$err" >/dev/null; then
