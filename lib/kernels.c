@@ -52,10 +52,11 @@ float coli__f16_to_f32(uint16_t h)
 
 /* ---- scalar paths ------------------------------------------------------ */
 
-/* Eight partial sums. Float products are not bit-exact across instruction
- * sets (the AVX2 path uses FMA and other blocking); within one path, the
- * bf16/f16 dots mirror the f32 one exactly, so a row gives the same sum
- * widened or not. Quantized products are exact everywhere (quant.c). */
+/* The float product of docs/formats.md ("f32, bf16, f16"): 32 partial sums,
+ * P_k taking w_i x_i for every i = k mod 32 in increasing i, each product
+ * rounded before it is added (no FMA), then fold32. Every instruction set
+ * and the GPU tier give the same bits; the bf16/f16 dots are the f32 one
+ * on widened values (exact), so a row gives the same sum widened or not. */
 static float f32_at(const float *p)
 {
     return *p;
@@ -71,20 +72,27 @@ static float f16_at(const uint16_t *p)
     return coli__f16_to_f32(*p);
 }
 
+/* u_l = (P_l + P_l+16) + (P_l+8 + P_l+24), then ((u0 + u4) + (u2 + u6)) +
+ * ((u1 + u5) + (u3 + u7)): a butterfly with offsets 16, 8, 4, 2, 1. */
+static float fold32(const float *P)
+{
+    float u[8];
+    for (int l = 0; l < 8; l++)
+        u[l] = (P[l] + P[l + 16]) + (P[l + 8] + P[l + 24]);
+    return ((u[0] + u[4]) + (u[2] + u[6])) + ((u[1] + u[5]) + (u[3] + u[7]));
+}
+
 /* One definition per instruction set, instantiated for each weight type by
  * its element loader, so the three can never drift apart. */
 #define DEFINE_DOT_SCALAR(name, wtype, at)                                             \
     static float name(const wtype *w, const float *x, int n)                           \
     {                                                                                  \
-        float s[8] = {0};                                                              \
-        int i = 0;                                                                     \
-        for (; i + 8 <= n; i += 8)                                                     \
-            for (int j = 0; j < 8; j++)                                                \
-                s[j] += at(w + i + j) * x[i + j];                                      \
-        float t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));   \
-        for (; i < n; i++)                                                             \
-            t += at(w + i) * x[i];                                                     \
-        return t;                                                                      \
+        float P[32] = {0};                                                             \
+        for (int i = 0; i < n; i++) {                                                  \
+            float p = at(w + i) * x[i];                                                \
+            P[i & 31] += p;                                                            \
+        }                                                                              \
+        return fold32(P);                                                              \
     }
 
 DEFINE_DOT_SCALAR(dot_f32_scalar, float, f32_at)
@@ -118,7 +126,9 @@ __attribute__((target("avx2,fma,f16c"))) static inline __m256 load_f16x8(const u
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-/* Four accumulators over 32-wide blocks, then 8-wide, then a scalar tail. */
+/* Four accumulators hold P_0..31 (register j, lane l: P_8j+l) over whole
+ * 32-wide blocks; a multiplication then an addition, never an FMA (the
+ * contract); the tail goes on in scalar code, then fold32. */
 #define DEFINE_DOT_AVX2(name, target_, wtype, load8, at)                                                  \
     __attribute__((target(target_))) static float name(const wtype *w, const float *x, int n)              \
     {                                                                                                     \
@@ -126,17 +136,21 @@ __attribute__((target("avx2,fma,f16c"))) static inline __m256 load_f16x8(const u
         __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();                                        \
         int i = 0;                                                                                        \
         for (; i + 32 <= n; i += 32) {                                                                    \
-            s0 = _mm256_fmadd_ps(load8(w + i), _mm256_loadu_ps(x + i), s0);                               \
-            s1 = _mm256_fmadd_ps(load8(w + i + 8), _mm256_loadu_ps(x + i + 8), s1);                       \
-            s2 = _mm256_fmadd_ps(load8(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);                     \
-            s3 = _mm256_fmadd_ps(load8(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);                     \
+            s0 = _mm256_add_ps(s0, _mm256_mul_ps(load8(w + i), _mm256_loadu_ps(x + i)));                  \
+            s1 = _mm256_add_ps(s1, _mm256_mul_ps(load8(w + i + 8), _mm256_loadu_ps(x + i + 8)));          \
+            s2 = _mm256_add_ps(s2, _mm256_mul_ps(load8(w + i + 16), _mm256_loadu_ps(x + i + 16)));        \
+            s3 = _mm256_add_ps(s3, _mm256_mul_ps(load8(w + i + 24), _mm256_loadu_ps(x + i + 24)));        \
         }                                                                                                 \
-        for (; i + 8 <= n; i += 8)                                                                        \
-            s0 = _mm256_fmadd_ps(load8(w + i), _mm256_loadu_ps(x + i), s0);                               \
-        float t = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));                   \
-        for (; i < n; i++)                                                                                \
-            t += at(w + i) * x[i];                                                                        \
-        return t;                                                                                         \
+        float P[32];                                                                                      \
+        _mm256_storeu_ps(P, s0);                                                                          \
+        _mm256_storeu_ps(P + 8, s1);                                                                      \
+        _mm256_storeu_ps(P + 16, s2);                                                                     \
+        _mm256_storeu_ps(P + 24, s3);                                                                     \
+        for (; i < n; i++) {                                                                              \
+            float p = at(w + i) * x[i];                                                                   \
+            P[i & 31] += p;                                                                               \
+        }                                                                                                 \
+        return fold32(P);                                                                                 \
     }
 
 DEFINE_DOT_AVX2(dot_f32_avx2, "avx2,fma", float, load_f32x8, f32_at)
@@ -261,6 +275,16 @@ static void pick_kernels(void)
 static void init_kernels(void)
 {
     pthread_once(&g_once, pick_kernels);
+}
+
+float coli__dot_for_test(coli__dtype dt, const void *w, const float *x, int n, int simd)
+{
+    init_kernels();
+    if (dt == COLI_DT_F32)
+        return simd ? g_dot_f32(w, x, n) : dot_f32_scalar(w, x, n);
+    if (dt == COLI_DT_BF16)
+        return simd ? g_dot_bf16(w, x, n) : dot_bf16_scalar(w, x, n);
+    return simd ? g_dot_f16(w, x, n) : dot_f16_scalar(w, x, n);
 }
 
 const char *coli__kernels_name(void)

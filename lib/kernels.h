@@ -55,6 +55,10 @@ void coli__attn_scores(const float *q, const float *k, size_t stride, int n, int
 /* out[0..hd) = sum_p w[p] * v_p, rows v_p = v + p * stride. */
 void coli__attn_mix(float *out, const float *w, const float *v, size_t stride, int n, int hd);
 
+/* Tests: the float product of n values of w (F32, BF16 or F16) with x, by
+ * the scalar code (simd 0) or the path in use (simd 1); the same bits. */
+float coli__dot_for_test(coli__dtype dt, const void *w, const float *x, int n, int simd);
+
 /* Name of the SIMD path in use for float formats ("avx2" or "scalar") and
  * for quantized ones ("avx512vnni", "avx2" or "scalar"). */
 const char *coli__kernels_name(void);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "quant.h"
 #include "testutil.h"
 
@@ -1429,6 +1430,69 @@ END_TEST
 
 /* ---- suite ------------------------------------------------------------------ */
 
+/* ---- float products ---------------------------------------------------------
+ *
+ * docs/formats.md: 32 partial sums, P_k taking w_i * x_i (rounded) for
+ * i = k mod 32 in increasing i, then the fold written out below. Restated
+ * here in double-free float steps, and both the scalar code and the SIMD
+ * path in use must give its bits, with and without a tail. */
+static float float_dot_contract(const float *w, const float *x, int n)
+{
+    float P[32];
+    for (int k = 0; k < 32; k++)
+        P[k] = 0.0f;
+    for (int k = 0; k < 32; k++)
+        for (int i = k; i < n; i += 32) {
+            volatile float prod = w[i] * x[i]; /* rounded on its own */
+            P[k] = P[k] + prod;
+        }
+    float u0 = (P[0] + P[16]) + (P[8] + P[24]), u1 = (P[1] + P[17]) + (P[9] + P[25]);
+    float u2 = (P[2] + P[18]) + (P[10] + P[26]), u3 = (P[3] + P[19]) + (P[11] + P[27]);
+    float u4 = (P[4] + P[20]) + (P[12] + P[28]), u5 = (P[5] + P[21]) + (P[13] + P[29]);
+    float u6 = (P[6] + P[22]) + (P[14] + P[30]), u7 = (P[7] + P[23]) + (P[15] + P[31]);
+    return ((u0 + u4) + (u2 + u6)) + ((u1 + u5) + (u3 + u7));
+}
+
+START_TEST(test_float_dot_order)
+{
+    rng_seed(77);
+    static const int lens[] = {1, 7, 8, 31, 32, 33, 63, 64, 100, 256, 257, 1000, 4096};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        int n = lens[li];
+        float *w = malloc((size_t)n * 4), *x = malloc((size_t)n * 4), *wf = malloc((size_t)n * 4);
+        uint16_t *wb = malloc((size_t)n * 2), *wh = malloc((size_t)n * 2);
+        for (int i = 0; i < n; i++) {
+            w[i] = (float)rng_normal();
+            x[i] = (float)rng_normal() * 3.0f;
+            uint32_t u = fbits(w[i]);
+            wb[i] = (uint16_t)(u >> 16);
+            wh[i] = coli__f32_to_f16(w[i]);
+        }
+        for (int fmt = 0; fmt < 3; fmt++) {
+            coli__dtype dt = fmt == 0 ? COLI_DT_F32 : fmt == 1 ? COLI_DT_BF16 : COLI_DT_F16;
+            const void *wp = fmt == 0 ? (const void *)w : fmt == 1 ? (const void *)wb : (const void *)wh;
+            for (int i = 0; i < n; i++) { /* the widened weights */
+                uint32_t u = (uint32_t)wb[i] << 16;
+                float b;
+                memcpy(&b, &u, 4);
+                wf[i] = fmt == 0 ? w[i] : fmt == 1 ? b : coli__f16_to_f32(wh[i]);
+            }
+            float want = float_dot_contract(wf, x, n);
+            for (int simd = 0; simd < 2; simd++) {
+                float got = coli__dot_for_test(dt, wp, x, n, simd);
+                ck_assert_msg(fbits(got) == fbits(want), "format %d n %d %s: %.9g, the contract %.9g", (int)dt, n,
+                              simd ? coli__kernels_name() : "scalar", (double)got, (double)want);
+            }
+        }
+        free(w);
+        free(x);
+        free(wf);
+        free(wb);
+        free(wh);
+    }
+}
+END_TEST
+
 static Suite *quant_suite(void)
 {
     Suite *s = suite_create("quant");
@@ -1460,6 +1524,7 @@ static Suite *quant_suite(void)
     tcase_add_test(tk, test_bitexact_avx2);
     tcase_add_test(tk, test_bitexact_avx512);
     tcase_add_test(tk, test_bitexact_best);
+    tcase_add_test(tk, test_float_dot_order);
     suite_add_tcase(s, tk);
     return s;
 }

@@ -441,7 +441,7 @@ COLI_API void coli_context_stats_reset(coli_context *ctx);
  * expert that does not fit stays on the CPU, logged, not an error. If the
  * tier is not compiled in or no device is usable, the model opens anyway
  * with a warning in the log and coli_model_info's gpu_devices is 0.
- * Results do not depend on placement: q8, q4 and q2 logits are the same
+ * Results do not depend on placement: logits in every format are the same
  * bits with and without a GPU. A device call that fails at run time is
  * logged (once per device and kind of failure) and its experts are
  * computed on the CPU for that call; after 3 failures in a row the device

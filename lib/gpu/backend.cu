@@ -416,8 +416,10 @@ __global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, const int8
 }
 #endif
 
-/* Float weights (f32 or bf16) times float activations: 32 lanes per row.
- * The summation order of these is not part of the contract. */
+/* Float weights (f32 or bf16) times float activations: 32 lanes per row,
+ * lane k summing the products of columns k, k+32, ... in order, then the
+ * butterfly 16, 8, 4, 2, 1: the float product of docs/formats.md, with the
+ * CPU's bits. */
 template <int DT>
 __global__ void k_fgemm(const prod *prods, const float *x)
 {
