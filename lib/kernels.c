@@ -53,8 +53,9 @@ float coli__f16_to_f32(uint16_t h)
 /* ---- scalar paths ------------------------------------------------------ */
 
 /* The float product of docs/formats.md ("f32, bf16, f16"): 32 partial sums,
- * P_k taking w_i x_i for every i = k mod 32 in increasing i, each product
- * rounded before it is added (no FMA), then fold32. Every instruction set
+ * P_k = fma(w_i, x_i, P_k) for every i = k mod 32 in increasing i (one
+ * rounding each: the FMA the SIMD paths and GPUs have; libm's fmaf in the
+ * scalar code), then fold32. Every instruction set
  * and the GPU tier give the same bits; the bf16/f16 dots are the f32 one
  * on widened values (exact), so a row gives the same sum widened or not. */
 static float f32_at(const float *p)
@@ -88,10 +89,8 @@ static float fold32(const float *P)
     static float name(const wtype *w, const float *x, int n)                           \
     {                                                                                  \
         float P[32] = {0};                                                             \
-        for (int i = 0; i < n; i++) {                                                  \
-            float p = at(w + i) * x[i];                                                \
-            P[i & 31] += p;                                                            \
-        }                                                                              \
+        for (int i = 0; i < n; i++)                                                    \
+            P[i & 31] = fmaf(at(w + i), x[i], P[i & 31]);                              \
         return fold32(P);                                                              \
     }
 
@@ -127,8 +126,8 @@ __attribute__((target("avx2,fma,f16c"))) static inline __m256 load_f16x8(const u
 }
 
 /* Four accumulators hold P_0..31 (register j, lane l: P_8j+l) over whole
- * 32-wide blocks; a multiplication then an addition, never an FMA (the
- * contract); the tail goes on in scalar code, then fold32. */
+ * 32-wide blocks, with FMA. Without a tail, (s0 + s2) + (s1 + s3) and
+ * hsum256 are fold32 lane for lane; a tail goes on in scalar code. */
 #define DEFINE_DOT_AVX2(name, target_, wtype, load8, at)                                                  \
     __attribute__((target(target_))) static float name(const wtype *w, const float *x, int n)              \
     {                                                                                                     \
@@ -136,20 +135,20 @@ __attribute__((target("avx2,fma,f16c"))) static inline __m256 load_f16x8(const u
         __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();                                        \
         int i = 0;                                                                                        \
         for (; i + 32 <= n; i += 32) {                                                                    \
-            s0 = _mm256_add_ps(s0, _mm256_mul_ps(load8(w + i), _mm256_loadu_ps(x + i)));                  \
-            s1 = _mm256_add_ps(s1, _mm256_mul_ps(load8(w + i + 8), _mm256_loadu_ps(x + i + 8)));          \
-            s2 = _mm256_add_ps(s2, _mm256_mul_ps(load8(w + i + 16), _mm256_loadu_ps(x + i + 16)));        \
-            s3 = _mm256_add_ps(s3, _mm256_mul_ps(load8(w + i + 24), _mm256_loadu_ps(x + i + 24)));        \
+            s0 = _mm256_fmadd_ps(load8(w + i), _mm256_loadu_ps(x + i), s0);                               \
+            s1 = _mm256_fmadd_ps(load8(w + i + 8), _mm256_loadu_ps(x + i + 8), s1);                       \
+            s2 = _mm256_fmadd_ps(load8(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);                     \
+            s3 = _mm256_fmadd_ps(load8(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);                     \
         }                                                                                                 \
+        if (i == n)                                                                                       \
+            return hsum256(_mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3)));                  \
         float P[32];                                                                                      \
         _mm256_storeu_ps(P, s0);                                                                          \
         _mm256_storeu_ps(P + 8, s1);                                                                      \
         _mm256_storeu_ps(P + 16, s2);                                                                     \
         _mm256_storeu_ps(P + 24, s3);                                                                     \
-        for (; i < n; i++) {                                                                              \
-            float p = at(w + i) * x[i];                                                                   \
-            P[i & 31] += p;                                                                               \
-        }                                                                                                 \
+        for (; i < n; i++)                                                                                \
+            P[i & 31] = fmaf(at(w + i), x[i], P[i & 31]);                                                 \
         return fold32(P);                                                                                 \
     }
 

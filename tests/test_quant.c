@@ -1442,10 +1442,8 @@ static float float_dot_contract(const float *w, const float *x, int n)
     for (int k = 0; k < 32; k++)
         P[k] = 0.0f;
     for (int k = 0; k < 32; k++)
-        for (int i = k; i < n; i += 32) {
-            volatile float prod = w[i] * x[i]; /* rounded on its own */
-            P[k] = P[k] + prod;
-        }
+        for (int i = k; i < n; i += 32)
+            P[k] = fmaf(w[i], x[i], P[k]); /* one rounding */
     float u0 = (P[0] + P[16]) + (P[8] + P[24]), u1 = (P[1] + P[17]) + (P[9] + P[25]);
     float u2 = (P[2] + P[18]) + (P[10] + P[26]), u3 = (P[3] + P[19]) + (P[11] + P[27]);
     float u4 = (P[4] + P[20]) + (P[12] + P[28]), u5 = (P[5] + P[21]) + (P[13] + P[29]);

@@ -417,7 +417,8 @@ __global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, const int8
 #endif
 
 /* Float weights (f32 or bf16) times float activations: 32 lanes per row,
- * lane k summing the products of columns k, k+32, ... in order, then the
+ * lane k taking columns k, k+32, ... in order with one fused multiply-add
+ * each (explicit: --fmad=false only forbids implicit ones), then the
  * butterfly 16, 8, 4, 2, 1: the float product of docs/formats.md, with the
  * CPU's bits. */
 template <int DT>
@@ -444,7 +445,7 @@ __global__ void k_fgemm(const prod *prods, const float *x)
 #pragma unroll
         for (int t = 0; t < TOK_TILE; t++)
             if (t < nt)
-                acc[t] += w * x[(size_t)(pr.x0 + t0 + t) * cols + c];
+                acc[t] = fmaf(w, x[(size_t)(pr.x0 + t0 + t) * cols + c], acc[t]);
     }
 #pragma unroll
     for (int t = 0; t < TOK_TILE; t++) {
