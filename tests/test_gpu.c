@@ -8,7 +8,6 @@
 #include <config.h>
 
 #include <check.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
