@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "fp16.h"
 #include "kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -16,38 +17,12 @@
 
 float coli__bf16_to_f32(uint16_t v)
 {
-    uint32_t u = (uint32_t)v << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
+    return coli__bf16_bits_to_f32(v);
 }
 
 float coli__f16_to_f32(uint16_t h)
 {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-    uint32_t exp = (h >> 10) & 0x1f;
-    uint32_t man = h & 0x3ff;
-    uint32_t u;
-    if (exp == 0) {
-        if (man == 0) {
-            u = sign;
-        } else { /* subnormal: renormalise */
-            int e = -1;
-            do {
-                e++;
-                man <<= 1;
-            } while (!(man & 0x400));
-            man &= 0x3ff;
-            u = sign | ((uint32_t)(127 - 15 - e) << 23) | (man << 13);
-        }
-    } else if (exp == 0x1f) {
-        u = sign | 0x7f800000u | (man << 13);
-    } else {
-        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
+    return coli__f16_bits_to_f32(h);
 }
 
 /* ---- scalar paths ------------------------------------------------------ */

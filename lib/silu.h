@@ -15,11 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define COLI__HD __host__ __device__
-#else
-#define COLI__HD
-#endif
+#include "hostdev.h"
 
 /* e^x: 0 below -87, +inf above 88 (silu needs no more: x / (1 + e^-x)
  * is x there to the last bit, or -0 / 0). */

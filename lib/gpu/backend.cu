@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "../fp16.h"
 #include "../silu.h"
 
 #ifndef COLI_GPU_TARGETS
@@ -50,32 +51,6 @@
 
 /* ---- the device-side arithmetic of docs/formats.md -------------------- */
 
-static __device__ __forceinline__ float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    float f;
-    if (e == 0) {
-        /* zero or subnormal: man * 2^-24, exact */
-        f = (float)man * 5.9604644775390625e-8f;
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        u |= sign;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    uint32_t u = e == 31 ? (sign | 0x7f800000u | (man << 13)) : (sign | ((e + 112u) << 23) | (man << 13));
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static __device__ __forceinline__ float bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 /* One 32-lane group per 32-value activation group: the activation
  * quantization of docs/formats.md, as lib/quant.c computes it. The maximum
@@ -214,8 +189,8 @@ __global__ void k_qgemm(const prod *prods, const int8_t *p, const float *s, cons
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 load_group<DT>(qr[r], gg, w[r][h]);
-                D[r][h] = f16_to_f32(dr[r][gg / per]);
-                M[r][h] = DT == COLI_DT_Q2 ? f16_to_f32(mr[r][gg]) : 0.0f;
+                D[r][h] = coli__f16_bits_to_f32(dr[r][gg / per]);
+                M[r][h] = DT == COLI_DT_Q2 ? coli__f16_bits_to_f32(mr[r][gg]) : 0.0f;
             }
         }
 #pragma unroll
@@ -387,10 +362,10 @@ __global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, const int8
                 const int rr = row < pr.rows ? row : 0;
                 const int32_t is = sC[warp][i * 16 + tok];
                 const float sg = sS[tok];
-                const float D = f16_to_f32(pr.d[(size_t)rr * (size_t)(cols / G) + (size_t)(g / per)]);
+                const float D = coli__f16_bits_to_f32(pr.d[(size_t)rr * (size_t)(cols / G) + (size_t)(g / per)]);
                 float f;
                 if (DT == COLI_DT_Q2) {
-                    const float M = f16_to_f32(pr.m[(size_t)rr * (size_t)n + (size_t)g]);
+                    const float M = coli__f16_bits_to_f32(pr.m[(size_t)rr * (size_t)n + (size_t)g]);
                     float ds = D * sg, ms = M * sg;
                     float f1 = (float)is * ds;
                     float f2 = (float)sP[tok] * ms;
@@ -441,7 +416,7 @@ __global__ void k_fgemm(const prod *prods, const float *x)
         acc[t] = 0.0f;
     for (int c = lane; c < cols; c += lanes) {
         float w = DT == COLI_DT_F32 ? ((const float *)pr.w)[(size_t)rr * cols + c]
-                                    : bf16_to_f32(((const uint16_t *)pr.w)[(size_t)rr * cols + c]);
+                                    : coli__bf16_bits_to_f32(((const uint16_t *)pr.w)[(size_t)rr * cols + c]);
 #pragma unroll
         for (int t = 0; t < TOK_TILE; t++)
             if (t < nt)
