@@ -44,6 +44,7 @@ struct coli__tier {
     unsigned warned[MAXD]; /* bit -status: that kind of failure was logged */
     int released;          /* some host copies were released at open */
     int out_h, out_dev;    /* the output projection, when resident (else -1) */
+    coli__gpu_expert *jobs; /* [n_dev * E] each device's job list, used under dev_mu */
 };
 
 /* ---- the ops table ------------------------------------------------------- */
@@ -233,6 +234,7 @@ static void tier_free(struct coli__tier *t)
     free(t->dev);
     free(t->h);
     free(t->host);
+    free(t->jobs);
     free(t);
 }
 
@@ -480,6 +482,12 @@ coli_status coli__experts_open(coli_model *m)
         return cpu_only(m, why);
     }
     t->n_dev = ops->n_devices(t->g);
+    /* a device's call lists at most every expert of a layer once */
+    t->jobs = malloc((size_t)(t->n_dev > 0 ? t->n_dev : 1) * (size_t)t->E * sizeof *t->jobs);
+    if (!t->jobs) {
+        tier_free(t);
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory for the GPU expert tier");
+    }
     for (int d = 0; d < t->n_dev; d++)
         if (ops->device_info(t->g, d, &t->info[d], &e) != COLI_OK) {
             tier_free(t);
@@ -571,6 +579,14 @@ static coli_status ensure_host(const coli_model *m, struct coli__tier *t, int l,
     return st;
 }
 
+/* A call on device d worked: its run of failures ends. */
+static void note_success(struct coli__tier *t, int d)
+{
+    pthread_mutex_lock(&t->mu);
+    t->fails_in_row[d] = 0;
+    pthread_mutex_unlock(&t->mu);
+}
+
 /* Records a failed call on device d; logs the first of each kind. */
 static void note_failure(const coli_model *m, struct coli__tier *t, int d, coli_status st, const char *msg)
 {
@@ -640,12 +656,13 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
     }
     /* One call per device with its experts in ascending order. */
     int failed[MAXD + 1] = {0};
-    coli__gpu_expert *jobs = NULL;
     for (int d = 0; d < n_dev; d++) {
         if (hi[d] == lo[d])
             continue;
-        if (!jobs && !(jobs = malloc((size_t)n * sizeof *jobs)))
-            return COLI_ENOMEM;
+        coli__err err;
+        coli__err_clear(&err);
+        pthread_mutex_lock(&t->dev_mu[d]);
+        coli__gpu_expert *jobs = t->jobs + (size_t)d * E;
         int nj = 0, prev = -1;
         for (int r = 0; r < n; r++) {
             int e = io->sel[io->rows[r]];
@@ -658,16 +675,11 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
             }
             jobs[nj - 1].n_rows++;
         }
-        coli__err err;
-        coli__err_clear(&err);
-        pthread_mutex_lock(&t->dev_mu[d]);
         coli_status st = t->ops->experts(t->g, d, jobs, nj, io->xe + (size_t)lo[d] * H, io->ye + (size_t)lo[d] * H,
                                          &err);
         pthread_mutex_unlock(&t->dev_mu[d]);
         if (st == COLI_OK) {
-            pthread_mutex_lock(&t->mu);
-            t->fails_in_row[d] = 0;
-            pthread_mutex_unlock(&t->mu);
+            note_success(t, d);
             if (counts)
                 counts->dev_pairs[d] += (uint64_t)(hi[d] - lo[d]);
         } else {
@@ -677,7 +689,6 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
                 counts->dev_fallback[d] += (uint64_t)(hi[d] - lo[d]);
         }
     }
-    free(jobs);
     /* The CPU's experts, and those of devices that failed, ascending. */
     cpu_batch b;
     b.nt = 0;
@@ -769,9 +780,7 @@ coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const fl
         coli_status st = t->ops->matmul(t->g, t->out_h, x, 1, logits, &err);
         pthread_mutex_unlock(&t->dev_mu[d]);
         if (st == COLI_OK) {
-            pthread_mutex_lock(&t->mu);
-            t->fails_in_row[d] = 0;
-            pthread_mutex_unlock(&t->mu);
+            note_success(t, d);
             return COLI_OK;
         }
         note_failure(m, t, d, st, err.msg[0] ? err.msg : coli_strerror(st));
