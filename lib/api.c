@@ -81,6 +81,10 @@ void coli__opts_default(coli__opts *o)
     o->log.max_level = COLI_LOG_WARN;
     o->gpu = o->gpu_expert_mb = o->gpu_release_host = -1; /* the environment decides */
     o->n_gpu_devices = -1;
+    o->expert_slots = 0;
+    o->prefetch = 1;
+    o->io_threads = 4;
+    o->hotset = 1;
 }
 
 COLI_API coli_status coli_options_create(coli_options **out)
@@ -133,6 +137,19 @@ COLI_API coli_status coli_option_bounds(coli_option opt, int64_t *min, int64_t *
         lo = -1;
         hi = INT64_C(1) << 30; /* an exbibyte */
         break;
+    case COLI_OPT_EXPERT_SLOTS:
+        lo = 0;
+        hi = INT64_C(1) << 31;
+        break;
+    case COLI_OPT_PREFETCH:
+    case COLI_OPT_HOTSET:
+        lo = 0;
+        hi = 1;
+        break;
+    case COLI_OPT_IO_THREADS:
+        lo = 1;
+        hi = 64;
+        break;
     default:
         return COLI_EINVAL;
     }
@@ -162,6 +179,14 @@ static int64_t *opt_slot(coli__opts *o, coli_option opt)
         return &o->gpu_expert_mb;
     case COLI_OPT_GPU_RELEASE_HOST:
         return &o->gpu_release_host;
+    case COLI_OPT_EXPERT_SLOTS:
+        return &o->expert_slots;
+    case COLI_OPT_PREFETCH:
+        return &o->prefetch;
+    case COLI_OPT_IO_THREADS:
+        return &o->io_threads;
+    case COLI_OPT_HOTSET:
+        return &o->hotset;
     }
     return NULL;
 }

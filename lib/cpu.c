@@ -22,9 +22,11 @@ static unsigned detect(void)
     unsigned a, b, c, d, f = 0;
     if (!__get_cpuid(1, &a, &b, &c, &d))
         return 0;
+    if (c & bit_SSE4_2)
+        f |= COLI_CPU_SSE42;
     /* AVX state (xmm and ymm) must be enabled by the OS: OSXSAVE, then XCR0 bits 1-2 */
     if (!(c & bit_OSXSAVE) || !(c & bit_AVX) || (xcr0() & 0x6) != 0x6)
-        return 0;
+        return f;
     if (c & bit_FMA)
         f |= COLI_CPU_FMA;
     if (c & bit_F16C)

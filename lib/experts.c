@@ -23,6 +23,7 @@
 #include "experts.h"
 #include "placement.h"
 #include "silu.h"
+#include "store.h"
 
 #define MAX_FAILS 3
 #define MAXD COLI_GPU_MAX_DEVICES
@@ -246,10 +247,20 @@ static coli_status cpu_only(coli_model *m, const char *why)
     return COLI_OK;
 }
 
-/* Uploads the three matrices of one expert; on failure none stays. */
-static coli_status upload_expert(struct coli__tier *t, const coli__layer *ly, int e, int d, int *h, coli__err *err)
+/* Uploads the three matrices of one expert; on failure none stays. A
+ * converted model's expert comes through the store: checked, and read from
+ * disk into buf when streamed (never into a slot of the RAM cache). */
+static coli_status upload_expert(const coli_model *m, struct coli__tier *t, int l, int e, int d, int *h, void *buf,
+                                 coli__err *err)
 {
+    const coli__layer *ly = &m->w.layers[l];
+    coli__mat tmp[3];
     const coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
+    if (m->store) {
+        COLI_TRY(coli__store_read_into(m->store, l, e, buf, tmp, err));
+        for (int k = 0; k < 3; k++)
+            mats[k] = &tmp[k];
+    }
     for (int k = 0; k < 3; k++) {
         coli__gpu_mat gm = gpu_mat(mats[k]);
         coli_status st = t->ops->upload(t->g, d, &gm, &h[k], err);
@@ -299,7 +310,9 @@ static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const g
         uint64_t reserve = fr / 10 < (UINT64_C(1) << 30) ? fr / 10 : (UINT64_C(1) << 30);
         budgets[d] = gc->budget >= 0 ? ((uint64_t)gc->budget < fr ? (uint64_t)gc->budget : fr) : fr - reserve;
     }
-    int placed = coli__place(sizes, t->L, t->E, budgets, t->n_dev, NULL, where, NULL);
+    /* hot-first when the store has routing counts (model.coli.hot) */
+    const uint64_t *hot = m->store ? coli__store_counts(m->store) : NULL;
+    int placed = coli__place(sizes, t->L, t->E, budgets, t->n_dev, hot, where, NULL);
     if (placed < 0) {
         free(sizes);
         free(where);
@@ -308,6 +321,13 @@ static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const g
     int refused = 0;
     coli__err uerr;
     coli__err_clear(&uerr);
+    void *buf = NULL;
+    if (m->store && coli__store_streams(m->store) &&
+        posix_memalign(&buf, 4096, coli__store_record_bytes(m->store)) != 0) {
+        free(sizes);
+        free(where);
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory placing experts");
+    }
     for (int l = 0; l < t->L; l++)
         for (int e = 0; e < t->E; e++) {
             size_t i = (size_t)l * t->E + e;
@@ -316,7 +336,16 @@ static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const g
                 continue;
             coli__err one;
             coli__err_clear(&one);
-            if (upload_expert(t, &m->w.layers[l], e, d, &t->h[3 * i], &one) != COLI_OK) {
+            coli_status ust = upload_expert(m, t, l, e, d, &t->h[3 * i], buf, &one);
+            if (ust == COLI_EIO || ust == COLI_EFORMAT) {
+                /* the container, not the device, failed: that is the model's error */
+                free(buf);
+                free(sizes);
+                free(where);
+                m->err = one;
+                return ust;
+            }
+            if (ust != COLI_OK) {
                 if (!refused++)
                     uerr = one;
                 continue;
@@ -325,6 +354,7 @@ static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const g
             t->res_experts[d]++;
             t->res_bytes[d] += sizes[i];
         }
+    free(buf);
     if (refused)
         coli__log(&m->opts.log, COLI_LOG_WARN, "GPU expert tier: %d experts could not be uploaded (first: %s); they run on the CPU",
                   refused, uerr.msg);
@@ -538,23 +568,35 @@ const char *coli__experts_detail(const coli_model *m)
 
 typedef struct cpu_batch {
     coli__mm tg[2 * COLI_MAX_ACTIVE], td[COLI_MAX_ACTIVE];
+    coli__mat em[COLI_MAX_ACTIVE][3]; /* experts lent by the store */
+    int ref[COLI_MAX_ACTIVE];
     int nt, I;
+    coli__store *store;
 } cpu_batch;
+
+static void give_back(cpu_batch *b)
+{
+    for (int i = 0; i < b->nt; i++)
+        coli__store_put(b->store, b->ref[i]);
+    b->nt = 0;
+}
 
 /* gate and up of the batch's experts, SwiGLU, then their down projections. */
 static coli_status flush(coli__pool *pool, cpu_batch *b)
 {
     if (b->nt == 0)
         return COLI_OK;
-    COLI_TRY(coli__matmul_multi(pool, b->tg, 2 * b->nt));
-    for (int i = 0; i < b->nt; i++) {
-        float *g = b->tg[2 * i].y, *u = b->tg[2 * i + 1].y;
-        for (size_t k = 0; k < (size_t)b->tg[2 * i].n_tok * (size_t)b->I; k++)
-            g[k] = coli__swiglu(g[k], u[k]);
+    coli_status st = coli__matmul_multi(pool, b->tg, 2 * b->nt);
+    if (st == COLI_OK) {
+        for (int i = 0; i < b->nt; i++) {
+            float *g = b->tg[2 * i].y, *u = b->tg[2 * i + 1].y;
+            for (size_t k = 0; k < (size_t)b->tg[2 * i].n_tok * (size_t)b->I; k++)
+                g[k] = coli__swiglu(g[k], u[k]);
+        }
+        st = coli__matmul_multi(pool, b->td, b->nt);
     }
-    COLI_TRY(coli__matmul_multi(pool, b->td, b->nt));
-    b->nt = 0;
-    return COLI_OK;
+    give_back(b);
+    return st;
 }
 
 /* The host copy of a resident expert, rebuilt from the checkpoint if it
@@ -608,8 +650,30 @@ static void note_failure(const coli_model *m, struct coli__tier *t, int d, coli_
                   t->info[d].ordinal, t->info[d].name, MAX_FAILS);
 }
 
+/* The three matrices of expert e for the CPU, from the store when the
+ * model has one: without waiting while the batch holds slots (it is run
+ * and gives them back first), so that contexts never wait on each other
+ * while holding slots. */
+static coli_status cpu_expert(const coli_model *m, int l, int e, coli__pool *pool, cpu_batch *b, coli__err *err)
+{
+    const coli__layer *ly = &m->w.layers[l];
+    int i = b->nt;
+    b->ref[i] = -1;
+    if (!m->store) {
+        b->em[i][0] = ly->e_gate[e];
+        b->em[i][1] = ly->e_up[e];
+        b->em[i][2] = ly->e_down[e];
+        return COLI_OK;
+    }
+    coli_status st = coli__store_get(m->store, l, e, b->nt == 0, b->em[i], &b->ref[i], err);
+    if (st != COLI_ENOSPC)
+        return st;
+    COLI_TRY(flush(pool, b));
+    return coli__store_get(m->store, l, e, 1, b->em[0], &b->ref[0], err);
+}
+
 coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, uint64_t *read,
-                              coli__experts_counts *counts)
+                              coli__experts_counts *counts, coli__err *err)
 {
     const coli__config *c = &m->cfg;
     const coli__layer *ly = &m->w.layers[l];
@@ -631,6 +695,9 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
     }
     if (counts)
         counts->pairs += (uint64_t)n;
+    if (m->store)
+        for (int s = 0; s < S; s++)
+            coli__store_routed(m->store, l, io->sel + (size_t)s * K, K, S == 1);
     /* devices given up, as of now: another context may give one up meanwhile */
     int off[MAXD];
     for (int d = 0; d < n_dev; d++)
@@ -659,8 +726,8 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
     for (int d = 0; d < n_dev; d++) {
         if (hi[d] == lo[d])
             continue;
-        coli__err err;
-        coli__err_clear(&err);
+        coli__err derr;
+        coli__err_clear(&derr);
         pthread_mutex_lock(&t->dev_mu[d]);
         coli__gpu_expert *jobs = t->jobs + (size_t)d * E;
         int nj = 0, prev = -1;
@@ -676,14 +743,14 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
             jobs[nj - 1].n_rows++;
         }
         coli_status st = t->ops->experts(t->g, d, jobs, nj, io->xe + (size_t)lo[d] * H, io->ye + (size_t)lo[d] * H,
-                                         &err);
+                                         &derr);
         pthread_mutex_unlock(&t->dev_mu[d]);
         if (st == COLI_OK) {
             note_success(t, d);
             if (counts)
                 counts->dev_pairs[d] += (uint64_t)(hi[d] - lo[d]);
         } else {
-            note_failure(m, t, d, st, err.msg[0] ? err.msg : coli_strerror(st));
+            note_failure(m, t, d, st, derr.msg[0] ? derr.msg : coli_strerror(st));
             failed[d] = 1;
             if (counts)
                 counts->dev_fallback[d] += (uint64_t)(hi[d] - lo[d]);
@@ -693,6 +760,21 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
     cpu_batch b;
     b.nt = 0;
     b.I = I;
+    b.store = m->store;
+    if (m->store) {
+        /* every read this layer needs starts now; each get then waits
+         * only for its own record */
+        int want[COLI_MAX_ACTIVE], nw = 0;
+        for (int r = 0; r < n;) {
+            int e = io->sel[io->rows[r]];
+            while (r < n && io->sel[io->rows[r]] == e)
+                r++;
+            int gi = GROUP(e);
+            if ((gi == cpu || failed[gi]) && nw < COLI_MAX_ACTIVE)
+                want[nw++] = e;
+        }
+        coli__store_want(m->store, l, want, nw);
+    }
     for (int r = 0; r < n;) {
         int e = io->sel[io->rows[r]], r0 = r;
         while (r < n && io->sel[io->rows[r]] == e)
@@ -701,20 +783,36 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
         if (gi != cpu && !failed[gi])
             continue;
         /* resident here, but failed or given up: its host copy may be gone */
-        if (t && t->released && t->dev[(size_t)l * E + e] >= 0)
-            COLI_TRY(ensure_host(m, t, l, e));
-        if (b.nt == COLI_MAX_ACTIVE)
-            COLI_TRY(flush(pool, &b));
+        if (t && t->released && t->dev[(size_t)l * E + e] >= 0) {
+            coli_status st = ensure_host(m, t, l, e);
+            if (st != COLI_OK) {
+                give_back(&b);
+                return coli__fail(err, st, "layer %d expert %d: its host copy could not be rebuilt", l, e);
+            }
+        }
+        if (b.nt == COLI_MAX_ACTIVE) {
+            coli_status st = flush(pool, &b);
+            if (st != COLI_OK)
+                return coli__fail(err, st, "layer %d: %s", l, coli_strerror(st));
+        }
+        coli_status st = cpu_expert(m, l, e, pool, &b, err);
+        if (st != COLI_OK) {
+            give_back(&b);
+            return st;
+        }
+        const coli__mat *em = b.em[b.nt];
         int p0 = io->pos[io->rows[r0]], cnt = r - r0;
         const float *xe = gi == cpu && S == 1 ? io->xn : io->xe + (size_t)p0 * H;
         float *g = io->g + (size_t)p0 * I, *u = io->u + (size_t)p0 * I;
-        b.tg[2 * b.nt] = (coli__mm){&ly->e_gate[e], xe, cnt, g};
-        b.tg[2 * b.nt + 1] = (coli__mm){&ly->e_up[e], xe, cnt, u};
-        b.td[b.nt] = (coli__mm){&ly->e_down[e], g, cnt, io->ye + (size_t)p0 * H};
+        b.tg[2 * b.nt] = (coli__mm){&em[0], xe, cnt, g};
+        b.tg[2 * b.nt + 1] = (coli__mm){&em[1], xe, cnt, u};
+        b.td[b.nt] = (coli__mm){&em[2], g, cnt, io->ye + (size_t)p0 * H};
         b.nt++;
     }
 #undef GROUP
-    COLI_TRY(flush(pool, &b));
+    coli_status fst = flush(pool, &b);
+    if (fst != COLI_OK)
+        return coli__fail(err, fst, "layer %d: %s", l, coli_strerror(fst));
     /* Weighted sum per token, experts in ascending order, wherever they ran. */
     memset(io->out, 0, (size_t)S * H * sizeof(float));
     for (int r = 0; r < n; r++) {
@@ -769,6 +867,16 @@ COLI_API int coli_model_gpu_devices(const coli_model *m)
     return m && m->ok && m->gpu ? m->gpu->n_dev : 0;
 }
 
+void coli__experts_prefetch(const coli_model *m, int l, const int *experts, int n)
+{
+    coli__store_prefetch(m->store, l, experts, n);
+}
+
+int coli__experts_lookahead(const coli_model *m)
+{
+    return m->store && coli__store_streams(m->store) && m->opts.prefetch != 0;
+}
+
 coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const float *x, float *logits)
 {
     struct coli__tier *t = m->gpu;
@@ -786,6 +894,11 @@ coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const fl
         note_failure(m, t, d, st, err.msg[0] ? err.msg : coli_strerror(st));
     }
     return coli__matmul(pool, &m->w.lm_head, x, 1, logits);
+}
+
+const signed char *coli__experts_placement(const coli_model *m)
+{
+    return m->gpu ? m->gpu->dev : NULL;
 }
 
 int coli__experts_n_devices(const coli_model *m)

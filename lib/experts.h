@@ -37,7 +37,13 @@ typedef struct coli__moe_io {
  * the pairs each tier served. A failing device call is not an error: its
  * experts run on the CPU (same bits) and the log says so once. */
 coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, uint64_t *read,
-                              coli__experts_counts *counts);
+                              coli__experts_counts *counts, coli__err *err);
+
+/* 1 when the model streams experts with prefetch on: the forward pass
+ * then predicts the next MoE layer's experts (its router on the current
+ * hidden state) and hands them to coli__experts_prefetch. */
+int coli__experts_lookahead(const coli_model *m);
+void coli__experts_prefetch(const coli_model *m, int l, const int *experts, int n);
 
 /* The output projection of one position, x [H] to logits [vocab]: on the
  * device that holds it (when every expert fit, room was left for it), else
@@ -58,6 +64,9 @@ void coli__experts_close(coli_model *m);
 
 /* "cpu only: ..." or "2 devices, 96 of 128 experts": for coli_model_info. */
 const char *coli__experts_detail(const coli_model *m);
+
+/* [L * E] the device of each expert, -1 on the CPU; NULL without a tier. */
+const signed char *coli__experts_placement(const coli_model *m);
 
 /* Devices the model's tier uses (0: none); one device's statistics, with
  * a context's counts. */

@@ -126,6 +126,7 @@ typedef struct bufs {
     uint64_t read; /* weight bytes read by this pass */
     const struct coli_model *m;
     coli__experts_counts *counts;
+    coli__err *err;
 } bufs;
 
 /* Products that also count the weight bytes they read. */
@@ -231,7 +232,31 @@ static coli_status moe(const coli__config *c, const coli__layer *ly, int l, coli
     }
     /* Where each routed expert runs is lib/experts.c's business. */
     coli__moe_io io = {b->xn, S, b->sel, b->wts, b->xe, b->ye, b->g, b->u, b->rows, b->pos, b->o};
-    return coli__experts_run(b->m, l, pool, &io, &b->read, b->counts);
+    return coli__experts_run(b->m, l, pool, &io, &b->read, b->counts, b->err);
+}
+
+/* Streaming experts: while layer l runs, guess the next MoE layer's
+ * experts by applying its norm and router to the current hidden state
+ * (one token; the routing of a layer is much like the next one's) and
+ * start reading them. Only reads depend on the guess, never a value. */
+static coli_status lookahead(const struct coli_model *m, int l, coli__pool *pool, bufs *b, int S)
+{
+    const coli__config *c = &m->cfg;
+    const int H = c->hidden, E = c->n_experts, K = c->top_k;
+    int next = l + 1;
+    while (next < c->n_layers && !c->is_moe[next])
+        next++;
+    /* scratch: xe is free until this layer's experts run */
+    if (S != 1 || next >= c->n_layers || (size_t)K * H < (size_t)H + (size_t)E)
+        return COLI_OK;
+    const coli__layer *ly = &m->w.layers[next];
+    float *xn = b->xe, *rl = b->xe + H;
+    rmsnorm(xn, b->x, ly->ffn_norm, H, c->rms_eps);
+    COLI_TRY(coli__matmul(pool, &ly->router, xn, 1, rl));
+    /* sel and wts are this layer's, filled only after this */
+    topk(rl, E, K, b->sel, b->wts); /* the largest logits are the largest probabilities */
+    coli__experts_prefetch(m, next, b->sel, K);
+    return COLI_OK;
 }
 
 static coli_status dense(const coli__config *c, const coli__layer *ly, coli__pool *pool, bufs *b, int S)
@@ -289,6 +314,8 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
 
     for (int t = 0; t < S; t++)
         rmsnorm(b->xn + (size_t)t * H, b->x + (size_t)t * H, ly->ffn_norm, H, c->rms_eps);
+    if (ly->is_moe && coli__experts_lookahead(b->m))
+        COLI_TRY(lookahead(b->m, l, pool, b, S));
     COLI_TRY(ly->is_moe ? moe(c, ly, l, pool, b, S) : dense(c, ly, pool, b, S));
     for (size_t i = 0; i < (size_t)S * H; i++)
         b->x[i] += b->o[i];
@@ -309,6 +336,7 @@ coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratc
         COLI_TRY(layout(c, s, S, kv->n_ctx, coli__pool_size(pool), &b, err));
         b.m = m;
         b.counts = counts;
+        b.err = err;
         /* norms, and one embedding row per token unless the output
          * projection reads the whole embedding matrix anyway (tied) */
         b.read = 4 * (uint64_t)w->n_vec_params;
@@ -317,7 +345,10 @@ coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratc
         for (int t = 0; t < S; t++)
             coli__mat_row(&w->embed, tokens[done + t], b.x + (size_t)t * H);
         for (int l = 0; l < c->n_layers; l++) {
+            coli__err_clear(err);
             coli_status st = layer(c, &w->layers[l], l, kv, pool, &b, S, pos0 + done);
+            if (st != COLI_OK && err->msg[0])
+                return st; /* the message names the layer, file or record */
             if (st != COLI_OK)
                 return coli__fail(err, st, "layer %d: %s", l, coli_strerror(st));
         }

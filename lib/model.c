@@ -4,9 +4,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "container.h"
 #include "experts.h"
 #include "json.h"
 #include "model.h"
+#include "store.h"
 
 /* Once open, a model is shared by threads: failures of calls on it (tokenize,
  * context creation...) go to a per-thread message, tagged with the model it
@@ -88,6 +90,33 @@ static void describe_weights(coli_model *m)
                  dt_name(w->embed.dt), dt_name(w->lm_head.dt));
 }
 
+static const char *fmt_name(int f)
+{
+    static const char *const names[] = {"auto", "f32", "bf16", "q8", "q4", "q2"};
+    return f >= 0 && f <= COLI_WEIGHTS_Q2 ? names[f] : "?";
+}
+
+/* A converted model: the weights are mapped, nothing is converted; the
+ * store decides where experts live. */
+static coli_status open_container(coli_model *m, const char *dir)
+{
+    COLI_TRY(coli__cont_open(dir, &m->cont, &m->err));
+    const coli__container *c = m->cont;
+    if (m->opts.weights != COLI_WEIGHTS_AUTO && m->opts.weights != c->weights)
+        return coli__fail(&m->err, COLI_EINVAL,
+                          "option weights: %s holds %s weights, %s was asked for; omit the option or convert again",
+                          c->path, fmt_name(c->weights), fmt_name((int)m->opts.weights));
+    if (m->opts.weights == COLI_WEIGHTS_Q4 && m->opts.q4_group != c->q4_group)
+        return coli__fail(&m->err, COLI_EINVAL, "option q4_group: %s holds q4 weights in groups of %d, not %d",
+                          c->path, c->q4_group, (int)m->opts.q4_group);
+    m->wfmt = (coli_weight_format)c->weights;
+    m->opts.q4_group = c->q4_group;
+    COLI_TRY(coli__weights_load_container(&m->w, &m->cfg, c, &m->err));
+    coli__store_conf sc = {(uint64_t)m->opts.mem_budget_mb << 20, m->opts.expert_slots, (int)m->opts.prefetch,
+                           (int)m->opts.io_threads, (int)m->opts.hotset, m->cfg.top_k, m->opts.log, dir};
+    return coli__store_open(c, m->w.layers, &sc, &m->store, &m->err);
+}
+
 static coli_status open_model(coli_model *m, const char *dir)
 {
     struct stat sb;
@@ -97,12 +126,21 @@ static coli_status open_model(coli_model *m, const char *dir)
         return coli__fail(&m->err, COLI_EINVAL, "model path '%s' is not a directory", dir);
     COLI_TRY(coli__experts_check(&m->opts, &m->err));
     COLI_TRY(coli__config_load(dir, &m->cfg, &m->err));
-    COLI_TRY(coli__st_open_dir(dir, &m->ts, &m->err));
-
-    m->wfmt = (coli_weight_format)m->opts.weights;
-    COLI_TRY(coli__weights_load(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, &m->err));
+    if (coli__cont_present(dir)) {
+        COLI_TRY(open_container(m, dir));
+    } else {
+        COLI_TRY(coli__st_open_dir(dir, &m->ts, &m->err));
+        m->wfmt = (coli_weight_format)m->opts.weights;
+        COLI_TRY(coli__weights_load(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, &m->err));
+        if (m->opts.mem_budget_mb > 0 || m->opts.expert_slots > 0)
+            coli__log(&m->opts.log, COLI_LOG_WARN,
+                      "%s: a memory budget applies to converted models (coli convert); this checkpoint is loaded whole",
+                      dir);
+    }
     describe_weights(m);
     COLI_TRY(coli__experts_open(m));
+    if (m->store)
+        COLI_TRY(coli__store_warm(m->store, m->gpu ? coli__experts_placement(m) : NULL, &m->err));
 
     char *tpath = coli__path_join(dir, "tokenizer.json");
     if (!tpath)
@@ -149,7 +187,11 @@ COLI_API coli_status coli_model_open(const char *dir, const coli_options *opts, 
     if (st != COLI_OK) {
         /* Keep only the message: release what was loaded. */
         coli__experts_close(m);
+        coli__store_close(m->store);
+        m->store = NULL;
         coli__weights_free(&m->w, &m->cfg);
+        coli__cont_close(m->cont);
+        m->cont = NULL;
         coli__tok_free(m->tok);
         m->tok = NULL;
         coli__st_close(m->ts);
@@ -166,7 +208,9 @@ COLI_API void coli_model_free(coli_model *m)
     if (!m)
         return;
     coli__experts_close(m);
+    coli__store_close(m->store);
     coli__weights_free(&m->w, &m->cfg);
+    coli__cont_close(m->cont);
     coli__tok_free(m->tok);
     coli__st_close(m->ts);
     coli__config_free(&m->cfg);
@@ -343,4 +387,24 @@ COLI_API coli_status coli_detokenize(coli_model *m, const int32_t *ids, size_t n
     }
     coli__buf_free(&b);
     return st;
+}
+
+COLI_API coli_status coli_model_store_stats(const coli_model *m, coli_store_stats *stats)
+{
+    COLI_TRY(usable(m));
+    if (!stats || stats->struct_size < sizeof stats->struct_size)
+        return COLI_EINVAL;
+    coli_store_stats full;
+    memset(&full, 0, sizeof full);
+    if (m->store) {
+        coli__store_stats(m->store, &full);
+    } else {
+        full.mode = COLI_STORE_RESIDENT;
+        full.experts = (uint64_t)m->cfg.n_moe_layers * (uint64_t)m->cfg.n_experts;
+        full.slots = full.experts;
+    }
+    size_t want = stats->struct_size < sizeof full ? stats->struct_size : sizeof full;
+    full.struct_size = want;
+    memcpy(stats, &full, want);
+    return COLI_OK;
 }

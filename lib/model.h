@@ -71,6 +71,11 @@ typedef struct coli__opts {
     int64_t gpu_release_host;        /* 0 or 1 */
     int gpu_devices[16];             /* COLI_GPU_MAX_DEVICES ordinals */
     int n_gpu_devices;               /* -1: not set */
+    /* the expert store of converted models (lib/store.c) */
+    int64_t expert_slots;            /* 0: from mem_budget_mb */
+    int64_t prefetch;
+    int64_t io_threads;
+    int64_t hotset;
 } coli__opts;
 
 struct coli_options {
@@ -88,14 +93,44 @@ struct coli_model {
     coli__weights w;
     coli_weight_format wfmt;
     char weights_detail[192];        /* for coli_model_info */
+    struct coli__container *cont;    /* a converted model's model.coli; NULL: a checkpoint */
+    struct coli__store *store;       /* its experts in host memory; NULL: a checkpoint */
     struct coli__tier *gpu;          /* GPU expert tier; NULL: every expert on the CPU */
     char gpu_detail[160];            /* why or how the tier is used, for coli_model_info */
 };
+
+/* One tensor of a conversion plan (coli__weights_plan). */
+typedef struct coli__witem {
+    const char *name;          /* as the container names it */
+    const char *src;           /* the checkpoint tensor it is made from */
+    int rows, cols;            /* a vector: 1 row of cols values */
+    int is_vec;
+    coli__mat_kind kind;
+    coli__mat_role role;
+    coli__dtype stored, target;
+    int layer, expert, which;  /* expert -1: not an expert; which: 0 gate, 1 up, 2 down */
+} coli__witem;
+typedef coli_status (*coli__witem_fn)(void *user, const coli__witem *it, coli__err *err);
+
+struct coli__container;
 
 /* Loads every weight of cfg from ts in format fmt, checking names and shapes. */
 coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
                                coli_weight_format fmt, int q4_group, coli__err *err);
 void coli__weights_free(coli__weights *w, const coli__config *cfg);
+/* Points every weight of cfg into a container's mapping (docs/container.md):
+ * nothing is converted; names, shapes and dtypes are checked. */
+coli_status coli__weights_load_container(coli__weights *w, const coli__config *cfg, const struct coli__container *c,
+                                         coli__err *err);
+/* Walks the tensors coli__weights_load would load, in its order, checking
+ * each against ts and calling fn with it; nothing is converted. */
+coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *ts, coli_weight_format fmt,
+                               int q4_group, coli__witem_fn fn, void *user, coli__err *err);
+/* Makes one planned tensor as the loader would: *out's memory belongs to
+ * scratch (free it with coli__weights_free(scratch, NULL)) or to ts. */
+coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_format fmt, int q4_group,
+                                       const coli__witem *it, coli__weights *scratch, coli__mat *out,
+                                       coli__err *err);
 /* When the loader allocated matrix *mat's host copy (1): sets its data (or
  * q.qs) to NULL and *slot to its entry of w->owned, for the caller to free
  * once done searching; 0 when it points into the checkpoint's mapping,

@@ -19,9 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "container.h"
 #include "finite.h"
 #include "model.h"
 
+/* One walk over the model's tensors serves three purposes: loading a
+ * checkpoint (ts), loading a container (cont: matrices point into its
+ * mapping, nothing is converted), and planning a conversion (plan: each
+ * tensor is checked and reported, nothing is loaded). So the container
+ * holds exactly the tensors, formats and order the loader would make. */
 typedef struct loader {
     coli__weights *w;
     const coli__config *cfg;
@@ -31,6 +37,10 @@ typedef struct loader {
     coli__err *err;
     float *rowbuf;    /* widening scratch for quantization: QROWS rows */
     size_t rowbuf_cap;
+    const coli__container *cont;
+    coli__witem_fn plan;
+    void *plan_user;
+    int layer, expert, which; /* of the matrix being loaded; expert -1: dense */
 } loader;
 
 #define QROWS 64
@@ -302,11 +312,83 @@ static void count(loader *L, const coli__mat *m, coli__mat_role role)
     w->n_by_dt[m->dt]++;
 }
 
+/* A tensor of the container, checked against the shape config.json implies
+ * and the dtype the walk expects; *out points into the mapping. */
+static coli_status cont_mat(loader *L, coli__mat *m, const char *name, int rows, int cols, coli__mat_kind kind,
+                            coli__mat_role role)
+{
+    const coli__container *c = L->cont;
+    int dt, group, stored;
+    uint64_t off;
+    if (L->expert >= 0) {
+        const coli__cont_mat *cm = &c->layouts[3 * L->layer + L->which];
+        const coli__cont_record *r = coli__cont_record_of(c, L->layer, L->expert);
+        if (!r || cm->rows != rows || cm->cols != cols)
+            return coli__fail(L->err, COLI_EFORMAT, "%s: layer %d: experts are %d x %d, config.json implies %d x %d",
+                              c->path, L->layer, cm->rows, cm->cols, rows, cols);
+        dt = cm->dtype;
+        group = cm->group;
+        stored = cm->stored;
+        off = r->offset + cm->offset;
+    } else {
+        const coli__cont_tensor *t = coli__cont_find(c, name);
+        if (!t || t->is_vec)
+            return coli__fail(L->err, COLI_ENOENT, "%s: tensor '%s' is missing from the container", c->path, name);
+        if (t->rows != rows || t->cols != cols)
+            return coli__fail(L->err, COLI_EFORMAT, "%s: tensor '%s' is %d x %d, config.json implies %d x %d", c->path,
+                              name, t->rows, t->cols, rows, cols);
+        dt = t->dtype;
+        group = t->group;
+        stored = t->stored;
+        off = t->offset;
+    }
+    coli__dtype want = coli__weights_target(L->fmt, kind, (coli__dtype)stored, cols, L->q4_group);
+    if (dt != (int)want)
+        return coli__fail(L->err, COLI_EFORMAT, "%s: tensor '%s' has dtype %d where format %d implies %d", c->path,
+                          name, dt, (int)L->fmt, (int)want);
+    memset(m, 0, sizeof *m);
+    m->rows = rows;
+    m->cols = cols;
+    m->dt = (coli__dtype)dt;
+    const uint8_t *p = c->map + off;
+    if (dt == COLI_DT_Q8 || dt == COLI_DT_Q4 || dt == COLI_DT_Q2) {
+        size_t qs = (size_t)rows * coli__q_row_bytes((coli__dtype)dt, cols);
+        size_t nd = (size_t)rows * (size_t)(cols / group);
+        m->q = (coli__qmat){(coli__dtype)dt, group, rows, cols, p, (const uint16_t *)(const void *)(p + qs), NULL};
+        if (dt == COLI_DT_Q2)
+            m->q.m = (const uint16_t *)(const void *)(p + qs + 2 * nd);
+    } else {
+        m->data = p;
+    }
+    COLI_TRY(record(L, rows, cols, kind, (int)coli__dtype_size((coli__dtype)stored), role));
+    return COLI_OK;
+}
+
+static coli_status plan_item(loader *L, const char *name, const char *src, int rows, int cols, int is_vec,
+                             coli__mat_kind kind, coli__mat_role role, coli__dtype stored, coli__dtype target)
+{
+    coli__witem it = {name, src, rows, cols, is_vec, kind, role, stored, target, L->layer, L->expert, L->which};
+    return L->plan(L->plan_user, &it, L->err);
+}
+
 static coli_status load_mat(loader *L, coli__mat *m, const char *name, int rows, int cols, coli__mat_kind kind,
                             coli__mat_role role)
 {
+    if (L->cont) {
+        COLI_TRY(cont_mat(L, m, name, rows, cols, kind, role));
+        count(L, m, role);
+        return COLI_OK;
+    }
     const coli__tensor *t = NULL;
     COLI_TRY(find(L, name, rows, cols, &t));
+    if (L->plan) {
+        coli__dtype target = coli__weights_target(L->fmt, kind, t->dtype, cols, L->q4_group);
+        memset(m, 0, sizeof *m);
+        m->rows = rows;
+        m->cols = cols;
+        m->dt = target;
+        return plan_item(L, name, name, rows, cols, 0, kind, role, t->dtype, target);
+    }
     memset(m, 0, sizeof *m);
     m->rows = rows;
     m->cols = cols;
@@ -320,10 +402,33 @@ static coli_status load_mat(loader *L, coli__mat *m, const char *name, int rows,
     return COLI_OK;
 }
 
+static coli_status load_vec_hf(loader *L, const coli__tensor *t, float **out, const char *name, int n);
+
 static coli_status load_vec(loader *L, float **out, const char *name, int n)
 {
-    const coli__tensor *t = NULL;
-    COLI_TRY(find(L, name, n, -1, &t));
+    if (L->cont) {
+        const coli__cont_tensor *ct = coli__cont_find(L->cont, name);
+        if (!ct || !ct->is_vec || ct->cols != n)
+            return coli__fail(L->err, ct ? COLI_EFORMAT : COLI_ENOENT,
+                              "%s: vector '%s' of %d values is missing from the container", L->cont->path, name, n);
+        *out = (float *)(uintptr_t)(L->cont->map + ct->offset);
+    } else {
+        const coli__tensor *t = NULL;
+        COLI_TRY(find(L, name, n, -1, &t));
+        if (L->plan)
+            COLI_TRY(plan_item(L, name, name, 1, n, 1, COLI_MAT_KEEP, COLI_ROLE_DENSE, t->dtype, COLI_DT_F32));
+        else
+            COLI_TRY(load_vec_hf(L, t, out, name, n));
+    }
+    L->w->bytes += (uint64_t)n * sizeof(float);
+    L->w->n_params_total += n;
+    L->w->n_params_active += n;
+    L->w->n_vec_params += n;
+    return COLI_OK;
+}
+
+static coli_status load_vec_hf(loader *L, const coli__tensor *t, float **out, const char *name, int n)
+{
     float *p = own(L, (size_t)n * sizeof(float));
     if (!p)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory loading tensor '%s'", name);
@@ -333,10 +438,6 @@ static coli_status load_vec(loader *L, float **out, const char *name, int n)
     coli__mat_row(&m, 0, p);
     COLI_TRY(check_finite(L, t->file, name, 0, COLI_DT_F32, p, (size_t)n));
     *out = p;
-    L->w->bytes += (uint64_t)n * sizeof(float);
-    L->w->n_params_total += n;
-    L->w->n_params_active += n;
-    L->w->n_vec_params += n;
     return COLI_OK;
 }
 
@@ -395,11 +496,17 @@ static coli_status load_layer(loader *L, int l)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory for layer %d experts", l);
     ly->e_up = ly->e_gate + E;
     ly->e_down = ly->e_gate + 2 * E;
+    L->layer = l;
     for (int e = 0; e < E; e++) {
+        L->expert = e;
+        L->which = 0;
         COLI_TRY(load_mat(L, &ly->e_gate[e], expert_name(c, l, e, 0, name, sizeof name), I, H, BIG, EXPERT));
+        L->which = 1;
         COLI_TRY(load_mat(L, &ly->e_up[e], expert_name(c, l, e, 1, name, sizeof name), I, H, BIG, EXPERT));
+        L->which = 2;
         COLI_TRY(load_mat(L, &ly->e_down[e], expert_name(c, l, e, 2, name, sizeof name), H, I, BIG, EXPERT));
     }
+    L->expert = -1;
     /* top_k of the layer's experts run for each token */
     L->w->n_params_active += (int64_t)c->top_k * 3 * I * H;
     return COLI_OK;
@@ -411,8 +518,60 @@ coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const 
                                coli_weight_format fmt, int q4_group, coli__err *err)
 {
     memset(w, 0, sizeof *w);
-    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, 0};
+    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, 0, NULL, NULL, NULL, -1, -1, 0};
     coli_status st = load_all(&L);
+    free(L.rowbuf);
+    return st;
+}
+
+coli_status coli__weights_load_container(coli__weights *w, const coli__config *cfg, const coli__container *c,
+                                         coli__err *err)
+{
+    memset(w, 0, sizeof *w);
+    loader L = {w, cfg, NULL, (coli_weight_format)c->weights, c->q4_group, err, NULL, 0, c, NULL, NULL, -1, -1, 0};
+    if (c->n_layers != cfg->n_layers || c->n_experts != (cfg->n_moe_layers ? cfg->n_experts : 0) ||
+        c->n_moe != cfg->n_moe_layers)
+        return coli__fail(err, COLI_EFORMAT, "%s: %d layers, %d MoE layers of %d experts; config.json says %d, %d, %d",
+                          c->path, c->n_layers, c->n_moe, c->n_experts, cfg->n_layers, cfg->n_moe_layers,
+                          cfg->n_experts);
+    return load_all(&L);
+}
+
+coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *ts, coli_weight_format fmt,
+                               int q4_group, coli__witem_fn fn, void *user, coli__err *err)
+{
+    coli__weights w;
+    memset(&w, 0, sizeof w);
+    loader L = {&w, cfg, ts, fmt, q4_group, err, NULL, 0, NULL, fn, user, -1, -1, 0};
+    coli_status st = load_all(&L);
+    coli__weights_free(&w, cfg);
+    return st;
+}
+
+coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_format fmt, int q4_group,
+                                       const coli__witem *it, coli__weights *scratch, coli__mat *out, coli__err *err)
+{
+    loader L = {scratch, NULL, ts, fmt, q4_group, err, NULL, 0, NULL, NULL, NULL, -1, -1, 0};
+    coli_status st;
+    if (it->is_vec) {
+        const coli__tensor *t = NULL;
+        float *v = NULL;
+        st = find(&L, it->src, it->cols, -1, &t);
+        if (st == COLI_OK)
+            st = load_vec_hf(&L, t, &v, it->src, it->cols);
+        if (st == COLI_OK)
+            *out = (coli__mat){1, it->cols, COLI_DT_F32, v, {0}};
+    } else if (it->role == COLI_ROLE_TIED_OUT) {
+        const coli__tensor *t = NULL;
+        st = find(&L, it->src, it->rows, it->cols, &t);
+        if (st == COLI_OK) {
+            *out = (coli__mat){it->rows, it->cols, t->dtype, aligned(&L, t), {0}};
+            st = out->data ? convert(&L, out, t->file, "lm_head.weight (tied)", it->target)
+                           : coli__fail(err, COLI_ENOMEM, "out of memory copying tensor '%s'", it->src);
+        }
+    } else {
+        st = load_mat(&L, out, it->src, it->rows, it->cols, it->kind, it->role);
+    }
     free(L.rowbuf);
     return st;
 }
@@ -429,6 +588,20 @@ static coli_status load_all(loader *L)
     for (int l = 0; l < cfg->n_layers; l++)
         COLI_TRY(load_layer(L, l));
     COLI_TRY(load_vec(L, &w->final_norm, "model.norm.weight", H));
+    if (L->cont) {
+        const coli__cont_tensor *t = coli__cont_find(L->cont, "lm_head.weight");
+        if (cfg->tie_embeddings && (!t || t->role == COLI_ROLE_TIED_OUT)) {
+            w->lm_head = w->embed;
+            w->n_params_active += (int64_t)V * H - H;
+            if (!t)
+                return record(L, V, H, COLI_MAT_OUT, 0, COLI_ROLE_TIED_OUT);
+            COLI_TRY(cont_mat(L, &w->lm_head, "lm_head.weight", V, H, COLI_MAT_OUT, COLI_ROLE_TIED_OUT));
+            w->bytes += coli__mat_bytes(&w->lm_head);
+            w->n_by_dt[w->lm_head.dt]++;
+            return COLI_OK;
+        }
+        return load_mat(L, &w->lm_head, "lm_head.weight", V, H, COLI_MAT_OUT, DENSE);
+    }
     if (cfg->tie_embeddings && !coli__st_find(L->ts, "lm_head.weight")) {
         /* The output layer reads the whole embedding matrix; quantized
          * formats get their own q8 copy of it for speed. */
@@ -437,6 +610,10 @@ static coli_status load_all(loader *L)
         COLI_TRY(record(L, V, H, COLI_MAT_OUT, 0, COLI_ROLE_TIED_OUT));
         w->lm_head = w->embed;
         w->n_params_active += (int64_t)V * H - H;
+        if (L->plan)
+            return target == stored ? COLI_OK
+                                    : plan_item(L, "lm_head.weight", "model.embed_tokens.weight", V, H, 0,
+                                                COLI_MAT_OUT, COLI_ROLE_TIED_OUT, stored, target);
         if (target != stored) {
             const char *file = coli__st_find(L->ts, "model.embed_tokens.weight")->file;
             COLI_TRY(convert(L, &w->lm_head, file, "lm_head.weight (tied)", target));
@@ -565,7 +742,7 @@ int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, c
 coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
                                         coli_weight_format fmt, int q4_group, int l, int e, coli__err *err)
 {
-    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, 0};
+    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, 0, NULL, NULL, NULL, -1, -1, 0};
     coli__layer *ly = &w->layers[l];
     coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
     coli_status st = COLI_OK;

@@ -120,7 +120,10 @@ typedef enum coli_option {
     COLI_OPT_WEIGHTS = 1,   /* coli_weight_format; default AUTO */
     COLI_OPT_THREADS = 2,   /* worker threads; 0 = number of online cores */
     COLI_OPT_CONTEXT = 3,   /* KV cache positions per context; 0 = model max, capped at 4096 */
-    COLI_OPT_MEM_BUDGET_MB = 4, /* reserved for the expert store; 0 = no limit */
+    COLI_OPT_MEM_BUDGET_MB = 4, /* RAM for the weights of a converted model (coli_convert):
+                                   dense weights, then as many expert slots as fit; the
+                                   other experts are read from disk when routed to.
+                                   0 = no limit (the whole file is mapped) */
     COLI_OPT_Q4_GROUP = 5,  /* group size of q4 weights: 32 (default), 64 or 128 */
     /* The GPU expert tier (routed experts resident on GPUs; see "GPU expert
      * tier" below). For these, -1 (the default) means "not set": the
@@ -130,8 +133,16 @@ typedef enum coli_option {
     COLI_OPT_GPU_EXPERT_MB = 7,  /* MiB of each device's memory for experts; -1: CUDA_EXPERT_GB=G
                                     (GiB, may be fractional), else the device's free memory
                                     less 10 % of it (at most 1 GiB) */
-    COLI_OPT_GPU_RELEASE_HOST = 8 /* 1: drop the host copy of each expert once uploaded; -1:
+    COLI_OPT_GPU_RELEASE_HOST = 8, /* 1: drop the host copy of each expert once uploaded; -1:
                                      CUDA_RELEASE_HOST=1 (default 0) */
+    /* The expert store of converted models ("Expert store" below). */
+    COLI_OPT_EXPERT_SLOTS = 9,   /* experts held in RAM; 0 (default): as many as
+                                    COLI_OPT_MEM_BUDGET_MB leaves room for */
+    COLI_OPT_PREFETCH = 10,      /* 1 (default): read the experts the next layer's router
+                                    predicts while a layer runs; 0: only on demand */
+    COLI_OPT_IO_THREADS = 11,    /* threads reading experts from disk (default 4) */
+    COLI_OPT_HOTSET = 12         /* 1 (default): read and update model.coli.hot, the
+                                    routing counts that pick the pinned hot set; 0: off */
 } coli_option;
 
 COLI_API coli_status coli_options_create(coli_options **out);
@@ -174,6 +185,38 @@ COLI_API coli_status coli_quantize(coli_weight_format fmt, int group, const floa
 /* Expands quantized weights back to dst[rows * cols]. */
 COLI_API coli_status coli_dequantize(coli_weight_format fmt, int group, const void *src, size_t size,
                                      size_t rows, size_t cols, float *dst);
+
+/* ---- conversion ------------------------------------------------------ */
+
+/* Progress of a conversion: bytes written of total. Nonzero stops it. */
+typedef int (*coli_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+/* Fields may be appended: fill with coli_convert_params_init(&p, sizeof p). */
+typedef struct coli_convert_params {
+    size_t struct_size;
+    coli_weight_format weights;  /* BF16, Q8, Q4 (default) or Q2 */
+    int q4_group;                /* 32 (default), 64 or 128 */
+    int threads;                 /* 0 (default): online cores */
+    int overwrite;               /* nonzero: replace an existing model.coli in the output */
+    coli_progress_fn progress;   /* may be NULL; called by one thread at a time */
+    void *user;
+} coli_convert_params;
+
+COLI_API void coli_convert_params_init(coli_convert_params *p, size_t struct_size);
+
+/*
+ * Converts the Hugging Face checkpoint in model_dir into a streaming
+ * container in out_dir (created if missing; docs/container.md): config
+ * and tokenizer files copied, model.coli holding every weight in the bytes
+ * the loader makes for params->weights, experts one aligned record each.
+ * Memory use is bounded by the threads times the largest tensor, not by
+ * the model. model.coli appears only once complete (written under a
+ * temporary name, synced, renamed). On failure errbuf (errcap bytes, may
+ * be NULL) names the file, tensor or option at fault; COLI_ECANCELED when
+ * progress asked to stop. Nothing partial is left behind.
+ */
+COLI_API coli_status coli_convert(const char *model_dir, const char *out_dir, const coli_convert_params *params,
+                                  char *errbuf, size_t errcap);
 
 /* ---- model ----------------------------------------------------------- */
 
@@ -497,6 +540,52 @@ typedef struct coli_gpu_stats {
 /* Statistics of device index (0 .. coli_model_gpu_devices-1) of the
  * context's model; COLI_ERANGE beyond. */
 COLI_API coli_status coli_context_gpu_stats(const coli_context *ctx, int device, coli_gpu_stats *stats);
+
+/* ---- expert store -----------------------------------------------------
+ *
+ * A converted model (coli_convert) opened with COLI_OPT_MEM_BUDGET_MB or
+ * COLI_OPT_EXPERT_SLOTS keeps its dense weights in memory and its routed
+ * experts on disk, reading each into a cache of expert slots when routed
+ * to: per-layer LRU, a pinned hot set learned from routing counts
+ * (model.coli.hot), and, with COLI_OPT_PREFETCH, reads started one layer
+ * ahead from the next layer's router applied to the current hidden state.
+ * Reads bypass the page cache where the file system allows (O_DIRECT), so
+ * the budget is the memory actually used. Without a budget the file is
+ * mapped. Logits do not depend on any of this: every budget gives the
+ * same bits. COLI_IO_FAIL_AFTER=N makes every expert read after the first
+ * N fail: for tests of that error path only.
+ */
+
+typedef enum coli_store_mode {
+    COLI_STORE_RESIDENT = 0, /* a checkpoint: every expert loaded at open */
+    COLI_STORE_MAPPED = 1,   /* a converted model without a budget: model.coli mapped */
+    COLI_STORE_STREAMED = 2  /* a converted model under a budget: experts read on demand */
+} coli_store_mode;
+
+/* Fields may be appended: set struct_size to sizeof(coli_store_stats).
+ * Counts are since the model was opened, over all its contexts. */
+typedef struct coli_store_stats {
+    size_t struct_size;
+    coli_store_mode mode;
+    int direct_io;              /* 1: reads bypass the page cache (O_DIRECT) */
+    uint64_t experts;           /* routed experts of the model (MoE layers x experts) */
+    uint64_t slots;             /* experts RAM holds at once (streamed) */
+    uint64_t slot_bytes;        /* bytes per slot: the largest record */
+    uint64_t hot_pinned;        /* slots pinned by the hot set */
+    uint64_t dense_bytes;       /* dense weights, always in memory */
+    uint64_t gets;              /* experts the CPU asked the store for */
+    uint64_t hits;              /* of them, already in RAM (or being read ahead) */
+    uint64_t misses;            /* of them, read from disk on demand */
+    uint64_t disk_reads, disk_bytes; /* records read, demand and prefetch */
+    uint64_t prefetch_reads;    /* records read ahead of need */
+    uint64_t prefetch_used;     /* of them, used before being evicted */
+    uint64_t predicted, predicted_right; /* decode: routed experts, and of them predicted one layer ahead */
+    double prefetch_accuracy;   /* predicted_right / predicted (0 if none) */
+    uint64_t stall_ns;          /* time computing threads waited for reads */
+    uint64_t evictions;
+} coli_store_stats;
+
+COLI_API coli_status coli_model_store_stats(const coli_model *model, coli_store_stats *stats);
 
 #ifdef __cplusplus
 }
