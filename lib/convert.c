@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -203,6 +204,21 @@ static const void *mat_bytes_of(const coli__mat *m)
     return m->dt == COLI_DT_Q8 || m->dt == COLI_DT_Q4 || m->dt == COLI_DT_Q2 ? (const void *)m->q.qs : m->data;
 }
 
+/* Gives back the pages of source tensor name once converted, so that the
+ * mapped checkpoint does not pile up in the process's resident set (the
+ * page cache keeps them for whoever reads them next). */
+static void drop_source(const conv *c, const char *name)
+{
+    const coli__tensor *t = coli__st_find(c->ts, name);
+    if (!t || !t->nbytes)
+        return;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)t->data, b = a + t->nbytes;
+    a = (a + pg - 1) / pg * pg;
+    b = b / pg * pg;
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 static coli_status make(conv *c, const coli__witem *it, uint64_t bytes, void *dst, coli__err *err)
 {
     coli__weights scratch;
@@ -218,6 +234,7 @@ static coli_status make(conv *c, const coli__witem *it, uint64_t bytes, void *ds
         memcpy(dst, mat_bytes_of(&m), bytes);
     }
     coli__weights_free(&scratch, NULL);
+    drop_source(c, it->src);
     return st;
 }
 

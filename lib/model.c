@@ -286,6 +286,7 @@ static void info_fill(const coli_model *m, coli_model_info *info)
     info->weights_detail = m->weights_detail;
     info->gpu_devices = coli__experts_n_devices(m);
     info->gpu_detail = coli__experts_detail(m);
+    info->store_detail = m->store ? coli__store_detail(m->store) : "resident: every expert loaded at open";
     info->bos_id = c->bos;
     info->eos_id = c->n_eos > 0 ? c->eos[0] : -1;
 }

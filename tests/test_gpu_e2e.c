@@ -18,6 +18,8 @@
 
 #define STEPS 8 /* greedy tokens after the prompt */
 
+static int64_t g_slots; /* COLI_OPT_EXPERT_SLOTS for one_run (a converted model) */
+
 typedef struct run {
     float *logits; /* (1 + STEPS) * vocab */
     int32_t tokens[STEPS];
@@ -37,6 +39,8 @@ static void one_run(const char *dir, coli_weight_format fmt, int64_t budget_mb, 
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_WEIGHTS, fmt), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_THREADS, 4), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU, budget_mb == -2 ? 0 : 1), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_EXPERT_SLOTS, g_slots), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_HOTSET, 0), COLI_OK);
     if (budget_mb >= 0)
         ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU_EXPERT_MB, budget_mb), COLI_OK);
     if (budget_gb_env)
@@ -144,6 +148,43 @@ static void model_case(const char *dir)
                "pairs)\n",
                dir, names[f], "bit-identical", (unsigned long long)all.resident_experts,
                (unsigned long long)half.resident_experts, 100.0 * (double)half.gpu_pairs / (double)half.routed_pairs);
+        /* a converted model: the GPU as the top tier over experts mapped
+         * or streamed through a few RAM slots (docs/container.md) */
+        char *tmp = tu_mkdtemp(), *out = tu_path(tmp, "out");
+        coli_convert_params cp;
+        coli_convert_params_init(&cp, sizeof cp);
+        cp.weights = fmts[f];
+        char err[512];
+        ck_assert_msg(coli_convert(dir, out, &cp, err, sizeof err) == COLI_OK, "convert %s: %s", dir, err);
+        static const int64_t slot_cases[] = {0, 1};
+        for (int k = 0; k < 2; k++) {
+            run conv_half;
+            /* 1: about 10 % of the model's experts (at least top_k) */
+            g_slots = slot_cases[k];
+            if (k == 1) {
+                coli_model *pm = NULL;
+                ck_assert_int_eq(coli_model_open(out, NULL, &pm), COLI_OK);
+                coli_model_info pi;
+                memset(&pi, 0, sizeof pi);
+                pi.struct_size = sizeof pi;
+                ck_assert_int_eq(coli_model_get_info(pm, &pi), COLI_OK);
+                int64_t total = (int64_t)pi.n_moe_layers * pi.n_experts;
+                g_slots = total / 10 > pi.n_experts_active ? total / 10 : pi.n_experts_active;
+                coli_model_free(pm);
+            }
+            one_run(out, fmts[f], -1, gb, &conv_half);
+            snprintf(what, sizeof what, "%s %s converted, %lld RAM slots, half the experts on the GPU", dir,
+                     names[f], (long long)g_slots);
+            compare(&conv_half, &cpu, what);
+            ck_assert_uint_gt(conv_half.gpu_pairs, 0);
+            printf("%s %s converted, %lld RAM slots (0: mapped): same tokens and bit-identical logits, %llu experts "
+                   "on the GPU\n", dir, names[f], (long long)g_slots, (unsigned long long)conv_half.resident_experts);
+            free(conv_half.logits);
+        }
+        g_slots = 0;
+        tu_rmtree(tmp);
+        free(out);
+        free(tmp);
         free(cpu.logits);
         free(all.logits);
         free(half.logits);

@@ -271,6 +271,9 @@ typedef struct coli_model_info {
     int gpu_devices;             /* devices the GPU expert tier uses; 0: not in use */
     const char *gpu_detail;      /* "off", "not in use: <why>" when it was asked for but
                                     could not start, or the tier, devices and experts held */
+    const char *store_detail;    /* where routed experts live in host memory: "resident"
+                                    (a checkpoint), "mapped: ..." or "streamed: N of M experts
+                                    in RAM, ..." (a converted model; see coli_model_store_stats) */
 } coli_model_info;
 
 COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);
