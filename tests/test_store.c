@@ -24,6 +24,8 @@
 
 #include "colibri/colibri.h"
 #include "crc32c.h"
+#include "model.h"
+#include "store.h"
 #include "testutil.h"
 
 #define STEPS 6 /* greedy tokens after the prompt */
@@ -758,6 +760,73 @@ START_TEST(test_checkpoint_budget)
 }
 END_TEST
 
+/* The replacement policy, driven directly: 4 slots over 2 MoE layers
+ * (layers 0 and 2), a share of 2 each, no prefetch. */
+static int hit(coli__store *st, int l, int e)
+{
+    coli_store_stats a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    coli__store_stats(st, &a);
+    coli__mat m[3];
+    int ref = -1;
+    coli__err err;
+    ck_assert_int_eq(coli__store_get(st, l, e, 1, m, &ref, &err), COLI_OK);
+    coli__store_put(st, ref);
+    coli__store_stats(st, &b);
+    ck_assert_uint_eq(b.gets, a.gets + 1);
+    return b.hits == a.hits + 1;
+}
+
+START_TEST(test_policy)
+{
+    char *tmp = tu_mkdtemp(), *src = fixture(0), *out = tu_path(tmp, "out");
+    free(convert(src, out, COLI_WEIGHTS_Q4));
+    conf c = {COLI_WEIGHTS_AUTO, 4, 0, 0, 0};
+    coli_options *o = options(&c);
+    coli_model *m = NULL;
+    ck_assert_int_eq(coli_model_open(out, o, &m), COLI_OK);
+    coli__store *st = m->store;
+    ck_assert_ptr_nonnull(st);
+    ck_assert_int_eq(hit(st, 0, 0), 0);
+    ck_assert_int_eq(hit(st, 0, 1), 0);
+    ck_assert_int_eq(hit(st, 2, 0), 0);
+    ck_assert_int_eq(hit(st, 2, 1), 0);
+    ck_assert_int_eq(hit(st, 0, 0), 1); /* layer 0: 1 then 0 most recent */
+    /* layer 0 holds its share: a miss there evicts layer 0's least
+     * recently used (expert 1), never layer 2's */
+    ck_assert_int_eq(hit(st, 0, 2), 0);
+    ck_assert_int_eq(hit(st, 2, 0), 1);
+    ck_assert_int_eq(hit(st, 2, 1), 1);
+    ck_assert_int_eq(hit(st, 0, 0), 1);
+    ck_assert_int_eq(hit(st, 0, 1), 0); /* it was the one evicted: now 2 goes */
+    ck_assert_int_eq(hit(st, 0, 0), 1);
+    ck_assert_int_eq(hit(st, 0, 2), 0);
+    /* a slot held by a reader is never taken: with all 4 pinned, a get
+     * that may not wait is refused, and one that may waits for a put */
+    coli__mat mm[4][3];
+    int refs[4];
+    coli__err err;
+    const int want[4][2] = {{0, 0}, {0, 2}, {2, 0}, {2, 1}};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(coli__store_get(st, want[i][0], want[i][1], 1, mm[i], &refs[i], &err), COLI_OK);
+    coli__mat x[3];
+    int rx = -1;
+    ck_assert_int_eq(coli__store_get(st, 0, 5, 0, x, &rx, &err), COLI_ENOSPC);
+    coli__store_put(st, refs[3]);
+    ck_assert_int_eq(coli__store_get(st, 0, 5, 0, x, &rx, &err), COLI_OK);
+    coli__store_put(st, rx);
+    for (int i = 0; i < 3; i++)
+        coli__store_put(st, refs[i]);
+    coli_model_free(m);
+    coli_options_free(o);
+    tu_rmtree(tmp);
+    free(out);
+    free(src);
+    free(tmp);
+}
+END_TEST
+
 int main(void)
 {
     unsetenv("COLI_IO_FAIL_AFTER");
@@ -768,6 +837,7 @@ int main(void)
     tcase_add_test(tc, test_crc32c);
     tcase_add_test(tc, test_layout);
     tcase_add_loop_test(tc, test_bits_every_budget, 0, 16);
+    tcase_add_test(tc, test_policy);
     tcase_add_test(tc, test_hot_set);
     tcase_add_test(tc, test_two_contexts);
     tcase_add_test(tc, test_damage_at_open);
