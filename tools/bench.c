@@ -6,7 +6,10 @@
  * Batch-1 decode cannot go faster than (memory bandwidth) / (weight bytes
  * read per token), so besides tokens per second the report gives the weight
  * bytes read per decoded token, the bandwidth measured by a read probe in
- * the same process, and the fraction of it that decoding achieved.
+ * the same process, and the fraction of it that decoding achieved. For a
+ * converted model streamed under a budget, the same holds for the disk:
+ * the bytes the expert store read while decoding, against the random-read
+ * bandwidth of --disk-probe.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -14,6 +17,7 @@
 
 #include "bench.h"
 #include "gpu_report.h"
+#include "store_report.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -166,6 +171,31 @@ done:
     return rc;
 }
 
+/* ---- resident set ------------------------------------------------------------- */
+
+void bench_rss(uint64_t *peak, uint64_t *current)
+{
+    struct rusage ru;
+    unsigned long long size = 0, resident = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    FILE *f;
+
+    *peak = 0;
+    *current = 0;
+    /* Linux counts ru_maxrss in KiB. */
+    if (getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0)
+        *peak = (uint64_t)ru.ru_maxrss * 1024u;
+    f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%llu %llu", &size, &resident) == 2 && page > 0)
+            *current = (uint64_t)resident * (uint64_t)page;
+        fclose(f);
+    }
+    /* The two are read at different times: the peak is at least the last. */
+    if (*peak < *current)
+        *peak = *current;
+}
+
 /* ---- the benchmark ----------------------------------------------------------- */
 
 /* xorshift64*: the prompt's token ids. */
@@ -252,6 +282,11 @@ typedef struct bench_result {
     double achieved_gbs, bw_fraction;
     const coli_model *model;
     gpu_report gpu;          /* per device, over the timed repetitions */
+    coli_store_stats store;  /* the expert store, over the timed repetitions */
+    uint64_t decode_disk_bytes; /* of them, read while decoding */
+    double decode_seconds;      /* the decode tests' time */
+    double decode_disk_mb_s, disk_fraction;
+    uint64_t rss_peak, rss_now;
 } bench_result;
 
 /* Decode weight bytes per token: measured by the library when it counts
@@ -277,7 +312,7 @@ static void weight_bytes(coli_model *model, const bench_params *p, uint64_t byte
 static void print_text(const bench_params *p, const coli_model_info *info,
                        const bench_probe *probe, const bench_result *r)
 {
-    char name[64], size[32], params[32], weights[32], test[32];
+    char name[64], size[32], params[32], weights[32], test[32], record[32];
     int w = 5;
 
     base_name(p->model_dir, name, sizeof name);
@@ -343,7 +378,32 @@ static void print_text(const bench_params *p, const coli_model_info *info,
             printf(" = %.1f%% of the measured bandwidth", 100.0 * r->bw_fraction);
         putchar('\n');
     }
+    if (p->disk->done)
+        printf("disk random reads:       %.1f MB/s, %.1f reads/s (probe: %" PRIu64 " reads of "
+               "%s, %d readers, %s)\n",
+               p->disk->mb_s, p->disk->reads_s, p->disk->reads,
+               store_size_text(record, sizeof record, p->disk->record_bytes), p->disk->readers,
+               p->disk->direct ? "O_DIRECT" : "page cache dropped");
+    if (isfinite(r->decode_disk_mb_s)) {
+        printf("decode disk reads:       %.1f MB/s (%.1f MiB in %.3f s)", r->decode_disk_mb_s,
+               (double)r->decode_disk_bytes / (1024.0 * 1024.0), r->decode_seconds);
+        if (isfinite(r->disk_fraction))
+            printf(" = %.1f%% of the disk probe", 100.0 * r->disk_fraction);
+        putchar('\n');
+    }
     gpu_report_text(stdout, 24, r->model, &r->gpu);
+    if (r->store.mode != COLI_STORE_RESIDENT)
+        store_report_text(stdout, 24, &r->store);
+    printf("resident set:            ");
+    if (r->rss_peak > 0)
+        printf("peak %.1f MiB", (double)r->rss_peak / (1024.0 * 1024.0));
+    else
+        printf("peak unavailable");
+    if (r->rss_now > 0)
+        printf(", now %.1f MiB", (double)r->rss_now / (1024.0 * 1024.0));
+    if (probe->done)
+        printf(" (the peak includes the bandwidth probe's %" PRId64 " MiB)", probe->mib);
+    putchar('\n');
 }
 
 static void json_samples(const char *key, const double *v, int64_t n)
@@ -408,6 +468,23 @@ static void print_json(const bench_params *p, const coli_model_info *info,
     json_real(stdout, r->achieved_gbs, "%.3f");
     printf(",\"bw_fraction\":");
     json_real(stdout, r->bw_fraction, "%.4f");
+    printf(",\"disk_probe_mb_s\":");
+    json_real(stdout, p->disk->done ? p->disk->mb_s : NAN, "%.3f");
+    if (p->disk->done)
+        printf(",\"disk_probe_reads_s\":%.3f,\"disk_probe_reads\":%" PRIu64
+               ",\"disk_probe_readers\":%d,\"disk_probe_record_bytes\":%" PRIu64
+               ",\"disk_probe_direct\":%s",
+               p->disk->reads_s, p->disk->reads, p->disk->readers, p->disk->record_bytes,
+               p->disk->direct ? "true" : "false");
+    else
+        printf(",\"disk_probe_reads_s\":null,\"disk_probe_reads\":null,\"disk_probe_readers\":null,"
+               "\"disk_probe_record_bytes\":null,\"disk_probe_direct\":null");
+    printf(",\"decode_disk_bytes\":%" PRIu64 ",\"decode_disk_mb_s\":", r->decode_disk_bytes);
+    json_real(stdout, r->decode_disk_mb_s, "%.3f");
+    printf(",\"decode_disk_fraction\":");
+    json_real(stdout, r->disk_fraction, "%.4f");
+    store_report_json(stdout, &r->store);
+    printf(",\"rss_peak_bytes\":%" PRIu64 ",\"rss_bytes\":%" PRIu64, r->rss_peak, r->rss_now);
     gpu_report_json(stdout, r->model, &r->gpu);
     printf("}\n");
 }
@@ -428,6 +505,7 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
     coli_context *ctx = NULL;
     bench_result r;
     gpu_report gpu_base, gpu_pairs;
+    coli_store_stats store_base, s2, s3;
     int32_t *prompt = NULL;
     double *pp_lib = NULL, *tg_lib = NULL;
     uint64_t state, wbytes = 0, wtokens = 0;
@@ -439,6 +517,9 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
     memset(&r, 0, sizeof r);
     memset(&gpu_base, 0, sizeof gpu_base);
     memset(&gpu_pairs, 0, sizeof gpu_pairs);
+    memset(&store_base, 0, sizeof store_base);
+    memset(&s2, 0, sizeof s2);
+    memset(&s3, 0, sizeof s3);
     r.model = model;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
@@ -486,6 +567,8 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
             tok = bench_argmax(coli_context_logits(ctx), info.vocab_size);
         }
         if (p->gen_tokens > 0) {
+            if (store_report_read(model, &s2) != 0)
+                goto done;
             t2 = now_seconds();
             for (i = 0; i < p->gen_tokens; i++) {
                 if (eval_tokens(ctx, &tok, 1) != 0)
@@ -493,6 +576,8 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
                 tok = bench_argmax(coli_context_logits(ctx), info.vocab_size);
             }
             t3 = now_seconds();
+            if (store_report_read(model, &s3) != 0)
+                goto done;
         }
         memset(&stats, 0, sizeof stats);
         st = coli_context_stats(ctx, &stats);
@@ -502,11 +587,16 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
         }
         /* The tier's model-wide counts are taken from after the warm-up;
          * its per-context pair counts are reset with the statistics. */
-        if (gpu_report_read(model, ctx, &r.gpu) != 0)
+        if (gpu_report_read(model, ctx, &r.gpu) != 0 || store_report_read(model, &r.store) != 0)
             goto done;
         if (rep < 0) {
             gpu_base = r.gpu;
+            store_base = r.store;
             continue;
+        }
+        if (p->gen_tokens > 0) {
+            r.decode_disk_bytes += s3.disk_bytes - s2.disk_bytes;
+            r.decode_seconds += t3 - t2;
         }
         gpu_report_add_pairs(&gpu_pairs, &r.gpu);
         r.pp_samples[rep] = t1 > t0 ? (double)p->prompt_tokens / (t1 - t0) : NAN;
@@ -528,6 +618,17 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
                                                           : (summary){NAN, NAN};
     gpu_report_since(&r.gpu, &gpu_base);
     gpu_report_set_pairs(&r.gpu, &gpu_pairs);
+    store_report_since(&r.store, &store_base);
+    /* Only a streamed store reads from disk; a mapped file's page faults
+     * are not counted. */
+    r.decode_disk_mb_s = NAN;
+    r.disk_fraction = NAN;
+    if (r.store.mode == COLI_STORE_STREAMED && p->gen_tokens > 0 && r.decode_seconds > 0) {
+        r.decode_disk_mb_s = (double)r.decode_disk_bytes / r.decode_seconds / 1e6;
+        if (p->disk->done && p->disk->mb_s > 0)
+            r.disk_fraction = r.decode_disk_mb_s / p->disk->mb_s;
+    }
+    bench_rss(&r.rss_peak, &r.rss_now);
     weight_bytes(model, p, wbytes, wtokens, &r);
     r.achieved_gbs = NAN;
     r.bw_fraction = NAN;

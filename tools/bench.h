@@ -10,6 +10,8 @@
 
 #include <colibri/colibri.h>
 
+#include "disk_probe.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +41,7 @@ typedef struct bench_params {
                                      capacity is prompt_tokens + gen_tokens */
     int max_positions;           /* the model's, for the report */
     int sizes_fitted;            /* 1: default sizes were shrunk to fit max_positions */
+    const disk_probe *disk;      /* the disk probe (done 0 when not run) */
 } bench_params;
 
 /* The result of the memory bandwidth probe. */
@@ -62,6 +65,10 @@ int bench_online_cores(void);
  * Returns 0, or 1 after printing a message (out of memory, thread failure).
  */
 int bench_probe_bandwidth(int threads, int64_t mib, bench_probe *probe);
+
+/* The process's peak resident set (getrusage's ru_maxrss) and the current
+ * one (/proc/self/statm), in bytes; 0 for what cannot be read. */
+void bench_rss(uint64_t *peak, uint64_t *current);
 
 /*
  * Runs the benchmark on an open model, in a context made with ctx_opts, and

@@ -20,8 +20,10 @@
 
 #include "bench.h"
 #include "compare.h"
+#include "convert.h"
 #include "gpu_report.h"
 #include "options.h"
+#include "store_report.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -174,6 +176,7 @@ typedef struct model_args {
     int64_t weights, threads, context, q4_group;
     int verbose;
     gpu_args gpu;
+    store_args store;
 } model_args;
 
 static int file_exists(const char *dir, const char *name)
@@ -207,7 +210,7 @@ static int exe_dir(char *buf, size_t cap)
  * path of the build is compiled in: the installed tool must not look there.
  * NULL when there is none.
  */
-static const char *demo_model_dir(void)
+const char *demo_model_dir(void)
 {
     static char buf[4096];
     const char *env = getenv("COLI_DEMO_MODEL");
@@ -243,19 +246,6 @@ static void warn_threads(int64_t threads)
         fprintf(stderr, "%s: warning: %" PRId64 " threads exceed the %ld online cores; decode "
                         "will be slow\n",
                 cli_prog, threads, cores);
-}
-
-static int option_in_bounds(const char *name, coli_option opt, const char *s, int64_t *out)
-{
-    int64_t min = 0, max = 0;
-    coli_status st = coli_option_bounds(opt, &min, &max);
-
-    if (st != COLI_OK) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "no bounds for option %s", name);
-        return runtime_error(st, msg);
-    }
-    return parse_int64(name, s, min, max, out);
 }
 
 static const char *const g_weight_names[] = {"auto", "f32", "bf16", "q8", "q4", "q2"};
@@ -311,6 +301,8 @@ static int parse_model_args(const args *a, model_args *m)
     }
     if ((rc = gpu_args_parse(a, &m->gpu)) != 0)
         return rc;
+    if ((rc = store_args_parse(a, &m->store)) != 0)
+        return rc;
     if (m->have_threads)
         warn_threads(m->threads);
     return 0;
@@ -361,6 +353,8 @@ static int make_options(model_args *m, coli_options **out)
     }
     if (gpu_args_apply(&m->gpu, opts) != 0)
         goto fail;
+    if (store_args_apply(&m->store, opts) != 0)
+        goto fail;
     st = coli_options_set_log(opts, log_to_stderr, &m->verbose,
                               m->verbose ? COLI_LOG_DEBUG : COLI_LOG_WARN);
     if (st != COLI_OK) {
@@ -399,6 +393,7 @@ static int open_model(model_args *m, coli_model **out)
         } else {
             runtime_error(st, msg);
         }
+        store_explain_open_failure(&m->store, st, msg);
         coli_model_free(model);
         model = NULL;
         goto done;
@@ -502,6 +497,17 @@ static int detokenize_ids(coli_model *model, const int32_t *ids, size_t n, int s
                       "CUDA_EXPERT_GB, else the free memory less\na reserve); implies --gpu"}, \
     {O_RELEASE_HOST, "free the host copy of each expert once it is on a\nGPU (default: "   \
                      "CUDA_RELEASE_HOST=1 turns it on)"}
+/* The expert store of converted models (store_report.c). */
+#define H_STORE_BUT_IO                                                                     \
+    {O_RAM_GB, "GiB of RAM for the weights of a converted model,\nmay be fractional; "      \
+               "experts that do not fit are\nread from disk when routed to (default 0: no\n" \
+               "limit, model.coli is mapped)"},                                             \
+    {O_EXPERT_SLOTS, "experts a converted model holds in RAM (default 0:\nas many as "      \
+                     "--ram-gb leaves room for)"},                                          \
+    {O_NO_PREFETCH, "read experts from disk only when routed to, not\none layer ahead"},    \
+    {O_NO_HOTSET, "do not read or update model.coli.hot, the routing\ncounts that pick "    \
+                  "the experts pinned in RAM"}
+#define H_STORE H_STORE_BUT_IO, {O_IO_THREADS, "threads reading experts from disk, 1-64 (default 4)"}
 #define H_END {O_COUNT, NULL}
 
 /* ---- coli generate -------------------------------------------------------- */
@@ -535,9 +541,10 @@ static const opthelp generate_options[] = {
     H_THREADS,
     H_CONTEXT,
     H_GPU,
+    H_STORE,
     {O_NO_SPECIAL, "do not add the tokenizer's special tokens to the\nprompt text"},
     {O_FORMAT, "text or json (default text)"},
-    {O_STATS, "after the summary, print the GPU tier's figures\nper device on standard error"},
+    {O_STATS, "after the summary, print the expert store's\nfigures (converted models) and the GPU tier's, per\ndevice, on standard error"},
     H_VERBOSE,
     H_END,
 };
@@ -710,6 +717,7 @@ static int cmd_generate(const args *a)
     coli_sampler *sampler = NULL;
     coli_stats stats;
     gpu_report gpu;
+    coli_store_stats store;
     gen_state g;
     int32_t *prompt = NULL, *out = NULL;
     size_t n_prompt = 0, n_out = 0;
@@ -838,7 +846,7 @@ static int cmd_generate(const args *a)
         runtime_error(st, coli_context_errmsg(ctx));
         goto done;
     }
-    if (gpu_report_read(model, ctx, &gpu) != 0)
+    if (gpu_report_read(model, ctx, &gpu) != 0 || store_report_read(model, &store) != 0)
         goto done;
     if (json) {
         printf("{\"model\":");
@@ -856,6 +864,7 @@ static int cmd_generate(const args *a)
         printf(",\"prefill_tokens\":%" PRIu64 ",\"decode_tokens\":%" PRIu64
                ",\"seed\":%" PRIu64 ",\"stop_reason\":\"%s\"",
                stats.prefill_tokens, stats.decode_tokens, seed, reason_name);
+        store_report_json(stdout, &store);
         gpu_report_json(stdout, model, &gpu);
         printf("}\n");
     } else {
@@ -865,8 +874,11 @@ static int cmd_generate(const args *a)
                 stats.prefill_tokens, stats.prefill_tok_s, stats.decode_tokens,
                 stats.decode_tok_s);
     }
-    if (a->given[O_STATS])
+    if (a->given[O_STATS]) {
+        if (store.mode != COLI_STORE_RESIDENT) /* a converted model */
+            store_report_text(stderr, 0, &store);
         gpu_report_text(stderr, 0, model, &gpu);
+    }
     rc = interrupted ? 130 : 0;
 done:
     coli_sampler_free(sampler);
@@ -894,6 +906,7 @@ static const opthelp logits_options[] = {
     H_THREADS,
     H_CONTEXT,
     H_GPU,
+    H_STORE,
     {O_FORMAT, "json ({\"logits\":[...]}) or text (one per line)\n(default json)"},
     H_VERBOSE,
     H_END,
@@ -1078,6 +1091,7 @@ static const opthelp info_options[] = {
     H_Q4_GROUP,
     H_THREADS,
     H_GPU,
+    H_STORE,
     {O_FORMAT, "text or json (default text)"},
     H_VERBOSE,
     H_END,
@@ -1134,6 +1148,7 @@ static int cmd_info(const args *a)
 {
     model_args m;
     coli_model_info info;
+    coli_store_stats store;
     coli_model *model = NULL;
     const char *arch;
     int json, rc;
@@ -1144,7 +1159,8 @@ static int cmd_info(const args *a)
         return rc;
 
     rc = 1;
-    if (open_model(&m, &model) != 0 || get_info(model, &info) != 0)
+    if (open_model(&m, &model) != 0 || get_info(model, &info) != 0 ||
+        store_report_read(model, &store) != 0)
         goto done;
     arch = info.architecture ? info.architecture : "";
     if (json) {
@@ -1170,6 +1186,7 @@ static int cmd_info(const args *a)
         printf(",\"gpu_devices\":%d,\"gpu_detail\":", info.gpu_devices);
         json_string(stdout, info.gpu_detail ? info.gpu_detail : "off",
                     strlen(info.gpu_detail ? info.gpu_detail : "off"));
+        store_report_json(stdout, &store);
         printf(",\"bos_id\":%" PRId32 ",\"eos_id\":%" PRId32 "}\n", info.bos_id, info.eos_id);
     } else {
         printf("model:              %s\n", m.dir);
@@ -1191,6 +1208,7 @@ static int cmd_info(const args *a)
             printf("  by matrix:        %s\n", info.weights_detail);
         print_format_bytes(model);
         printf("gpu:                %s\n", info.gpu_detail ? info.gpu_detail : "off");
+        store_report_layout(stdout, 19, &store);
         if (info.bos_id >= 0)
             printf("bos id:             %" PRId32 "\n", info.bos_id);
         else
@@ -1224,12 +1242,15 @@ static const opthelp bench_options[] = {
     H_Q4_GROUP,
     {O_THREADS, "worker threads, also used by the probe; 0 = all\nonline cores (default 0)"},
     H_GPU,
+    H_STORE_BUT_IO,
+    {O_IO_THREADS, "threads reading experts from disk, also the\nreaders of --disk-probe, 1-64 (default 4)"},
     {O_PROMPT_TOKENS, "tokens of the prefill test; 0 = skip it\n(default 512, see below)"},
     {O_GEN_TOKENS, "tokens of the decode test; 0 = skip it\n(default 128, see below)"},
     {O_REPETITIONS, "timed repetitions, at least 1 (default 5)"},
     {O_SEED, "seed of the prompt's random token ids (default 1)"},
     {O_PROBE_MIB, "size of the bandwidth probe's array in MiB\n(default 2048)"},
     {O_NO_PROBE, "do not measure the memory bandwidth"},
+    {O_DISK_PROBE, "measure the random-read bandwidth of the disk\nholding a converted model, in reads of one expert\nrecord"},
     {O_FORMAT, "text (a table) or json (one object) (default text)"},
     H_VERBOSE,
     H_END,
@@ -1239,7 +1260,12 @@ static const char bench_epilogue[] =
     "The defaults pp512 and tg128 are halved, those not given on the command line,\n"
     "until the prompt and the generated tokens fit the model's maximum positions\n"
     "(max_position_embeddings); the report names the sizes used. Sizes asked for\n"
-    "explicitly are kept, with the library's warning when they exceed it.\n";
+    "explicitly are kept, with the library's warning when they exceed it.\n"
+    "For a converted model the report has the expert store's figures over the\n"
+    "timed repetitions, and the disk bytes it read per second of decode, set\n"
+    "against the random-read bandwidth of the disk when --disk-probe measures\n"
+    "it (at most 256 reads or about 2 seconds); and for any model the peak\n"
+    "(getrusage) and current (/proc/self/statm) resident set of the process.\n";
 
 /*
  * llama-bench's pp512 and tg128 need 640 positions, more than small models
@@ -1274,10 +1300,32 @@ static int fit_defaults(int64_t *pp, int pp_given, int64_t *tg, int tg_given, in
     return shrunk;
 }
 
+/* --disk-probe: reads of the store's record size from the model's file. */
+static int run_disk_probe(const coli_model *model, const model_args *m, disk_probe *disk)
+{
+    coli_store_stats st;
+    char path[4096];
+    int n;
+
+    if (store_report_read(model, &st) != 0)
+        return 1;
+    if (st.mode == COLI_STORE_RESIDENT || st.slot_bytes == 0) {
+        fprintf(stderr, "%s: --disk-probe needs a converted model (coli convert); %s holds a "
+                        "checkpoint\n",
+                cli_prog, m->dir);
+        return 1;
+    }
+    n = snprintf(path, sizeof path, "%s/model.coli", m->dir);
+    if (n < 0 || (size_t)n >= sizeof path)
+        return runtime_error(COLI_EINVAL, "--model: the directory name is too long");
+    return disk_probe_run(path, st.slot_bytes, store_io_threads(&m->store), disk);
+}
+
 static int cmd_bench(const args *a)
 {
     bench_params p;
     bench_probe probe;
+    disk_probe disk;
     model_args m;
     coli_model_info info;
     coli_model *model = NULL;
@@ -1287,6 +1335,8 @@ static int cmd_bench(const args *a)
 
     memset(&p, 0, sizeof p);
     memset(&probe, 0, sizeof probe);
+    memset(&disk, 0, sizeof disk);
+    p.disk = &disk;
     p.prompt_tokens = 512;
     p.gen_tokens = 128;
     p.seed = 1;
@@ -1333,6 +1383,8 @@ static int cmd_bench(const args *a)
         return 1;
     if (get_info(model, &info) != 0)
         goto done;
+    if (a->given[O_DISK_PROBE] && run_disk_probe(model, &m, &disk) != 0)
+        goto done;
     p.max_positions = info.max_positions;
     p.sizes_fitted = fit_defaults(&p.prompt_tokens, a->value[O_PROMPT_TOKENS] != NULL,
                                   &p.gen_tokens, a->value[O_GEN_TOKENS] != NULL,
@@ -1372,6 +1424,7 @@ static const opthelp compare_options[] = {
     {O_SEED, "seed of the random prompt (default 1)"},
     H_THREADS,
     H_GPU,
+    H_STORE,
     {O_FORMAT, "text or json (default text)"},
     H_VERBOSE,
     H_END,
@@ -1414,6 +1467,7 @@ static int cmd_compare(const args *a)
     r.have_q4_group = 0;
     memset(&r.gpu, 0, sizeof r.gpu); /* the reference: every expert on the CPU */
     r.gpu.expert_mb = -1;
+    store_args_default(&r.store); /* and, when converted, mapped */
     rc = 1;
     if (open_model(&m, &test) != 0 || open_model(&r, &ref) != 0)
         goto done;
@@ -1460,6 +1514,8 @@ static const command g_commands[] = {
      bench_options, bench_epilogue, cmd_bench},
     {"compare", "compare a weight format with another (top-1, KL)", compare_synopsis,
      compare_options, NULL, cmd_compare},
+    {"convert", "convert a checkpoint for streaming from disk (model.coli)", convert_synopsis,
+     convert_options, convert_epilogue, cmd_convert},
     {"gpu", "list the GPU tier and the devices it sees", gpu_synopsis, gpu_options, gpu_epilogue,
      cmd_gpu},
 };

@@ -60,6 +60,14 @@ const optdef cli_opts[O_COUNT] = {
     [O_GPU_EXPERT_GB] = {"--gpu-expert-gb", 0, "G", 0},
     [O_RELEASE_HOST] = {"--release-host", 0, NULL, 0},
     [O_STATS] = {"--stats", 0, NULL, 0},
+    [O_OUT] = {"--out", 0, "DIR", 0},
+    [O_FORCE] = {"--force", 0, NULL, 0},
+    [O_RAM_GB] = {"--ram-gb", 0, "G", 0},
+    [O_EXPERT_SLOTS] = {"--expert-slots", 0, "N", 0},
+    [O_NO_PREFETCH] = {"--no-prefetch", 0, NULL, 0},
+    [O_IO_THREADS] = {"--io-threads", 0, "N", 0},
+    [O_NO_HOTSET] = {"--no-hotset", 0, NULL, 0},
+    [O_DISK_PROBE] = {"--disk-probe", 0, NULL, 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */
@@ -292,6 +300,18 @@ int parse_real(const char *opt, const char *s, double min, double max, double *o
         return usage_error("value '%s' for %s is out of range [%g, %g]", s, opt, min, max);
     *out = v;
     return 0;
+}
+
+int option_in_bounds(const char *name, coli_option opt, const char *s, int64_t *out)
+{
+    int64_t min = 0, max = 0;
+    coli_status st = coli_option_bounds(opt, &min, &max);
+
+    if (st != COLI_OK) {
+        fprintf(stderr, "coli: %s: no bounds for option %s\n", coli_strerror(st), name);
+        return 1;
+    }
+    return parse_int64(name, s, min, max, out);
 }
 
 int parse_ids(const char *opt, const char *s, int allow_empty, int32_t **ids_out, size_t *n_out)

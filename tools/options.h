@@ -10,6 +10,8 @@
 #ifndef COLI_TOOLS_OPTIONS_H
 #define COLI_TOOLS_OPTIONS_H
 
+#include <colibri/colibri.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,6 +58,14 @@ enum opt_id {
     O_GPU_EXPERT_GB,
     O_RELEASE_HOST,
     O_STATS,
+    O_OUT,
+    O_FORCE,
+    O_RAM_GB,
+    O_EXPERT_SLOTS,
+    O_NO_PREFETCH,
+    O_IO_THREADS,
+    O_NO_HOTSET,
+    O_DISK_PROBE,
     O_COUNT
 };
 
@@ -123,6 +133,9 @@ void print_help(const command *cmd, FILE *f);
 int parse_int64(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out);
 int parse_uint64(const char *opt, const char *s, uint64_t *out);
 int parse_real(const char *opt, const char *s, double min, double max, double *out);
+/* The value of library option opt, given as option name, within
+ * coli_option_bounds; a usage error outside them. */
+int option_in_bounds(const char *name, coli_option opt, const char *s, int64_t *out);
 /* A comma-separated list of token ids ("1,2,3"); *ids_out is malloc'd. */
 int parse_ids(const char *opt, const char *s, int allow_empty, int32_t **ids_out, size_t *n_out);
 
