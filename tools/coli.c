@@ -1381,6 +1381,7 @@ static int cmd_bench(const args *a)
         return 1;
     if (open_model(&m, &model) != 0)
         return 1;
+    rc = 1; /* until bench_run says otherwise */
     if (get_info(model, &info) != 0)
         goto done;
     if (a->given[O_DISK_PROBE] && run_disk_probe(model, &m, &disk) != 0)
