@@ -305,7 +305,7 @@ fi
 
 if run 0 "coli --help" "$COLI" --help; then
 	ok=1
-	for c in generate logits tokenize detokenize info bench compare; do
+	for c in generate logits tokenize detokenize info bench compare convert; do
 		contains "$out" "$c" || { ok=0; fail "coli --help does not mention $c"; }
 	done
 	[ "$ok" = 1 ] && pass "coli --help"
@@ -382,7 +382,7 @@ usage_error "q4 group without q4" --q4-group "$COLI" generate --prompt-ids 1 --w
 
 # ---- help, options and short names ---------------------------------------------
 
-commands="generate logits tokenize detokenize info bench compare"
+commands="generate logits tokenize detokenize info bench compare convert"
 
 # `coli help` prints what `coli --help` prints, `coli help COMMAND` what
 # `coli COMMAND --help` prints.
@@ -1617,6 +1617,355 @@ if run 0 "bench (text, gpu line)" "$COLI" bench -m "$g" --prompt-tokens 4 --gen-
 	else
 		fail "bench text gpu line: $(cat "$out")"
 	fi
+fi
+
+# ---- coli convert and the expert store --------------------------------------------
+# A converted model computes what its checkpoint computes in that format,
+# bit for bit, mapped or streamed under any budget; the store's counts
+# add up; a budget too small fails naming the option; Ctrl-C leaves no
+# model.coli behind.
+check_help convert --model --out --weights --q4-group --threads --force --format
+for c in generate logits info bench compare; do
+	check_help "$c" --ram-gb --expert-slots --no-prefetch --io-threads --no-hotset
+done
+check_help bench --disk-probe
+
+cv=$tmp/conv
+if run 0 "convert the qwen3_moe fixture (q4)" "$COLI" convert -m "$q" --out "$cv"; then
+	ok=1
+	for f in config.json tokenizer.json tokenizer_config.json generation_config.json; do
+		cmp -s "$q/$f" "$cv/$f" || { ok=0; fail "convert: $cv/$f is not a copy of $q/$f"; }
+	done
+	[ -s "$cv/model.coli" ] || { ok=0; fail "convert: no $cv/model.coli"; }
+	[ -e "$cv/model.safetensors" ] && { ok=0; fail "convert: the safetensors file was copied"; }
+	ls "$cv"/*.tmp-* >/dev/null 2>&1 && { ok=0; fail "convert left temporary files: $(ls "$cv")"; }
+	# The magic of docs/container.md: "COLI\r\n\032\n".
+	[ "$(od -An -tx1 -N8 "$cv/model.coli" | tr -d ' \n')" = 434f4c490d0a1a0a ] ||
+		{ ok=0; fail "convert: model.coli does not start with the container's magic"; }
+	[ "$ok" = 1 ] && pass "convert: config and tokenizer files copied, model.coli written"
+	size=$(wc -c <"$cv/model.coli" | tr -d ' ')
+	if [ "$(wc -l <"$out")" -eq 1 ] && contains "$out" "$cv/model.coli: q4 (groups of 32), $size bytes" &&
+		grep ' MB/s$' "$out" >/dev/null; then
+		pass "convert: one summary line with the bytes of model.coli ($size)"
+	else
+		fail "convert summary: $(cat "$out")"
+	fi
+	# Standard error is a file here: no progress bar, nothing at all.
+	if [ ! -s "$err" ]; then
+		pass "convert: no progress bar when standard error is not a terminal"
+	else
+		fail "convert wrote to a non-terminal standard error: $(od -c "$err" | head -n 3)"
+	fi
+fi
+
+# logits_same DESCRIPTION DIR ARGS...: coli logits on DIR with ARGS gives
+# $tmp/logits_ref byte for byte.
+logits_same() {
+	what=$1
+	shift
+	if run 0 "$what" "$COLI" logits --prompt-ids 1,5,9,200,31 -m "$@"; then
+		if [ -s "$out" ] && cmp -s "$out" "$tmp/logits_ref"; then
+			pass "$what: the same logits, byte for byte"
+		else
+			fail "$what: logits differ from the checkpoint's"
+		fi
+	fi
+}
+if run 0 "logits of the checkpoint in q4" "$COLI" logits -m "$q" --prompt-ids 1,5,9,200,31 --weights q4; then
+	cp "$out" "$tmp/logits_ref"
+	logits_same "logits of the converted model (mapped)" "$cv"
+	logits_same "logits of the converted model, --weights q4" "$cv" --weights q4
+	logits_same "logits streamed, --expert-slots 2" "$cv" --expert-slots 2
+	logits_same "logits streamed, --expert-slots 2 --no-prefetch --io-threads 1 --no-hotset" "$cv" \
+		--expert-slots 2 --no-prefetch --io-threads 1 --no-hotset
+	logits_same "logits streamed, --ram-gb 1" "$cv" --ram-gb 1
+fi
+# Every format: the converted model is the checkpoint loaded in it.
+for spec in bf16 q8 q2 q4:64; do
+	f=${spec%%:*}
+	gargs=
+	[ "$spec" != "$f" ] && gargs="--q4-group ${spec#*:}"
+	# shellcheck disable=SC2086 # $gargs is split on purpose
+	if run 0 "convert --weights $f $gargs" "$COLI" convert -m "$q" --out "$tmp/conv_$f" --weights "$f" $gargs &&
+		run 0 "logits --weights $f $gargs" "$COLI" logits -m "$q" --prompt-ids 1,5,9,200,31 --weights "$f" $gargs; then
+		cp "$out" "$tmp/logits_ref"
+		logits_same "logits converted to $f $gargs, streamed" "$tmp/conv_$f" --expert-slots 3
+	fi
+done
+if run 1 "a converted model opened in another format" "$COLI" logits -m "$cv" --prompt-ids 1 --weights q8; then
+	if contains "$err" "q4" && contains "$err" "q8"; then
+		pass "a q4 conversion refuses --weights q8, naming both"
+	else
+		fail "converted model, other format: $(cat "$err")"
+	fi
+fi
+
+# An existing model.coli is replaced only with --force.
+cp "$cv/model.coli" "$tmp/model.coli.before"
+if run 1 "convert into an existing output" "$COLI" convert -m "$q" --out "$cv" --weights q8; then
+	if contains "$err" "--force" && contains "$err" "$cv/model.coli" && cmp -s "$cv/model.coli" "$tmp/model.coli.before"; then
+		pass "convert refuses an existing model.coli without --force and leaves it alone"
+	else
+		fail "convert into an existing output: $(cat "$err")"
+	fi
+fi
+if run 0 "convert --force --format json" "$COLI" convert -m "$q" --out "$cv" --force --format json; then
+	size=$(wc -c <"$cv/model.coli" | tr -d ' ')
+	if json_valid <"$out" && [ "$(json_int "$out" bytes)" = "$size" ] && contains "$out" '"weights":"q4"' &&
+		[ "$(json_int "$out" q4_group)" = 32 ] && positive "$(json_number "$out" mb_s)" &&
+		contains "$out" "\"file\":\"$cv/model.coli\""; then
+		pass "convert --force replaces model.coli; JSON summary with its $size bytes"
+	else
+		fail "convert --force --format json: $(cat "$out")"
+	fi
+fi
+usage_error "convert: bad --weights f32" "'f32'" "$COLI" convert -m "$q" --out "$tmp/x" --weights f32
+usage_error "convert: bad --weights auto" "'auto'" "$COLI" convert -m "$q" --out "$tmp/x" --weights auto
+usage_error "convert: bad --weights q5" "'q5'" "$COLI" convert -m "$q" --out "$tmp/x" --weights q5
+usage_error "convert: --q4-group without q4" --q4-group "$COLI" convert -m "$q" --out "$tmp/x" --weights q8 --q4-group 64
+usage_error "convert without --out" --out "$COLI" convert -m "$q"
+usage_error "convert: empty --out" --out "$COLI" convert -m "$q" --out ""
+[ -e "$tmp/x" ] && fail "a refused convert created $tmp/x"
+if run 1 "convert a missing checkpoint" "$COLI" convert -m "$missing" --out "$tmp/x"; then
+	if contains "$err" "$missing" && [ ! -e "$tmp/x/model.coli" ]; then
+		pass "convert of a missing checkpoint names it and writes no model.coli"
+	else
+		fail "convert of a missing checkpoint: $(cat "$err")"
+	fi
+fi
+
+# The progress bar on a terminal (script(1) gives one), ending cleared.
+if command -v script >/dev/null 2>&1; then
+	rm -rf "$tmp/conv_tty"
+	script -qec "'$COLI' convert -m '$q' --out '$tmp/conv_tty' --threads 1" /dev/null >"$tmp/tty.out" 2>&1 </dev/null
+	status=$?
+	esc=$(printf '\033')
+	if [ "$status" -eq 0 ] && contains "$tmp/tty.out" "100% [" && contains "$tmp/tty.out" "${esc}[K" &&
+		[ -s "$tmp/conv_tty/model.coli" ]; then
+		pass "convert draws a progress bar on a terminal"
+	else
+		fail "convert on a terminal: status $status, $(od -c "$tmp/tty.out" | head -n 5)"
+	fi
+else
+	echo "SKIP: no script(1) to give convert a terminal"
+fi
+
+# info and generate say how the store holds the experts; the counts add up.
+if run 0 "info on the checkpoint (json)" "$COLI" info -m "$q" --format json; then
+	n_moe=$(json_int "$out" n_moe_layers)
+	n_experts=$(json_int "$out" n_experts)
+	routed=$((n_moe * n_experts))
+	if contains "$out" "\"store\":{\"mode\":\"resident\",\"direct_io\":false,\"experts\":$routed,\"slots\":$routed,"; then
+		pass "info json: a checkpoint's $routed experts are resident"
+	else
+		fail "info json store member of a checkpoint: $(cat "$out")"
+	fi
+fi
+if run 0 "info on the converted model" "$COLI" info -m "$cv"; then
+	if grep "^store: *mapped, all $routed experts" "$out" >/dev/null; then
+		pass "info: the converted model is mapped, all $routed experts"
+	else
+		fail "info on the converted model: $(cat "$out")"
+	fi
+fi
+if run 0 "info --expert-slots 3" "$COLI" info -m "$cv" --expert-slots 3; then
+	if grep "^store: *streamed, 3 of $routed experts in RAM (slots of " "$out" >/dev/null; then
+		pass "info --expert-slots 3: streamed, 3 of $routed experts in RAM"
+	else
+		fail "info --expert-slots 3: $(cat "$out")"
+	fi
+fi
+if run 0 "generate q4 on the checkpoint" "$COLI" generate -m "$q" -p "In the beginning" -n 6 --temperature 0 \
+	--ignore-eos --weights q4 --format json; then
+	want=$(json_array "$out" tokens | paste -sd, -)
+	if contains "$out" '"store":{"mode":"resident"'; then
+		pass "generate json: a checkpoint's store member is resident"
+	else
+		fail "generate json store member: $(cat "$out")"
+	fi
+	if run 0 "generate streamed, --expert-slots 3 --stats" "$COLI" generate -m "$cv" -p "In the beginning" \
+		-n 6 --temperature 0 --ignore-eos --expert-slots 3 --stats --format json; then
+		got=$(json_array "$out" tokens | paste -sd, -)
+		gets=$(json_int "$out" gets)
+		hits=$(json_int "$out" hits)
+		misses=$(json_int "$out" misses)
+		reads=$(json_int "$out" disk_reads)
+		line=$(grep '^store: ' "$err")
+		if [ -n "$want" ] && [ "$got" = "$want" ] && json_valid <"$out" &&
+			contains "$out" '"store":{"mode":"streamed","direct_io":' && [ "$(json_int "$out" slots)" = 3 ] &&
+			[ -n "$gets" ] && [ "$gets" -gt 0 ] && [ "$gets" -eq $((hits + misses)) ] && [ "$reads" -ge "$misses" ]; then
+			pass "generate streamed: the checkpoint's tokens; $gets gets = $hits hits + $misses misses"
+		else
+			fail "generate streamed: tokens '$got' (want '$want'): $(cat "$out")"
+		fi
+		if printf '%s\n' "$line" | grep "^store: streamed, 3 of $routed experts in RAM; $gets gets, $hits hits, $misses misses (hit rate [0-9.]*); [0-9.]* MiB read from disk; prefetch accuracy [0-9.]*; stall [0-9.]* s\$" >/dev/null &&
+			[ "$(tail -n 1 "$err")" = "gpu: off" ]; then
+			pass "generate --stats: the store line, then the gpu line"
+		else
+			fail "generate --stats store line: $(cat "$err")"
+		fi
+	fi
+fi
+if run 0 "generate --stats on a checkpoint" "$COLI" generate -m "$q" -p "In the" -n 2 --stats; then
+	if contains "$err" "store:"; then
+		fail "generate --stats on a checkpoint prints a store line: $(cat "$err")"
+	else
+		pass "generate --stats: no store line for a checkpoint"
+	fi
+fi
+if run 0 "generate --ram-gb on a checkpoint" "$COLI" generate -m "$q" --prompt-ids 1,2 -n 2 --ram-gb 1; then
+	if [ "$(grep -c 'warning' "$err")" = 1 ] && contains "$err" "converted models"; then
+		pass "--ram-gb on a checkpoint: one warning that it applies to converted models"
+	else
+		fail "--ram-gb on a checkpoint: $(cat "$err")"
+	fi
+fi
+if run 1 "generate with failing expert reads" env COLI_IO_FAIL_AFTER=0 "$COLI" generate -m "$cv" --prompt-ids 1,2 \
+	-n 2 --expert-slots 2 --no-hotset; then
+	if contains "$err" "$cv/model.coli" && contains "$err" "expert"; then
+		pass "a failing expert read fails the command, naming model.coli and the expert"
+	else
+		fail "failing expert reads: $(cat "$err")"
+	fi
+fi
+
+# Budgets too small fail naming our option; the size the library asks for is enough.
+store_usage() {
+	what=$1
+	word=$2
+	shift 2
+	if run 2 "$what" "$@"; then
+		if contains "$err" "$word" && ! contains "$err" "unknown option"; then
+			pass "$what"
+		else
+			fail "$what: $(cat "$err")"
+		fi
+	fi
+}
+store_usage "--ram-gb -1" "'-1' for --ram-gb" "$COLI" info -m "$cv" --ram-gb -1
+store_usage "--ram-gb abc" "'abc' for --ram-gb" "$COLI" generate -m "$cv" -p x --ram-gb abc
+store_usage "--ram-gb below 1 MiB" "below 1 MiB" "$COLI" logits -m "$cv" --prompt-ids 1 --ram-gb 0.0005
+store_usage "--io-threads 0" "--io-threads" "$COLI" info -m "$cv" --io-threads 0
+store_usage "--io-threads 65" "--io-threads" "$COLI" bench -m "$cv" --io-threads 65
+store_usage "--expert-slots -1" "--expert-slots" "$COLI" compare -m "$cv" --weights q4 --expert-slots -1
+if run 1 "--expert-slots 1" "$COLI" generate -m "$cv" --prompt-ids 1 -n 1 --expert-slots 1; then
+	if contains "$err" "--expert-slots 1"; then
+		pass "--expert-slots below one token's experts fails naming --expert-slots"
+	else
+		fail "--expert-slots 1: $(cat "$err")"
+	fi
+fi
+dv=$tmp/demo_q4
+if run 0 "convert the demo model" "$COLI" convert -m "$demo_src" --out "$dv"; then
+	if run 1 "--ram-gb too small" "$COLI" generate -m "$dv" -p "In the" -n 2 --ram-gb 0.001; then
+		need=$(sed -n 's/.*at least \([0-9][0-9]*\) MiB is needed.*/\1/p' "$err")
+		if contains "$err" "--ram-gb 0.001" && [ -n "$need" ] && [ "$need" -gt 1 ]; then
+			pass "--ram-gb too small: exit 1 naming --ram-gb, at least $need MiB needed"
+		else
+			fail "--ram-gb too small: $(cat "$err")"
+		fi
+		gb=$(awk -v m="$need" 'BEGIN { printf "%.6f\n", m / 1024 }')
+		if [ -n "$need" ] && run 0 "--ram-gb $gb (the size asked for)" "$COLI" info -m "$dv" --ram-gb "$gb" --format json; then
+			if contains "$out" '"store":{"mode":"streamed"' && [ "$(json_int "$out" slots)" -ge 2 ]; then
+				pass "--ram-gb of the $need MiB asked for opens the model streamed"
+			else
+				fail "--ram-gb $gb: $(cat "$out")"
+			fi
+		fi
+	fi
+fi
+
+# compare: the budget changes nothing (the reference maps the file).
+if run 0 "compare streamed against mapped" "$COLI" compare -m "$cv" --weights q4 --against q4 --expert-slots 2 \
+	--prompt-tokens 6 --gen-tokens 4 --format json; then
+	if [ "$(json_number "$out" top1_agreement)" = "1.0000" ] && [ "$(json_number "$out" mean_kl)" = "0" ] &&
+		[ "$(json_int "$out" greedy_agreement)" = 4 ]; then
+		pass "compare: streamed under --expert-slots 2 agrees with the mapped model"
+	else
+		fail "compare streamed: $(cat "$out")"
+	fi
+fi
+
+# bench: the disk probe, the decode disk rate against it, the resident set.
+if run 0 "bench --disk-probe (json)" "$COLI" bench -m "$dv" --expert-slots 4 --io-threads 2 --disk-probe \
+	--prompt-tokens 4 --gen-tokens 8 --repetitions 1 --probe-mib 64 --format json; then
+	verdict=$(awk -v mbs="$(json_number "$out" disk_probe_mb_s)" -v n="$(json_int "$out" disk_probe_reads)" \
+		-v rd="$(json_int "$out" disk_probe_readers)" -v rec="$(json_int "$out" disk_probe_record_bytes)" \
+		-v slot="$(json_int "$out" slot_bytes)" -v dmbs="$(json_number "$out" decode_disk_mb_s)" \
+		-v fr="$(json_number "$out" decode_disk_fraction)" -v peak="$(json_int "$out" rss_peak_bytes)" \
+		-v now="$(json_int "$out" rss_bytes)" 'BEGIN {
+			if (!(mbs > 0)) { print "disk_probe_mb_s " mbs; exit }
+			if (!(n >= 1 && n <= 256)) { print "disk_probe_reads " n; exit }
+			if (rd != 2) { print "disk_probe_readers " rd ", asked for 2"; exit }
+			if (rec % 4096 != 0 || rec < slot || rec >= slot + 4096) { print "record " rec " for slots of " slot; exit }
+			if (!(dmbs > 0)) { print "decode_disk_mb_s " dmbs; exit }
+			want = dmbs / mbs
+			if (fr < want * 0.99 - 0.0001 || fr > want * 1.01 + 0.0001) { print "fraction " fr " vs " want; exit }
+			if (!(peak >= 64 * 1048576)) { print "peak rss " peak " below the 64 MiB probe"; exit }
+			if (!(now > 0 && now < peak)) { print "rss " now " vs peak " peak; exit }
+			print "ok"
+		}')
+	if json_valid <"$out" && [ "$verdict" = ok ] && contains "$out" '"store":{"mode":"streamed"'; then
+		pass "bench --disk-probe: the probe, the decode disk rate and its fraction, the resident set"
+	else
+		fail "bench --disk-probe: $verdict: $(cat "$out")"
+	fi
+fi
+if run 0 "bench --disk-probe (text)" "$COLI" bench -m "$dv" --expert-slots 4 --disk-probe --prompt-tokens 4 \
+	--gen-tokens 8 --repetitions 1 --no-probe; then
+	if grep '^disk random reads: *[0-9.]* MB/s, [0-9.]* reads/s (probe: [0-9]* reads of ' "$out" >/dev/null &&
+		grep '^decode disk reads: *[0-9.]* MB/s (.*) = [0-9.]*% of the disk probe$' "$out" >/dev/null &&
+		grep '^store: *streamed, 4 of ' "$out" >/dev/null && grep '^resident set: *peak [0-9.]* MiB, now ' "$out" >/dev/null; then
+		pass "bench --disk-probe (text): disk, decode disk, store and resident set lines"
+	else
+		fail "bench --disk-probe (text): $(cat "$out")"
+	fi
+fi
+if run 1 "bench --disk-probe on a checkpoint" "$COLI" bench -m "$q" --disk-probe --no-probe --prompt-tokens 1 \
+	--gen-tokens 1 --repetitions 1; then
+	if contains "$err" "--disk-probe" && contains "$err" "converted"; then
+		pass "bench --disk-probe on a checkpoint fails, naming the option"
+	else
+		fail "bench --disk-probe on a checkpoint: $(cat "$err")"
+	fi
+fi
+
+# Ctrl-C during a conversion: exit 130 and neither model.coli nor its
+# temporary file is left. The signal goes once the temporary file exists;
+# a machine fast enough to finish first gets three tries.
+if run 0 "make-synthetic (for Ctrl-C)" "$synth" --out "$tmp/big" --hidden 256 --layers 8 --experts 32 \
+	--active 2 --moe-inter 256 --heads 4 --kv-heads 2 --head-dim 64 --vocab 1000 --max-pos 256; then
+	interrupted=no
+	for try in 1 2 3; do
+		rm -rf "$tmp/big_q2"
+		"$COLI" convert -m "$tmp/big" --out "$tmp/big_q2" --weights q2 --threads 1 \
+			>"$tmp/int.out" 2>"$tmp/int.err" </dev/null &
+		pid=$!
+		i=0
+		while ! ls "$tmp/big_q2"/model.coli.tmp-* >/dev/null 2>&1 && [ "$i" -lt 3000 ]; do
+			sleep 0.01
+			i=$((i + 1))
+		done
+		kill -INT "$pid" 2>/dev/null
+		wait "$pid"
+		status=$?
+		if [ "$status" -eq 130 ]; then
+			interrupted=yes
+			break
+		fi
+		echo "  Ctrl-C try $try: exit $status (conversion ended first?)"
+	done
+	if [ "$interrupted" = yes ]; then
+		if contains "$tmp/int.err" "interrupted (Ctrl-C)" && [ ! -e "$tmp/big_q2/model.coli" ] &&
+			! ls "$tmp/big_q2"/model.coli.tmp-* >/dev/null 2>&1 && [ ! -s "$tmp/int.out" ]; then
+			pass "Ctrl-C during convert: exit 130, no model.coli and no temporary file"
+		else
+			fail "Ctrl-C during convert: $(cat "$tmp/int.err") / $(ls -a "$tmp/big_q2")"
+		fi
+	else
+		fail "Ctrl-C during convert: never exited 130: $(cat "$tmp/int.err")"
+	fi
+	rm -rf "$tmp/big" "$tmp/big_q2"
 fi
 
 echo "$checks checks, $failures failures"
