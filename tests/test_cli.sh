@@ -1735,7 +1735,7 @@ if run 1 "convert a missing checkpoint" "$COLI" convert -m "$missing" --out "$tm
 fi
 
 # The progress bar on a terminal (script(1) gives one), ending cleared.
-if command -v script >/dev/null 2>&1; then
+if command -v script >/dev/null 2>&1 && script -qec true /dev/null >/dev/null 2>&1 </dev/null; then
 	rm -rf "$tmp/conv_tty"
 	script -qec "'$COLI' convert -m '$q' --out '$tmp/conv_tty' --threads 1" /dev/null >"$tmp/tty.out" 2>&1 </dev/null
 	status=$?
@@ -1747,7 +1747,7 @@ if command -v script >/dev/null 2>&1; then
 		fail "convert on a terminal: status $status, $(od -c "$tmp/tty.out" | head -n 5)"
 	fi
 else
-	echo "SKIP: no script(1) to give convert a terminal"
+	echo "SKIP: no script(1) (util-linux) with a pseudo-terminal to give convert a terminal"
 fi
 
 # info and generate say how the store holds the experts; the counts add up.

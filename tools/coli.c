@@ -507,7 +507,8 @@ static int detokenize_ids(coli_model *model, const int32_t *ids, size_t n, int s
     {O_NO_PREFETCH, "read experts from disk only when routed to, not\none layer ahead"},    \
     {O_NO_HOTSET, "do not read or update model.coli.hot, the routing\ncounts that pick "    \
                   "the experts pinned in RAM"}
-#define H_STORE H_STORE_BUT_IO, {O_IO_THREADS, "threads reading experts from disk, 1-64 (default 4)"}
+#define H_STORE \
+    H_STORE_BUT_IO, {O_IO_THREADS, "threads reading experts from disk, 1-64 (default 4)"}
 #define H_END {O_COUNT, NULL}
 
 /* ---- coli generate -------------------------------------------------------- */
@@ -544,7 +545,8 @@ static const opthelp generate_options[] = {
     H_STORE,
     {O_NO_SPECIAL, "do not add the tokenizer's special tokens to the\nprompt text"},
     {O_FORMAT, "text or json (default text)"},
-    {O_STATS, "after the summary, print the expert store's\nfigures (converted models) and the GPU tier's, per\ndevice, on standard error"},
+    {O_STATS, "after the summary, print the expert store's\nfigures (converted models) and the GPU "
+              "tier's, per\ndevice, on standard error"},
     H_VERBOSE,
     H_END,
 };
@@ -1243,14 +1245,16 @@ static const opthelp bench_options[] = {
     {O_THREADS, "worker threads, also used by the probe; 0 = all\nonline cores (default 0)"},
     H_GPU,
     H_STORE_BUT_IO,
-    {O_IO_THREADS, "threads reading experts from disk, also the\nreaders of --disk-probe, 1-64 (default 4)"},
+    {O_IO_THREADS, "threads reading experts from disk, also the\nreaders of --disk-probe, 1-64 "
+                   "(default 4)"},
     {O_PROMPT_TOKENS, "tokens of the prefill test; 0 = skip it\n(default 512, see below)"},
     {O_GEN_TOKENS, "tokens of the decode test; 0 = skip it\n(default 128, see below)"},
     {O_REPETITIONS, "timed repetitions, at least 1 (default 5)"},
     {O_SEED, "seed of the prompt's random token ids (default 1)"},
     {O_PROBE_MIB, "size of the bandwidth probe's array in MiB\n(default 2048)"},
     {O_NO_PROBE, "do not measure the memory bandwidth"},
-    {O_DISK_PROBE, "measure the random-read bandwidth of the disk\nholding a converted model, in reads of one expert\nrecord"},
+    {O_DISK_PROBE, "measure the random-read bandwidth of the disk\nholding a converted model, in "
+                   "reads of one expert\nrecord"},
     {O_FORMAT, "text (a table) or json (one object) (default text)"},
     H_VERBOSE,
     H_END,

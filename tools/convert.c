@@ -207,7 +207,8 @@ int cmd_convert(const args *a)
     if (a->value[O_WEIGHTS] != NULL && (rc = parse_convert_weights(a->value[O_WEIGHTS], &fmt)) != 0)
         return rc;
     if (a->value[O_Q4_GROUP] != NULL) {
-        if ((rc = option_in_bounds("--q4-group", COLI_OPT_Q4_GROUP, a->value[O_Q4_GROUP], &group)) != 0)
+        rc = option_in_bounds("--q4-group", COLI_OPT_Q4_GROUP, a->value[O_Q4_GROUP], &group);
+        if (rc != 0)
             return rc;
         if (group != 32 && group != 64 && group != 128)
             return usage_error("invalid value '%s' for --q4-group (expected 32, 64 or 128)",
