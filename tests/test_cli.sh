@@ -1755,21 +1755,21 @@ if run 0 "info on the checkpoint (json)" "$COLI" info -m "$q" --format json; the
 	n_moe=$(json_int "$out" n_moe_layers)
 	n_experts=$(json_int "$out" n_experts)
 	routed=$((n_moe * n_experts))
-	if contains "$out" "\"store\":{\"mode\":\"resident\",\"direct_io\":false,\"experts\":$routed,\"slots\":$routed,"; then
+	if contains "$out" "\"store_detail\":\"resident: every expert loaded at open\",\"store\":{\"mode\":\"resident\",\"direct_io\":false,\"experts\":$routed,\"slots\":$routed,"; then
 		pass "info json: a checkpoint's $routed experts are resident"
 	else
 		fail "info json store member of a checkpoint: $(cat "$out")"
 	fi
 fi
 if run 0 "info on the converted model" "$COLI" info -m "$cv"; then
-	if grep "^store: *mapped, all $routed experts" "$out" >/dev/null; then
-		pass "info: the converted model is mapped, all $routed experts"
+	if grep "^store: *mapped: every expert of model.coli\$" "$out" >/dev/null; then
+		pass "info: the converted model is mapped"
 	else
 		fail "info on the converted model: $(cat "$out")"
 	fi
 fi
 if run 0 "info --expert-slots 3" "$COLI" info -m "$cv" --expert-slots 3; then
-	if grep "^store: *streamed, 3 of $routed experts in RAM (slots of " "$out" >/dev/null; then
+	if grep "^store: *streamed: 3 of $routed experts in RAM " "$out" >/dev/null; then
 		pass "info --expert-slots 3: streamed, 3 of $routed experts in RAM"
 	else
 		fail "info --expert-slots 3: $(cat "$out")"

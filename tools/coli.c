@@ -1188,6 +1188,9 @@ static int cmd_info(const args *a)
         printf(",\"gpu_devices\":%d,\"gpu_detail\":", info.gpu_devices);
         json_string(stdout, info.gpu_detail ? info.gpu_detail : "off",
                     strlen(info.gpu_detail ? info.gpu_detail : "off"));
+        printf(",\"store_detail\":");
+        json_string(stdout, info.store_detail ? info.store_detail : "resident",
+                    strlen(info.store_detail ? info.store_detail : "resident"));
         store_report_json(stdout, &store);
         printf(",\"bos_id\":%" PRId32 ",\"eos_id\":%" PRId32 "}\n", info.bos_id, info.eos_id);
     } else {
@@ -1210,7 +1213,7 @@ static int cmd_info(const args *a)
             printf("  by matrix:        %s\n", info.weights_detail);
         print_format_bytes(model);
         printf("gpu:                %s\n", info.gpu_detail ? info.gpu_detail : "off");
-        store_report_layout(stdout, 19, &store);
+        printf("store:              %s\n", info.store_detail ? info.store_detail : "resident");
         if (info.bos_id >= 0)
             printf("bos id:             %" PRId32 "\n", info.bos_id);
         else

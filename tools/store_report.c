@@ -185,20 +185,6 @@ void store_report_text(FILE *f, int width, const coli_store_stats *s)
             (double)s->stall_ns / 1e9);
 }
 
-void store_report_layout(FILE *f, int width, const coli_store_stats *s)
-{
-    char slot[32], dense[32];
-
-    fprintf(f, "%-*s ", width, "store:");
-    slots_text(f, s);
-    if (s->mode == COLI_STORE_STREAMED)
-        fprintf(f, " (slots of %s, %" PRIu64 " pinned by the hot set, %s), dense weights %s",
-                store_size_text(slot, sizeof slot, s->slot_bytes), s->hot_pinned,
-                s->direct_io ? "O_DIRECT" : "through the page cache",
-                store_size_text(dense, sizeof dense, s->dense_bytes));
-    fputc('\n', f);
-}
-
 void store_report_json(FILE *f, const coli_store_stats *s)
 {
     fprintf(f, ",\"store\":{\"mode\":\"%s\",\"direct_io\":%s,\"experts\":%" PRIu64

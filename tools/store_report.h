@@ -56,8 +56,6 @@ const char *store_mode_name(coli_store_mode mode);
 /* "store: <mode>, <slots>; gets, hits, misses (hit rate); disk MiB read;
  * prefetch accuracy; stall seconds", the label padded to width columns. */
 void store_report_text(FILE *f, int width, const coli_store_stats *s);
-/* "store: <mode>, <slots and their size>", for coli info. */
-void store_report_layout(FILE *f, int width, const coli_store_stats *s);
 /* The member ,"store":{"mode":...} of an object being written. */
 void store_report_json(FILE *f, const coli_store_stats *s);
 
