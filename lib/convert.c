@@ -560,6 +560,13 @@ static coli_status run(conv *c, const char *src, const char *out, coli__err *err
         st = coli__fail(err, COLI_EIO, "%s: %s", final, strerror(errno));
     if (st != COLI_OK)
         unlink(tmp);
+    if (st == COLI_OK) {
+        /* routing counts of a model this file replaced say nothing of it */
+        char *hot = coli__path_join(out, "model.coli.hot");
+        if (hot)
+            unlink(hot);
+        free(hot);
+    }
     free(final);
     return st;
 }

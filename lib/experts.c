@@ -721,6 +721,22 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
         }
         hi[gi] = at;
     }
+    if (m->store) {
+        /* every read the CPU's share needs starts now, before the devices
+         * run theirs; each get below then waits only for its own record;
+         * reads for the next layer's predicted experts queue behind */
+        int want[COLI_MAX_ACTIVE], nw = 0;
+        for (int r = 0; r < n;) {
+            int e = io->sel[io->rows[r]];
+            while (r < n && io->sel[io->rows[r]] == e)
+                r++;
+            if (GROUP(e) == cpu && nw < COLI_MAX_ACTIVE)
+                want[nw++] = e;
+        }
+        coli__store_want(m->store, l, want, nw);
+        if (io->n_pred > 0)
+            coli__store_prefetch(m->store, io->pred_layer, io->pred, io->n_pred);
+    }
     /* One call per device with its experts in ascending order. */
     int failed[MAXD + 1] = {0};
     for (int d = 0; d < n_dev; d++) {
@@ -761,20 +777,6 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
     b.nt = 0;
     b.I = I;
     b.store = m->store;
-    if (m->store) {
-        /* every read this layer needs starts now; each get then waits
-         * only for its own record */
-        int want[COLI_MAX_ACTIVE], nw = 0;
-        for (int r = 0; r < n;) {
-            int e = io->sel[io->rows[r]];
-            while (r < n && io->sel[io->rows[r]] == e)
-                r++;
-            int gi = GROUP(e);
-            if ((gi == cpu || failed[gi]) && nw < COLI_MAX_ACTIVE)
-                want[nw++] = e;
-        }
-        coli__store_want(m->store, l, want, nw);
-    }
     for (int r = 0; r < n;) {
         int e = io->sel[io->rows[r]], r0 = r;
         while (r < n && io->sel[io->rows[r]] == e)
@@ -865,11 +867,6 @@ COLI_API coli_status coli_gpu_device_get(int index, coli_gpu_device *info)
 COLI_API int coli_model_gpu_devices(const coli_model *m)
 {
     return m && m->ok && m->gpu ? m->gpu->n_dev : 0;
-}
-
-void coli__experts_prefetch(const coli_model *m, int l, const int *experts, int n)
-{
-    coli__store_prefetch(m->store, l, experts, n);
 }
 
 int coli__experts_lookahead(const coli_model *m)

@@ -30,6 +30,11 @@ typedef struct coli__moe_io {
     float *xe, *ye, *g, *u;
     int *rows, *pos;
     float *out;        /* [S, H] the layer's output */
+    /* the next MoE layer's predicted experts (coli__experts_lookahead),
+     * whose reads start once this layer's own are under way; n_pred 0:
+     * none */
+    int pred_layer, n_pred;
+    const int *pred;
 } coli__moe_io;
 
 /* Runs the routed experts of MoE layer l and writes their weighted sum to
@@ -41,9 +46,8 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
 
 /* 1 when the model streams experts with prefetch on: the forward pass
  * then predicts the next MoE layer's experts (its router on the current
- * hidden state) and hands them to coli__experts_prefetch. */
+ * hidden state) and hands them to coli__experts_run in io->pred. */
 int coli__experts_lookahead(const coli_model *m);
-void coli__experts_prefetch(const coli_model *m, int l, const int *experts, int n);
 
 /* The output projection of one position, x [H] to logits [vocab]: on the
  * device that holds it (when every expert fit, room was left for it), else

@@ -122,7 +122,8 @@ static void attn_task(void *arg, int64_t b, int64_t e, int thread)
 
 typedef struct bufs {
     float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *rl, *xe, *ye, *scores, *wts;
-    int *sel, *rows, *pos;
+    int *sel, *rows, *pos, *pred;
+    int pred_layer, n_pred;   /* the lookahead's guess for the next MoE layer */
     uint64_t read; /* weight bytes read by this pass */
     const struct coli_model *m;
     coli__experts_counts *counts;
@@ -165,7 +166,7 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, int n_
     size_t GI = (size_t)c->inter > K * (size_t)c->moe_inter ? (size_t)c->inter : K * (size_t)c->moe_inter;
     size_t sizes[] = {
         S * H, S * H, S * QD, S * KV, S * KV, S * QD, S * H, S * GI, S * GI, S * E, S * K * H, S * K * H,
-        (size_t)threads * (size_t)n_ctx, S * K, S * K, S * K, S * K,
+        (size_t)threads * (size_t)n_ctx, S * K, S * K, S * K, S * K, K,
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
@@ -184,6 +185,9 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, int n_
     b->rows = (int *)p;
     p += (sizes[i++] + 15) & ~(size_t)15;
     b->pos = (int *)p;
+    p += (sizes[i++] + 15) & ~(size_t)15;
+    b->pred = (int *)p;
+    b->n_pred = 0;
     return COLI_OK;
 }
 
@@ -231,7 +235,9 @@ static coli_status moe(const coli__config *c, const coli__layer *ly, int l, coli
         }
     }
     /* Where each routed expert runs is lib/experts.c's business. */
-    coli__moe_io io = {b->xn, S, b->sel, b->wts, b->xe, b->ye, b->g, b->u, b->rows, b->pos, b->o};
+    coli__moe_io io = {b->xn, S, b->sel, b->wts, b->xe, b->ye, b->g, b->u, b->rows, b->pos, b->o,
+                       b->pred_layer, b->n_pred, b->pred};
+    b->n_pred = 0;
     return coli__experts_run(b->m, l, pool, &io, &b->read, b->counts, b->err);
 }
 
@@ -253,9 +259,10 @@ static coli_status lookahead(const struct coli_model *m, int l, coli__pool *pool
     float *xn = b->xe, *rl = b->xe + H;
     rmsnorm(xn, b->x, ly->ffn_norm, H, c->rms_eps);
     COLI_TRY(coli__matmul(pool, &ly->router, xn, 1, rl));
-    /* sel and wts are this layer's, filled only after this */
-    topk(rl, E, K, b->sel, b->wts); /* the largest logits are the largest probabilities */
-    coli__experts_prefetch(m, next, b->sel, K);
+    /* wts is this layer's, filled only after this */
+    topk(rl, E, K, b->pred, b->wts); /* the largest logits are the largest probabilities */
+    b->pred_layer = next;
+    b->n_pred = K;
     return COLI_OK;
 }
 

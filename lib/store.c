@@ -30,6 +30,7 @@ typedef struct slot {
     int l, e;
     int state, pins;
     uint64_t last;        /* tick of the last use */
+    uint64_t step;        /* its layer's step (layer_step) at the last use */
     unsigned char hot, origin, fail;
     int eno;
 } slot;
@@ -48,7 +49,10 @@ struct coli__store {
     slot *slots;
     int *where;               /* [L * E] slot of each expert, -1 */
     int *layer_count;         /* [L] slots (not hot) holding layer l */
+    uint64_t *layer_step;     /* [L] passes through layer l so far (wants) */
     uint64_t tick;
+    uint64_t keep;            /* slots used since this tick are spared by reads ahead */
+    unsigned ahead_reads, ahead_used, ahead_skip; /* recent reads ahead, how many were used */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int *queue, qhead, qlen;  /* ring of n_slots */
@@ -233,8 +237,12 @@ static void vacate(coli__store *s, int i)
 }
 
 /* The slot a miss of layer l may take, or -1 (every slot pinned or being
- * read). */
-static int pick(coli__store *s, int l)
+ * read). Reads started ahead of need (want, prefetch) also spare slots
+ * used since tick keep (the experts a layer is about to get), so that
+ * they never evict what the caller is about to read; a get that must
+ * read spares only pinned slots. A guess (ahead) never evicts an expert
+ * its layer used on its last pass: a wrong guess must not cost a hit. */
+static int pick(coli__store *s, int l, uint64_t keep, int ahead)
 {
     int share = (s->n_slots - s->n_hot) / (s->n_moe > 0 ? s->n_moe : 1);
     if (share < 1)
@@ -244,7 +252,9 @@ static int pick(coli__store *s, int l)
         slot *sl = &s->slots[i];
         if (sl->state == S_EMPTY || (sl->state == S_ERROR && sl->pins == 0))
             return i;
-        if (sl->state != S_READY || sl->pins > 0 || sl->hot)
+        if (sl->state != S_READY || sl->pins > 0 || sl->hot || sl->last >= keep)
+            continue;
+        if (ahead && sl->origin != O_AHEAD && sl->step + 1 >= s->layer_step[sl->l])
             continue;
         if (sl->l == l && (own < 0 || sl->last < s->slots[own].last))
             own = i;
@@ -268,7 +278,9 @@ static void assign(coli__store *s, int i, int l, int e, int origin, int hot)
     sl->pins = 0;
     sl->hot = (unsigned char)hot;
     sl->origin = (unsigned char)origin;
-    sl->last = ++s->tick;
+    /* a read ahead enters at the cold end: if the guess was wrong, it is
+     * the first to go, not an expert that was really used */
+    sl->last = origin == O_AHEAD ? 0 : ++s->tick;
     s->where[(size_t)l * s->E + e] = i;
     if (!hot)
         s->layer_count[l]++;
@@ -302,10 +314,11 @@ static coli_status open_streamed(coli__store *s, uint64_t n_slots, coli__err *er
     s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
     s->where = malloc(n * sizeof *s->where);
     s->layer_count = calloc((size_t)s->L, sizeof *s->layer_count);
+    s->layer_step = calloc((size_t)s->L, sizeof *s->layer_step);
     s->queue = malloc((size_t)s->n_slots * sizeof *s->queue);
     s->pred = calloc(n, 1);
     size_t arena = (size_t)s->n_slots * s->slot_bytes;
-    if (!s->slots || !s->where || !s->layer_count || !s->queue || !s->pred ||
+    if (!s->slots || !s->where || !s->layer_count || !s->layer_step || !s->queue || !s->pred ||
         posix_memalign((void **)&s->arena, 4096, arena) != 0) {
         s->arena = NULL;
         return coli__fail(err, COLI_ENOMEM, "out of memory for %d expert slots (%zu MiB)", s->n_slots, arena >> 20);
@@ -315,8 +328,9 @@ static coli_status open_streamed(coli__store *s, uint64_t n_slots, coli__err *er
 #endif
     for (size_t i = 0; i < n; i++)
         s->where[i] = -1;
+    s->keep = UINT64_MAX;
     for (int i = 0; i < s->n_slots; i++)
-        s->slots[i] = (slot){-1, -1, S_EMPTY, 0, 0, 0, O_NONE, F_NONE, 0};
+        s->slots[i] = (slot){-1, -1, S_EMPTY, 0, 0, 0, 0, O_NONE, F_NONE, 0};
     s->fd_plain = open(c->path, O_RDONLY | O_CLOEXEC);
     if (s->fd_plain < 0)
         return coli__fail(err, COLI_EIO, "%s: %s", c->path, strerror(errno));
@@ -445,7 +459,7 @@ coli_status coli__store_warm(coli__store *s, const signed char *skip, coli__err 
     pthread_mutex_lock(&s->mu);
     for (size_t j = 0; j < k; j++) {
         int i = keys[j].idx;
-        int v = pick(s, i / s->E);
+        int v = pick(s, i / s->E, UINT64_MAX, 0);
         if (v < 0)
             break;
         assign(s, v, i / s->E, i % s->E, O_NONE, 1);
@@ -497,6 +511,7 @@ void coli__store_close(coli__store *s)
     free(s->slots);
     free(s->where);
     free(s->layer_count);
+    free(s->layer_step);
     free(s->queue);
     free(s->pred);
     free((void *)s->counts);
@@ -531,12 +546,15 @@ coli_status coli__store_get(coli__store *s, int l, int e, int wait, coli__mat ou
                 atomic_fetch_add(sl->origin == O_DEMAND ? &s->misses : &s->hits, 1);
                 counted = 1;
             }
-            if (sl->origin == O_AHEAD)
+            if (sl->origin == O_AHEAD) {
                 atomic_fetch_add(&s->prefetch_used, 1);
+                s->ahead_used++;
+            }
             sl->origin = O_NONE;
             if (sl->state == S_READY) {
                 sl->pins++;
                 sl->last = ++s->tick;
+                sl->step = s->layer_step[l];
                 pthread_mutex_unlock(&s->mu);
                 atomic_fetch_add(&s->gets, 1);
                 fill(s, l, e, s->arena + (size_t)i * s->slot_bytes, out);
@@ -569,7 +587,7 @@ coli_status coli__store_get(coli__store *s, int l, int e, int wait, coli__mat ou
             issued = 1;
             continue;
         }
-        int v = pick(s, l);
+        int v = pick(s, l, UINT64_MAX, 0);
         if (v < 0) {
             if (!wait) {
                 pthread_mutex_unlock(&s->mu);
@@ -602,16 +620,35 @@ void coli__store_put(coli__store *s, int ref)
 
 static void start(coli__store *s, int l, const int *experts, int n, int origin)
 {
+    if (origin == O_DEMAND) {
+        /* the experts held already become the most recent: spared below,
+         * and by the reads ahead that follow until the next want */
+        s->keep = s->tick + 1;
+        s->layer_step[l]++;
+        for (int j = 0; j < n; j++) {
+            int e = experts[j];
+            int i = e >= 0 && e < s->E ? s->where[(size_t)l * s->E + e] : -1;
+            if (i >= 0) {
+                s->slots[i].last = ++s->tick;
+                s->slots[i].step = s->layer_step[l];
+            }
+        }
+    }
     for (int j = 0; j < n; j++) {
         int e = experts[j];
         if (e < 0 || e >= s->E || s->where[(size_t)l * s->E + e] >= 0)
             continue;
-        int v = pick(s, l);
+        int v = pick(s, l, s->keep, origin == O_AHEAD);
         if (v < 0)
             break;
         assign(s, v, l, e, origin, 0);
-        if (origin == O_AHEAD)
+        if (origin == O_AHEAD) {
             atomic_fetch_add(&s->prefetch_reads, 1);
+            if (++s->ahead_reads >= 64) { /* a window that forgets */
+                s->ahead_reads /= 2;
+                s->ahead_used /= 2;
+            }
+        }
     }
 }
 
@@ -624,7 +661,14 @@ void coli__store_prefetch(coli__store *s, int l, const int *experts, int n)
     for (int j = 0; j < n; j++)
         if (experts[j] >= 0 && experts[j] < s->E)
             s->pred[(size_t)l * s->E + experts[j]] = 1;
-    start(s, l, experts, n, O_AHEAD);
+    /* A guess pays only when the expert was not held and is used: while
+     * fewer than half of the recent reads ahead were used, only one guess
+     * in 8 is read (enough to notice when they start paying again), so a
+     * model whose cache already holds what the router predicts does not
+     * spend the disk on its wrong guesses. */
+    int paying = s->ahead_reads < 16 || 2 * s->ahead_used >= s->ahead_reads;
+    if (paying || ++s->ahead_skip % 8 == 0)
+        start(s, l, experts, n, O_AHEAD);
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -1895,7 +1895,7 @@ if run 0 "bench --disk-probe (json)" "$COLI" bench -m "$dv" --expert-slots 4 --i
 		-v fr="$(json_number "$out" decode_disk_fraction)" -v peak="$(json_int "$out" rss_peak_bytes)" \
 		-v now="$(json_int "$out" rss_bytes)" 'BEGIN {
 			if (!(mbs > 0)) { print "disk_probe_mb_s " mbs; exit }
-			if (!(n >= 1 && n <= 256)) { print "disk_probe_reads " n; exit }
+			if (!(n >= 1 && n <= 4096)) { print "disk_probe_reads " n; exit }
 			if (rd != 2) { print "disk_probe_readers " rd ", asked for 2"; exit }
 			if (rec % 4096 != 0 || rec < slot || rec >= slot + 4096) { print "record " rec " for slots of " slot; exit }
 			if (!(dmbs > 0)) { print "decode_disk_mb_s " dmbs; exit }

@@ -573,7 +573,8 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
             for (i = 0; i < p->gen_tokens; i++) {
                 if (eval_tokens(ctx, &tok, 1) != 0)
                     goto done;
-                tok = bench_argmax(coli_context_logits(ctx), info.vocab_size);
+                tok = p->random_decode ? (int32_t)(next_random(&state) % (uint64_t)info.vocab_size)
+                                       : bench_argmax(coli_context_logits(ctx), info.vocab_size);
             }
             t3 = now_seconds();
             if (store_report_read(model, &s3) != 0)

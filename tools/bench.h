@@ -42,6 +42,7 @@ typedef struct bench_params {
     int max_positions;           /* the model's, for the report */
     int sizes_fitted;            /* 1: default sizes were shrunk to fit max_positions */
     const disk_probe *disk;      /* the disk probe (done 0 when not run) */
+    int random_decode;           /* 1: decode feeds random ids, not the greedy token */
 } bench_params;
 
 /* The result of the memory bandwidth probe. */

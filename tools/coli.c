@@ -1258,6 +1258,8 @@ static const opthelp bench_options[] = {
     {O_NO_PROBE, "do not measure the memory bandwidth"},
     {O_DISK_PROBE, "measure the random-read bandwidth of the disk\nholding a converted model, in "
                    "reads of one expert\nrecord"},
+    {O_RANDOM_DECODE, "decode random token ids instead of the greedy\ncontinuation (a random model's "
+                      "greedy tokens\nrepeat, and so does its routing)"},
     {O_FORMAT, "text (a table) or json (one object) (default text)"},
     H_VERBOSE,
     H_END,
@@ -1344,6 +1346,7 @@ static int cmd_bench(const args *a)
     memset(&probe, 0, sizeof probe);
     memset(&disk, 0, sizeof disk);
     p.disk = &disk;
+    p.random_decode = a->given[O_RANDOM_DECODE] > 0;
     p.prompt_tokens = 512;
     p.gen_tokens = 128;
     p.seed = 1;

@@ -11,7 +11,7 @@
 
 /* Reads stop after this many, or after DISK_PROBE_SECONDS, whichever
  * comes first. */
-#define DISK_PROBE_READS 256
+#define DISK_PROBE_READS 4096
 #define DISK_PROBE_SECONDS 2.0
 
 typedef struct disk_probe {

@@ -68,6 +68,7 @@ const optdef cli_opts[O_COUNT] = {
     [O_IO_THREADS] = {"--io-threads", 0, "N", 0},
     [O_NO_HOTSET] = {"--no-hotset", 0, NULL, 0},
     [O_DISK_PROBE] = {"--disk-probe", 0, NULL, 0},
+    [O_RANDOM_DECODE] = {"--random-decode", 0, NULL, 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */

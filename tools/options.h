@@ -66,6 +66,7 @@ enum opt_id {
     O_IO_THREADS,
     O_NO_HOTSET,
     O_DISK_PROBE,
+    O_RANDOM_DECODE,
     O_COUNT
 };
 
