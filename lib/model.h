@@ -114,9 +114,10 @@ typedef coli_status (*coli__witem_fn)(void *user, const coli__witem *it, coli__e
 
 struct coli__container;
 
-/* Loads every weight of cfg from ts in format fmt, checking names and shapes. */
+/* Loads every weight of cfg from ts in format fmt, checking names and
+ * shapes; quantization uses threads threads (the same bytes for any). */
 coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
-                               coli_weight_format fmt, int q4_group, coli__err *err);
+                               coli_weight_format fmt, int q4_group, int threads, coli__err *err);
 void coli__weights_free(coli__weights *w, const coli__config *cfg);
 /* Points every weight of cfg into a container's mapping (docs/container.md):
  * nothing is converted; names, shapes and dtypes are checked. */

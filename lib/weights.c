@@ -13,7 +13,10 @@
  * quantizer sees it for free); matrices kept as stored (AUTO, or a format
  * equal to the stored one, and the router and embedding of the quantized
  * formats) are scanned at memory speed, their only read at load. */
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,12 +38,11 @@ typedef struct loader {
     coli_weight_format fmt;
     int q4_group;
     coli__err *err;
-    float *rowbuf;    /* widening scratch for quantization: QROWS rows */
-    size_t rowbuf_cap;
     const coli__container *cont;
     coli__witem_fn plan;
     void *plan_user;
     int layer, expert, which; /* of the matrix being loaded; expert -1: dense */
+    int threads;              /* quantizing threads (1: the caller only) */
 } loader;
 
 #define QROWS 64
@@ -194,18 +196,55 @@ coli__dtype coli__weights_target(coli_weight_format fmt, coli__mat_kind kind, co
     return q;
 }
 
+/* Quantization of one matrix, QROWS rows at a time, shared by threads
+ * that take blocks in turn: each block's bytes depend only on its rows,
+ * so the thread count changes nothing but the time. */
+typedef struct qjob {
+    const coli__mat *m;
+    const coli__qmat *w;
+    int group;
+    atomic_int next;
+    atomic_int bad;       /* first row holding a non-finite value, INT_MAX: none */
+    atomic_int oom;
+} qjob;
+
+static void *quantize_blocks(void *arg)
+{
+    qjob *j = arg;
+    const int cols = j->m->cols, rows = j->m->rows;
+    const coli__qmat *w = j->w;
+    float *buf = malloc((size_t)QROWS * (size_t)cols * sizeof(float));
+    if (!buf) {
+        atomic_store(&j->oom, 1);
+        return NULL;
+    }
+    for (;;) {
+        int r = atomic_fetch_add(&j->next, 1) * QROWS;
+        if (r >= rows)
+            break;
+        int n = rows - r < QROWS ? rows - r : QROWS;
+        for (int i = 0; i < n; i++)
+            coli__mat_row(j->m, r + i, buf + (size_t)i * (size_t)cols);
+        coli__qmat view = *w;
+        view.rows = n;
+        view.qs = w->qs + (size_t)r * coli__q_row_bytes(w->type, cols);
+        view.d = w->d + (size_t)r * (size_t)(cols / j->group);
+        view.m = w->m ? w->m + (size_t)r * (size_t)(cols / COLI_QK) : NULL;
+        int bad = coli__q_quantize_rows(buf, n, &view);
+        if (bad >= 0) {
+            int row = r + bad, cur = atomic_load(&j->bad);
+            while (row < cur && !atomic_compare_exchange_weak(&j->bad, &cur, row))
+                ;
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
 static coli_status quantize(loader *L, coli__mat *m, const char *file, const char *name, coli__dtype q)
 {
     const int rows = m->rows, cols = m->cols;
     int group = q == COLI_DT_Q4 ? L->q4_group : COLI_QK;
-    size_t need = (size_t)QROWS * (size_t)cols;
-    if (L->rowbuf_cap < need) {
-        float *p = realloc(L->rowbuf, need * sizeof(float));
-        if (!p)
-            return coli__fail(L->err, COLI_ENOMEM, "out of memory quantizing tensor '%s'", name);
-        L->rowbuf = p;
-        L->rowbuf_cap = need;
-    }
     size_t qs_bytes = (size_t)rows * coli__q_row_bytes(q, cols);
     size_t n_d = (size_t)rows * (size_t)(cols / group);
     size_t n_m = q == COLI_DT_Q2 ? (size_t)rows * (size_t)(cols / COLI_QK) : 0;
@@ -216,21 +255,32 @@ static coli_status quantize(loader *L, coli__mat *m, const char *file, const cha
     *w = (coli__qmat){q, group, rows, cols, buf, (uint16_t *)(buf + qs_bytes), NULL};
     if (n_m)
         w->m = (uint16_t *)(buf + qs_bytes + 2 * n_d);
-    for (int r = 0; r < rows; r += QROWS) {
-        int n = rows - r < QROWS ? rows - r : QROWS;
-        for (int i = 0; i < n; i++)
-            coli__mat_row(m, r + i, L->rowbuf + (size_t)i * (size_t)cols);
-        coli__qmat view = *w;
-        view.rows = n;
-        view.qs = w->qs + (size_t)r * coli__q_row_bytes(q, cols);
-        view.d = w->d + (size_t)r * (size_t)(cols / group);
-        view.m = w->m ? w->m + (size_t)r * (size_t)(cols / COLI_QK) : NULL;
-        int bad = coli__q_quantize_rows(L->rowbuf, n, &view);
-        if (bad >= 0) {
-            const float *row = L->rowbuf + (size_t)bad * (size_t)cols;
-            size_t c = coli__first_nonfinite(COLI_DT_F32, row, (size_t)cols);
-            return nonfinite(L, file, name, cols, (size_t)(r + bad) * (size_t)cols + c, row[c]);
-        }
+    qjob j = {m, w, group, 0, INT_MAX, 0};
+    int blocks = (rows + QROWS - 1) / QROWS, extra = L->threads - 1;
+    if (extra > blocks - 1)
+        extra = blocks - 1;
+    if (extra > 63)
+        extra = 63;
+    pthread_t th[63];
+    int started = 0;
+    for (; started < extra; started++)
+        if (pthread_create(&th[started], NULL, quantize_blocks, &j) != 0)
+            break;
+    quantize_blocks(&j);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    if (atomic_load(&j.oom))
+        return coli__fail(L->err, COLI_ENOMEM, "out of memory quantizing tensor '%s'", name);
+    int bad = atomic_load(&j.bad);
+    if (bad != INT_MAX) {
+        float *row = malloc((size_t)cols * sizeof(float));
+        if (!row)
+            return coli__fail(L->err, COLI_ENOMEM, "out of memory quantizing tensor '%s'", name);
+        coli__mat_row(m, bad, row);
+        size_t c = coli__first_nonfinite(COLI_DT_F32, row, (size_t)cols);
+        coli_status st = nonfinite(L, file, name, cols, (size_t)bad * (size_t)cols + c, row[c]);
+        free(row);
+        return st;
     }
     /* Scales that overflow fp16 (docs/formats.md) cannot be represented. */
     for (size_t i = 0; i < n_d + n_m; i++)
@@ -515,12 +565,11 @@ static coli_status load_layer(loader *L, int l)
 static coli_status load_all(loader *L);
 
 coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
-                               coli_weight_format fmt, int q4_group, coli__err *err)
+                               coli_weight_format fmt, int q4_group, int threads, coli__err *err)
 {
     memset(w, 0, sizeof *w);
-    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, 0, NULL, NULL, NULL, -1, -1, 0};
+    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, threads > 0 ? threads : 1};
     coli_status st = load_all(&L);
-    free(L.rowbuf);
     return st;
 }
 
@@ -528,7 +577,7 @@ coli_status coli__weights_load_container(coli__weights *w, const coli__config *c
                                          coli__err *err)
 {
     memset(w, 0, sizeof *w);
-    loader L = {w, cfg, NULL, (coli_weight_format)c->weights, c->q4_group, err, NULL, 0, c, NULL, NULL, -1, -1, 0};
+    loader L = {w, cfg, NULL, (coli_weight_format)c->weights, c->q4_group, err, c, NULL, NULL, -1, -1, 0, 1};
     if (c->n_layers != cfg->n_layers || c->n_experts != (cfg->n_moe_layers ? cfg->n_experts : 0) ||
         c->n_moe != cfg->n_moe_layers)
         return coli__fail(err, COLI_EFORMAT, "%s: %d layers, %d MoE layers of %d experts; config.json says %d, %d, %d",
@@ -542,7 +591,7 @@ coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *
 {
     coli__weights w;
     memset(&w, 0, sizeof w);
-    loader L = {&w, cfg, ts, fmt, q4_group, err, NULL, 0, NULL, fn, user, -1, -1, 0};
+    loader L = {&w, cfg, ts, fmt, q4_group, err, NULL, fn, user, -1, -1, 0, 1};
     coli_status st = load_all(&L);
     coli__weights_free(&w, cfg);
     return st;
@@ -551,7 +600,7 @@ coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *
 coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_format fmt, int q4_group,
                                        const coli__witem *it, coli__weights *scratch, coli__mat *out, coli__err *err)
 {
-    loader L = {scratch, NULL, ts, fmt, q4_group, err, NULL, 0, NULL, NULL, NULL, -1, -1, 0};
+    loader L = {scratch, NULL, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, 1};
     coli_status st;
     if (it->is_vec) {
         const coli__tensor *t = NULL;
@@ -572,7 +621,6 @@ coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_f
     } else {
         st = load_mat(&L, out, it->src, it->rows, it->cols, it->kind, it->role);
     }
-    free(L.rowbuf);
     return st;
 }
 
@@ -742,7 +790,7 @@ int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, c
 coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
                                         coli_weight_format fmt, int q4_group, int l, int e, coli__err *err)
 {
-    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, 0, NULL, NULL, NULL, -1, -1, 0};
+    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, 1};
     coli__layer *ly = &w->layers[l];
     coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
     coli_status st = COLI_OK;
@@ -765,6 +813,5 @@ coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cf
         if (st == COLI_OK)
             *m = fresh;
     }
-    free(L.rowbuf);
     return st;
 }
