@@ -225,7 +225,9 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 unsigned coli__cpuk_needs(int which)
 {
     const unsigned avx2 = COLI_CPU_AVX2 | COLI_CPU_FMA | COLI_CPU_F16C;
-    return which == COLI__CPUK_AVX2 ? avx2 : which == COLI__CPUK_AVX512 ? avx2 | COLI_CPU_AVX512 | COLI_CPU_AVX512VNNI : 0;
+    if (which == COLI__CPUK_AVX2)
+        return avx2;
+    return which == COLI__CPUK_AVX512 ? avx2 | COLI_CPU_AVX512 | COLI_CPU_AVX512VNNI : 0;
 }
 
 static void pick_kernels(void)
