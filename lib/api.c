@@ -85,6 +85,7 @@ void coli__opts_default(coli__opts *o)
     o->prefetch = 1;
     o->io_threads = 4;
     o->hotset = 1;
+    o->cpu_kernels = 0;
 }
 
 COLI_API coli_status coli_options_create(coli_options **out)
@@ -150,6 +151,10 @@ COLI_API coli_status coli_option_bounds(coli_option opt, int64_t *min, int64_t *
         lo = 1;
         hi = 64;
         break;
+    case COLI_OPT_CPU_KERNELS:
+        lo = COLI__CPUK_AUTO;
+        hi = COLI__CPUK_AVX512;
+        break;
     default:
         return COLI_EINVAL;
     }
@@ -187,6 +192,8 @@ static int64_t *opt_slot(coli__opts *o, coli_option opt)
         return &o->io_threads;
     case COLI_OPT_HOTSET:
         return &o->hotset;
+    case COLI_OPT_CPU_KERNELS:
+        return &o->cpu_kernels;
     }
     return NULL;
 }

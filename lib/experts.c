@@ -572,6 +572,7 @@ typedef struct cpu_batch {
     int ref[COLI_MAX_ACTIVE];
     int nt, I;
     coli__store *store;
+    const coli__cpuk *k; /* the model's kernel set */
 } cpu_batch;
 
 static void give_back(cpu_batch *b)
@@ -586,14 +587,14 @@ static coli_status flush(coli__pool *pool, cpu_batch *b)
 {
     if (b->nt == 0)
         return COLI_OK;
-    coli_status st = coli__matmul_multi(pool, b->tg, 2 * b->nt);
+    coli_status st = coli__matmul_multi(b->k, pool, b->tg, 2 * b->nt);
     if (st == COLI_OK) {
         for (int i = 0; i < b->nt; i++) {
             float *g = b->tg[2 * i].y, *u = b->tg[2 * i + 1].y;
             for (size_t k = 0; k < (size_t)b->tg[2 * i].n_tok * (size_t)b->I; k++)
                 g[k] = coli__swiglu(g[k], u[k]);
         }
-        st = coli__matmul_multi(pool, b->td, b->nt);
+        st = coli__matmul_multi(b->k, pool, b->td, b->nt);
     }
     give_back(b);
     return st;
@@ -777,6 +778,7 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
     b.nt = 0;
     b.I = I;
     b.store = m->store;
+    b.k = m->cpuk;
     for (int r = 0; r < n;) {
         int e = io->sel[io->rows[r]], r0 = r;
         while (r < n && io->sel[io->rows[r]] == e)
@@ -819,7 +821,8 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
     memset(io->out, 0, (size_t)S * H * sizeof(float));
     for (int r = 0; r < n; r++) {
         int pair = io->rows[r];
-        coli__axpy(io->out + (size_t)(pair / K) * H, io->wts[pair], io->ye + (size_t)io->pos[pair] * H, H);
+        coli__axpy(m->cpuk, io->out + (size_t)(pair / K) * H, io->wts[pair], io->ye + (size_t)io->pos[pair] * H,
+                   H);
     }
     return COLI_OK;
 }
@@ -890,7 +893,7 @@ coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const fl
         }
         note_failure(m, t, d, st, err.msg[0] ? err.msg : coli_strerror(st));
     }
-    return coli__matmul(pool, &m->w.lm_head, x, 1, logits);
+    return coli__matmul(m->cpuk, pool, &m->w.lm_head, x, 1, logits);
 }
 
 const signed char *coli__experts_placement(const coli_model *m)

@@ -82,6 +82,7 @@ typedef struct attn_job {
     int kv_dim, pos0, S;
     float *scores;      /* per thread: n_ctx */
     int n_ctx;
+    const coli__cpuk *k; /* the model's kernel set */
 } attn_job;
 
 static void attn_task(void *arg, int64_t b, int64_t e, int thread)
@@ -101,7 +102,7 @@ static void attn_task(void *arg, int64_t b, int64_t e, int thread)
         const float *kbase = j->kc + (size_t)(h / group) * hd;
         const float *vbase = j->vc + (size_t)(h / group) * hd;
         int n = pos - lo + 1;
-        coli__attn_scores(q, kbase + (size_t)lo * j->kv_dim, (size_t)j->kv_dim, n, hd, scale, sc);
+        coli__attn_scores(j->k, q, kbase + (size_t)lo * j->kv_dim, (size_t)j->kv_dim, n, hd, scale, sc);
         float mx = -INFINITY;
         for (int p = 0; p < n; p++)
             mx = sc[p] > mx ? sc[p] : mx;
@@ -114,7 +115,7 @@ static void attn_task(void *arg, int64_t b, int64_t e, int thread)
         for (int p = 0; p < n; p++)
             sc[p] *= inv;
         float *o = j->out + (size_t)t * (size_t)(nh * hd) + (size_t)h * hd;
-        coli__attn_mix(o, sc, vbase + (size_t)lo * j->kv_dim, (size_t)j->kv_dim, n, hd);
+        coli__attn_mix(j->k, o, sc, vbase + (size_t)lo * j->kv_dim, (size_t)j->kv_dim, n, hd);
     }
 }
 
@@ -134,14 +135,14 @@ typedef struct bufs {
 static coli_status mm(coli__pool *pool, const coli__mat *w, const float *x, int n, float *y, bufs *b)
 {
     b->read += coli__mat_bytes(w);
-    return coli__matmul(pool, w, x, n, y);
+    return coli__matmul(b->m->cpuk, pool, w, x, n, y);
 }
 
 static coli_status mm_multi(coli__pool *pool, const coli__mm *t, int n, bufs *b)
 {
     for (int i = 0; i < n; i++)
         b->read += coli__mat_bytes(t[i].w);
-    return coli__matmul_multi(pool, t, n);
+    return coli__matmul_multi(b->m->cpuk, pool, t, n);
 }
 
 static coli_status grab(coli__scratch *s, size_t floats, coli__err *err)
@@ -258,7 +259,7 @@ static coli_status lookahead(const struct coli_model *m, int l, coli__pool *pool
     const coli__layer *ly = &m->w.layers[next];
     float *xn = b->xe, *rl = b->xe + H;
     rmsnorm(xn, b->x, ly->ffn_norm, H, c->rms_eps);
-    COLI_TRY(coli__matmul(pool, &ly->router, xn, 1, rl));
+    COLI_TRY(coli__matmul(m->cpuk, pool, &ly->router, xn, 1, rl));
     /* wts is this layer's, filled only after this */
     topk(rl, E, K, b->pred, b->wts); /* the largest logits are the largest probabilities */
     b->pred_layer = next;
@@ -313,7 +314,7 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
         memcpy(kv->v + at, v, (size_t)KVD * sizeof(float));
     }
     attn_job aj = {c, b->q, b->att, kv->k + (size_t)l * kv->n_ctx * KVD, kv->v + (size_t)l * kv->n_ctx * KVD,
-                   KVD, pos0, S, b->scores, kv->n_ctx};
+                   KVD, pos0, S, b->scores, kv->n_ctx, b->m->cpuk};
     coli__pool_run(pool, (int64_t)S * nh, 1, attn_task, &aj);
     COLI_TRY(mm(pool, &ly->wo, b->att, S, b->o, b));
     for (size_t i = 0; i < (size_t)S * H; i++)

@@ -140,17 +140,16 @@ __attribute__((target("avx2,fma"))) static void axpy_avx2(float *y, float a, con
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++)
-        y[i] += a * x[i];
+        y[i] = fmaf(a, x[i], y[i]);
 }
 #endif
 
+/* y_i = fma(a, x_i, y_i): one rounding, as the AVX2 path and GPUs do it. */
 static void axpy_scalar(float *y, float a, const float *x, int n)
 {
     for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
+        y[i] = fmaf(a, x[i], y[i]);
 }
-
-static void (*g_axpy)(float *, float, const float *, int) = axpy_scalar;
 
 /* ---- attention helpers --------------------------------------------------- */
 
@@ -169,28 +168,16 @@ static void attn_mix_scalar(float *out, const float *w, const float *v, size_t s
 }
 
 #if COLI_X86
+/* The float product of docs/formats.md, so scores are the scalar ones. */
 __attribute__((target("avx2,fma"))) static void attn_scores_avx2(const float *q, const float *k, size_t stride,
                                                                  int n, int hd, float scale, float *out)
 {
-    if (hd % 8 != 0) {
-        attn_scores_scalar(q, k, stride, n, hd, scale, out);
-        return;
-    }
-    for (int p = 0; p < n; p++) {
-        const float *kp = k + (size_t)p * stride;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        int i = 0;
-        for (; i + 16 <= hd; i += 16) {
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kp + i), a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(kp + i + 8), a1);
-        }
-        if (i < hd)
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kp + i), a0);
-        out[p] = hsum256(_mm256_add_ps(a0, a1)) * scale;
-    }
+    for (int p = 0; p < n; p++)
+        out[p] = dot_f32_avx2(q, k + (size_t)p * stride, hd) * scale;
 }
 
-/* out = sum_p w[p] * v_p, 64 dimensions at a time held in registers. */
+/* out = sum_p w[p] * v_p, 64 dimensions at a time held in registers; each
+ * out_i = fma(w_p, v_p,i, out_i) in increasing p, as attn_mix_scalar. */
 __attribute__((target("avx2,fma"))) static void attn_mix_avx2(float *out, const float *w, const float *v,
                                                               size_t stride, int n, int hd)
 {
@@ -215,74 +202,109 @@ __attribute__((target("avx2,fma"))) static void attn_mix_avx2(float *out, const 
 }
 #endif
 
-static void (*g_attn_scores)(const float *, const float *, size_t, int, int, float, float *) = attn_scores_scalar;
-static void (*g_attn_mix)(float *, const float *, const float *, size_t, int, int) = attn_mix_scalar;
-
-/* ---- dispatch ---------------------------------------------------------- */
+/* ---- kernel sets ------------------------------------------------------- */
 
 typedef float (*dot_f32_fn)(const float *, const float *, int);
 typedef float (*dot_h_fn)(const uint16_t *, const float *, int);
 
-static dot_f32_fn g_dot_f32 = dot_f32_scalar;
-static dot_h_fn g_dot_bf16 = dot_bf16_scalar;
-static dot_h_fn g_dot_f16 = dot_f16_scalar;
-static const char *g_name = "scalar";
+struct coli__cpuk {
+    const char *name;             /* the quantized table's name, then the float path */
+    const coli__qkernels *q;
+    dot_f32_fn dot_f32;
+    dot_h_fn dot_bf16, dot_f16;
+    void (*axpy)(float *, float, const float *, int);
+    void (*attn_scores)(const float *, const float *, size_t, int, int, float, float *);
+    void (*attn_mix)(float *, const float *, const float *, size_t, int, int);
+};
+
+/* Filled once, read-only after: index COLI__CPUK_*; q NULL when the CPU or
+ * the build lacks the set. */
+static coli__cpuk g_sets[4];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+unsigned coli__cpuk_needs(int which)
+{
+    const unsigned avx2 = COLI_CPU_AVX2 | COLI_CPU_FMA | COLI_CPU_F16C;
+    if (which == COLI__CPUK_AVX2)
+        return avx2;
+    return which == COLI__CPUK_AVX512 ? avx2 | COLI_CPU_AVX512 | COLI_CPU_AVX512VNNI : 0;
+}
 
 static void pick_kernels(void)
 {
+    const coli__cpuk scalar = {"scalar, float scalar", coli__q_kernels_scalar(), dot_f32_scalar, dot_bf16_scalar,
+                               dot_f16_scalar, axpy_scalar, attn_scores_scalar, attn_mix_scalar};
+    g_sets[COLI__CPUK_SCALAR] = scalar;
+    g_sets[COLI__CPUK_AUTO] = scalar;
 #if COLI_X86
     unsigned f = coli__cpu_features();
-    if ((f & COLI_CPU_AVX2) && (f & COLI_CPU_FMA)) {
-        g_dot_f32 = dot_f32_avx2;
-        g_dot_bf16 = dot_bf16_avx2;
-        g_axpy = axpy_avx2;
-        g_attn_scores = attn_scores_avx2;
-        g_attn_mix = attn_mix_avx2;
-        if (f & COLI_CPU_F16C)
-            g_dot_f16 = dot_f16_avx2;
-        g_name = "avx2";
+    if ((f & coli__cpuk_needs(COLI__CPUK_AVX2)) == coli__cpuk_needs(COLI__CPUK_AVX2)) {
+        coli__cpuk v = {"avx2, float avx2", coli__q_kernels_avx2(), dot_f32_avx2, dot_bf16_avx2, dot_f16_avx2,
+                        axpy_avx2, attn_scores_avx2, attn_mix_avx2};
+        if (v.q) {
+            g_sets[COLI__CPUK_AVX2] = v;
+            g_sets[COLI__CPUK_AUTO] = v;
+        }
+        /* no AVX-512 float path: the quantized table is the difference */
+        v.name = "avx512vnni, float avx2";
+        v.q = (f & coli__cpuk_needs(COLI__CPUK_AVX512)) == coli__cpuk_needs(COLI__CPUK_AVX512)
+                  ? coli__q_kernels_avx512()
+                  : NULL;
+        if (v.q) {
+            g_sets[COLI__CPUK_AVX512] = v;
+            g_sets[COLI__CPUK_AUTO] = v;
+        }
     }
 #endif
 }
 
-static void init_kernels(void)
+const coli__cpuk *coli__cpuk_get(int which)
 {
     pthread_once(&g_once, pick_kernels);
+    if (which < COLI__CPUK_AUTO || which > COLI__CPUK_AVX512 || !g_sets[which].q)
+        return NULL;
+    return &g_sets[which];
+}
+
+static const coli__cpuk *or_best(const coli__cpuk *k)
+{
+    return k ? k : coli__cpuk_get(COLI__CPUK_AUTO);
+}
+
+const char *coli__cpuk_name(const coli__cpuk *k)
+{
+    return or_best(k)->name;
 }
 
 float coli__dot_for_test(coli__dtype dt, const void *w, const float *x, int n, int simd)
 {
-    init_kernels();
+    const coli__cpuk *k = coli__cpuk_get(simd ? COLI__CPUK_AUTO : COLI__CPUK_SCALAR);
     if (dt == COLI_DT_F32)
-        return simd ? g_dot_f32(w, x, n) : dot_f32_scalar(w, x, n);
+        return k->dot_f32(w, x, n);
     if (dt == COLI_DT_BF16)
-        return simd ? g_dot_bf16(w, x, n) : dot_bf16_scalar(w, x, n);
-    return simd ? g_dot_f16(w, x, n) : dot_f16_scalar(w, x, n);
+        return k->dot_bf16(w, x, n);
+    return k->dot_f16(w, x, n);
 }
 
 const char *coli__kernels_name(void)
 {
-    init_kernels();
-    return g_name;
+    return or_best(NULL)->dot_f32 == dot_f32_scalar ? "scalar" : "avx2";
 }
 
-void coli__attn_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out)
+void coli__attn_scores(const coli__cpuk *k, const float *q, const float *kr, size_t stride, int n, int hd,
+                       float scale, float *out)
 {
-    init_kernels();
-    g_attn_scores(q, k, stride, n, hd, scale, out);
+    or_best(k)->attn_scores(q, kr, stride, n, hd, scale, out);
 }
 
-void coli__attn_mix(float *out, const float *w, const float *v, size_t stride, int n, int hd)
+void coli__attn_mix(const coli__cpuk *k, float *out, const float *w, const float *v, size_t stride, int n, int hd)
 {
-    init_kernels();
-    g_attn_mix(out, w, v, stride, n, hd);
+    or_best(k)->attn_mix(out, w, v, stride, n, hd);
 }
 
-void coli__axpy(float *y, float a, const float *x, int n)
+void coli__axpy(const coli__cpuk *k, float *y, float a, const float *x, int n)
 {
-    init_kernels();
-    g_axpy(y, a, x, n);
+    or_best(k)->axpy(y, a, x, n);
 }
 
 uint64_t coli__mat_bytes(const coli__mat *w)
@@ -301,7 +323,7 @@ uint64_t coli__mat_bytes(const coli__mat *w)
 
 const char *coli__qkernels_name(void)
 {
-    return coli__q_kernels_best()->name;
+    return or_best(NULL)->q->name;
 }
 
 void coli__mat_row(const coli__mat *w, int r, float *out)
@@ -331,29 +353,29 @@ void coli__mat_row(const coli__mat *w, int r, float *out)
     }
 }
 
-static float dot_row(const coli__mat *w, int r, const float *x)
+static float dot_row(const coli__cpuk *k, const coli__mat *w, int r, const float *x)
 {
     size_t off = (size_t)r * (size_t)w->cols;
     switch (w->dt) {
     case COLI_DT_F32:
-        return g_dot_f32((const float *)w->data + off, x, w->cols);
+        return k->dot_f32((const float *)w->data + off, x, w->cols);
     case COLI_DT_BF16:
-        return g_dot_bf16((const uint16_t *)w->data + off, x, w->cols);
+        return k->dot_bf16((const uint16_t *)w->data + off, x, w->cols);
     default:
-        return g_dot_f16((const uint16_t *)w->data + off, x, w->cols);
+        return k->dot_f16((const uint16_t *)w->data + off, x, w->cols);
     }
 }
 
 /* ---- products ------------------------------------------------------------ */
 
 /* Float formats, rows [b, e) of one product. */
-static void float_rows(const coli__mm *m, int64_t b, int64_t e, float *buf)
+static void float_rows(const coli__cpuk *k, const coli__mm *m, int64_t b, int64_t e, float *buf)
 {
     const coli__mat *w = m->w;
     int rows = w->rows, cols = w->cols;
     if (m->n_tok == 1) {
         for (int64_t r = b; r < e; r++)
-            m->y[r] = dot_row(w, (int)r, m->x);
+            m->y[r] = dot_row(k, w, (int)r, m->x);
         return;
     }
     const float *row;
@@ -365,7 +387,7 @@ static void float_rows(const coli__mm *m, int64_t b, int64_t e, float *buf)
             row = buf;
         }
         for (int t = 0; t < m->n_tok; t++)
-            m->y[(size_t)t * (size_t)rows + (size_t)r] = g_dot_f32(row, m->x + (size_t)t * (size_t)cols, cols);
+            m->y[(size_t)t * (size_t)rows + (size_t)r] = k->dot_f32(row, m->x + (size_t)t * (size_t)cols, cols);
     }
 }
 
@@ -390,7 +412,7 @@ typedef struct multi_job {
     const coli__mm *tasks;
     const qin *qa;
     const chunk *chunks;
-    const coli__qkernels *k;
+    const coli__cpuk *k;
     float *scratch; /* per thread: max_cols floats */
     int max_cols;
 } multi_job;
@@ -403,9 +425,9 @@ static void multi_task(void *arg, int64_t b, int64_t e, int thread)
         const coli__mm *m = &j->tasks[ch->task];
         if (is_quant(m->w->dt)) {
             const qin *q = &j->qa[ch->task];
-            j->k->gemm(&m->w->q, ch->r0, ch->r1, m->n_tok, q->p, q->s, q->psum, m->y, (size_t)m->w->rows);
+            j->k->q->gemm(&m->w->q, ch->r0, ch->r1, m->n_tok, q->p, q->s, q->psum, m->y, (size_t)m->w->rows);
         } else {
-            float_rows(m, ch->r0, ch->r1, j->scratch ? j->scratch + (size_t)thread * (size_t)j->max_cols : NULL);
+            float_rows(j->k, m, ch->r0, ch->r1, j->scratch ? j->scratch + (size_t)thread * (size_t)j->max_cols : NULL);
         }
     }
 }
@@ -422,9 +444,8 @@ static int chunk_rows(const coli__mat *w, int threads)
     return (int)(g < fair ? g : fair);
 }
 
-coli_status coli__matmul_multi(coli__pool *pool, const coli__mm *tasks, int n_tasks)
+coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const coli__mm *tasks, int n_tasks)
 {
-    init_kernels();
     const int threads = coli__pool_size(pool);
     size_t n_chunks = 0, qbytes = 0;
     int max_cols = 0, need_scratch = 0;
@@ -487,15 +508,16 @@ coli_status coli__matmul_multi(coli__pool *pool, const coli__mm *tasks, int n_ta
         for (int r = 0; r < w->rows; r += g)
             chunks[c++] = (chunk){t, r, r + g < w->rows ? r + g : w->rows};
     }
-    multi_job j = {tasks, qa, chunks, coli__q_kernels_best(), need_scratch ? (float *)(mem + off_scr) : NULL,
+    multi_job j = {tasks, qa, chunks, or_best(ks), need_scratch ? (float *)(mem + off_scr) : NULL,
                    max_cols};
     coli__pool_run(pool, (int64_t)n_chunks, 1, multi_task, &j);
     free(mem);
     return COLI_OK;
 }
 
-coli_status coli__matmul(coli__pool *pool, const coli__mat *w, const float *x, int n_tok, float *y)
+coli_status coli__matmul(const coli__cpuk *k, coli__pool *pool, const coli__mat *w, const float *x, int n_tok,
+                         float *y)
 {
     coli__mm m = {w, x, n_tok, y};
-    return coli__matmul_multi(pool, &m, 1);
+    return coli__matmul_multi(k, pool, &m, 1);
 }

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include "container.h"
+#include "cpu.h"
+#include "cpusel.h"
 #include "experts.h"
 #include "json.h"
 #include "model.h"
@@ -118,6 +120,13 @@ static coli_status open_container(coli_model *m, const char *dir)
     return coli__store_open(c, m->w.layers, &sc, &m->store, &m->err);
 }
 
+static coli_status pick_cpu_kernels(coli_model *m)
+{
+    COLI_TRY(coli__cpusel_pick(m->opts.cpu_kernels, getenv("COLI_CPU"), coli__cpu_features(), &m->cpuk, &m->err));
+    coli__log(&m->opts.log, COLI_LOG_DEBUG, "CPU kernels: %s", coli__cpuk_name(m->cpuk));
+    return COLI_OK;
+}
+
 static coli_status open_model(coli_model *m, const char *dir)
 {
     struct stat sb;
@@ -126,6 +135,7 @@ static coli_status open_model(coli_model *m, const char *dir)
     if (!S_ISDIR(sb.st_mode))
         return coli__fail(&m->err, COLI_EINVAL, "model path '%s' is not a directory", dir);
     COLI_TRY(coli__experts_check(&m->opts, &m->err));
+    COLI_TRY(pick_cpu_kernels(m));
     COLI_TRY(coli__config_load(dir, &m->cfg, &m->err));
     if (coli__cont_present(dir)) {
         COLI_TRY(open_container(m, dir));
@@ -292,6 +302,7 @@ static void info_fill(const coli_model *m, coli_model_info *info)
     info->store_detail = m->store ? coli__store_detail(m->store) : "resident: every expert loaded at open";
     info->bos_id = c->bos;
     info->eos_id = c->n_eos > 0 ? c->eos[0] : -1;
+    info->cpu_kernels = coli__cpuk_name(m->cpuk);
 }
 
 COLI_API coli_status coli_model_weight_bytes(const coli_model *m, coli_weight_format fmt, uint64_t *total,

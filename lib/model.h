@@ -76,6 +76,7 @@ typedef struct coli__opts {
     int64_t prefetch;
     int64_t io_threads;
     int64_t hotset;
+    int64_t cpu_kernels;             /* 0: COLI_CPU decides, else the best set */
 } coli__opts;
 
 struct coli_options {
@@ -97,6 +98,7 @@ struct coli_model {
     struct coli__store *store;       /* its experts in host memory; NULL: a checkpoint */
     struct coli__tier *gpu;          /* GPU expert tier; NULL: every expert on the CPU */
     char gpu_detail[160];            /* why or how the tier is used, for coli_model_info */
+    const coli__cpuk *cpuk;          /* CPU kernel set (COLI_OPT_CPU_KERNELS) */
 };
 
 /* One tensor of a conversion plan (coli__weights_plan). */

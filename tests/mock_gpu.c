@@ -245,7 +245,7 @@ static coli_status m_matmul(coli__gpu *g, int handle, const float *x, int S, flo
         return coli__fail(err, COLI_EINVAL, "mock: handle %d", handle);
     int dev = g->t[handle].dev;
     COLI_TRY(gate(g, dev, err));
-    COLI_TRY(coli__matmul(NULL, &g->t[handle].m, x, S, y));
+    COLI_TRY(coli__matmul(NULL, NULL, &g->t[handle].m, x, S, y));
     g->ok_calls++;
     g->st[dev].calls++;
     g->st[dev].rows += (uint64_t)S;
@@ -268,13 +268,13 @@ static coli_status m_experts(coli__gpu *g, int dev, const coli__gpu_expert *jobs
         float *a = malloc((size_t)n * I * sizeof(float)), *b = malloc((size_t)n * I * sizeof(float));
         coli_status st = a && b ? COLI_OK : COLI_ENOMEM;
         if (st == COLI_OK)
-            st = coli__matmul(NULL, G, x + row * H, n, a);
+            st = coli__matmul(NULL, NULL, G, x + row * H, n, a);
         if (st == COLI_OK)
-            st = coli__matmul(NULL, U, x + row * H, n, b);
+            st = coli__matmul(NULL, NULL, U, x + row * H, n, b);
         for (size_t k = 0; st == COLI_OK && k < (size_t)n * I; k++)
             a[k] = coli__swiglu(a[k], b[k]);
         if (st == COLI_OK)
-            st = coli__matmul(NULL, D, a, n, y + row * H);
+            st = coli__matmul(NULL, NULL, D, a, n, y + row * H);
         free(a);
         free(b);
         if (st != COLI_OK)

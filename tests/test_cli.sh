@@ -1584,6 +1584,44 @@ if run 0 "compare q8 --gpu against q8" "$COLI" compare -m "$g" --weights q8 --ag
 	fi
 fi
 
+# --cpu and COLI_CPU: the kernel set, the same logits with the scalar one.
+if [ -f "$tmp/logits_cpu" ] &&
+	run 0 "logits q8 --cpu scalar" "$COLI" logits -m "$g" --prompt-ids 1,5,9 --weights q8 --cpu scalar; then
+	if cmp -s "$out" "$tmp/logits_cpu"; then
+		pass "logits --cpu scalar: the same logits as the best set"
+	else
+		fail "logits --cpu scalar: different logits"
+	fi
+fi
+if run 0 "info --cpu scalar" "$COLI" info -m "$g" --cpu scalar; then
+	if grep '^cpu kernels: *scalar, float scalar$' "$out" >/dev/null; then
+		pass "info --cpu scalar: the cpu kernels line"
+	else
+		fail "info --cpu scalar: $(cat "$out")"
+	fi
+fi
+if run 0 "info json, COLI_CPU=scalar" env COLI_CPU=scalar "$COLI" info -m "$g" --format json; then
+	if json_valid <"$out" && contains "$out" '"cpu_kernels":"scalar, float scalar"'; then
+		pass "info json: cpu_kernels from COLI_CPU"
+	else
+		fail "info json cpu_kernels: $(cat "$out")"
+	fi
+fi
+if run 2 "info --cpu avx3" "$COLI" info -m "$g" --cpu avx3; then
+	if contains "$err" "invalid value 'avx3' for --cpu"; then
+		pass "info --cpu avx3: a usage error naming --cpu"
+	else
+		fail "info --cpu avx3: $(cat "$err")"
+	fi
+fi
+if run 1 "info, COLI_CPU=AVX2" env COLI_CPU=AVX2 "$COLI" info -m "$g"; then
+	if contains "$err" "environment variable COLI_CPU: 'AVX2'"; then
+		pass "COLI_CPU=AVX2: an error naming the variable"
+	else
+		fail "COLI_CPU=AVX2: $(cat "$err")"
+	fi
+fi
+
 # info: the tier's detail.
 if run 0 "info --format json (gpu)" "$COLI" info -m "$g" --format json; then
 	if json_valid <"$out" && contains "$out" '"gpu_devices":0,"gpu_detail":"off"'; then

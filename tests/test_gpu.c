@@ -277,7 +277,7 @@ static void matmul_case(coli__gpu *g, coli__dtype dt, int group, int rows, int c
     hmat_random(&h, dt, group, rows, cols, 0.05f);
     float *x = random_acts(S, cols);
     float *yc = poisoned((size_t)S * rows), *yg = poisoned((size_t)S * rows);
-    ck_assert_int_eq(coli__matmul(pool, &h.m, x, S, yc), COLI_OK);
+    ck_assert_int_eq(coli__matmul(NULL, pool, &h.m, x, S, yc), COLI_OK);
     int hd = upload(g, &h);
     coli__err err = {{0}};
     ck_assert_msg(ops->matmul(g, hd, x, S, yg, &err) == COLI_OK, "%s", err.msg);
@@ -316,11 +316,11 @@ static void cpu_expert(const hmat *gate, const hmat *up, const hmat *down, const
 {
     int I = gate->m.rows;
     float *a = malloc((size_t)n * I * 4), *b = malloc((size_t)n * I * 4);
-    ck_assert_int_eq(coli__matmul(pool, &gate->m, x, n, a), COLI_OK);
-    ck_assert_int_eq(coli__matmul(pool, &up->m, x, n, b), COLI_OK);
+    ck_assert_int_eq(coli__matmul(NULL, pool, &gate->m, x, n, a), COLI_OK);
+    ck_assert_int_eq(coli__matmul(NULL, pool, &up->m, x, n, b), COLI_OK);
     for (size_t k = 0; k < (size_t)n * I; k++)
         a[k] = coli__swiglu(a[k], b[k]);
-    ck_assert_int_eq(coli__matmul(pool, &down->m, a, n, y), COLI_OK);
+    ck_assert_int_eq(coli__matmul(NULL, pool, &down->m, a, n, y), COLI_OK);
     free(a);
     free(b);
 }
@@ -399,7 +399,7 @@ START_TEST(test_update_and_release_host)
         hmat_random(&b, dt, 32, rows, cols, 0.1f);
         float *x = random_acts(S, cols);
         float *yb = poisoned((size_t)S * rows), *yg = poisoned((size_t)S * rows);
-        ck_assert_int_eq(coli__matmul(pool, &b.m, x, S, yb), COLI_OK);
+        ck_assert_int_eq(coli__matmul(NULL, pool, &b.m, x, S, yb), COLI_OK);
         int hd = upload(g, &a);
         coli__gpu_mat gb = gview(&b);
         ck_assert_msg(ops->update(g, hd, &gb, &err) == COLI_OK, "%s", err.msg);
@@ -452,7 +452,7 @@ START_TEST(test_bad_calls)
     hmat ok;
     hmat_random(&ok, COLI_DT_Q8, 32, 16, 64, 0.1f);
     float *x = random_acts(2, 64), *yc = poisoned(32), *yg = poisoned(32);
-    ck_assert_int_eq(coli__matmul(pool, &ok.m, x, 2, yc), COLI_OK);
+    ck_assert_int_eq(coli__matmul(NULL, pool, &ok.m, x, 2, yc), COLI_OK);
     coli__gpu_stats s0, s1;
     ck_assert_int_eq(ops->stats(g, 0, &s0, &err), COLI_OK);
     coli__gpu_mat gm = gview(&ok);
@@ -535,7 +535,7 @@ START_TEST(test_fault_injection)
     hmat_random(&b, COLI_DT_Q4, 32, 64, 128, 0.1f);
     hmat_random(&c, COLI_DT_Q4, 32, 128, 64, 0.1f);
     float *x = random_acts(4, 128), *ya = poisoned(4 * 64), *ye = poisoned(4 * 128), *yg = poisoned(4 * 128);
-    ck_assert_int_eq(coli__matmul(pool, &a.m, x, 4, ya), COLI_OK);
+    ck_assert_int_eq(coli__matmul(NULL, pool, &a.m, x, 4, ya), COLI_OK);
     cpu_expert(&a, &b, &c, x, 4, ye);
     const int n_calls = 6; /* upload a, b, c; matmul; update; experts */
     for (int k = 0; k <= n_calls; k++) {

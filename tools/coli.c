@@ -172,8 +172,8 @@ int parse_format(const args *a, int default_json, int *json)
 /* Settings shared by every subcommand that opens a model. */
 typedef struct model_args {
     const char *dir;
-    int have_weights, have_threads, have_context, have_q4_group;
-    int64_t weights, threads, context, q4_group;
+    int have_weights, have_threads, have_context, have_q4_group, have_cpu;
+    int64_t weights, threads, context, q4_group, cpu;
     int verbose;
     gpu_args gpu;
     store_args store;
@@ -261,6 +261,18 @@ static int parse_weights(const char *opt, const char *w, int64_t *out)
     return usage_error("invalid value '%s' for %s (expected auto, f32, bf16, q8, q4 or q2)", w, opt);
 }
 
+/* --cpu: the values of COLI_OPT_CPU_KERNELS past 0 (auto). */
+static int parse_cpu(const char *w, int64_t *out)
+{
+    static const char *const names[] = {"scalar", "avx2", "avx512"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(w, names[i]) == 0) {
+            *out = (int64_t)i + 1;
+            return 0;
+        }
+    return usage_error("invalid value '%s' for --cpu (expected scalar, avx2 or avx512)", w);
+}
+
 static int parse_model_args(const args *a, model_args *m)
 {
     int rc;
@@ -298,6 +310,11 @@ static int parse_model_args(const args *a, model_args *m)
         if (rc != 0)
             return rc;
         m->have_context = 1;
+    }
+    if (a->value[O_CPU] != NULL) {
+        if ((rc = parse_cpu(a->value[O_CPU], &m->cpu)) != 0)
+            return rc;
+        m->have_cpu = 1;
     }
     if ((rc = gpu_args_parse(a, &m->gpu)) != 0)
         return rc;
@@ -349,6 +366,10 @@ static int make_options(model_args *m, coli_options **out)
     if (m->have_q4_group &&
         (st = coli_options_set(opts, COLI_OPT_Q4_GROUP, m->q4_group)) != COLI_OK) {
         runtime_error(st, "--q4-group");
+        goto fail;
+    }
+    if (m->have_cpu && (st = coli_options_set(opts, COLI_OPT_CPU_KERNELS, m->cpu)) != COLI_OK) {
+        runtime_error(st, "--cpu");
         goto fail;
     }
     if (gpu_args_apply(&m->gpu, opts) != 0)
@@ -487,6 +508,9 @@ static int detokenize_ids(coli_model *model, const int32_t *ids, size_t n, int s
 #define H_CONTEXT \
     {O_CONTEXT, "KV cache positions; 0 = the model's maximum, at\nmost 4096 (default 0)"}
 #define H_VERBOSE {O_VERBOSE, "print the library's log messages on standard error"}
+#define H_CPU                                                                         \
+    {O_CPU, "CPU kernel set: scalar, avx2 or avx512 (default:\nCOLI_CPU, else the best " \
+            "this CPU has); every set\ngives the same logits"}
 /* The GPU expert tier (gpu_report.c); unset, the environment decides. */
 #define H_GPU                                                                             \
     {O_GPU, "run routed experts on the GPU expert tier\n(default: on when COLI_CUDA=1)"},  \
@@ -541,6 +565,7 @@ static const opthelp generate_options[] = {
     H_Q4_GROUP,
     H_THREADS,
     H_CONTEXT,
+    H_CPU,
     H_GPU,
     H_STORE,
     {O_NO_SPECIAL, "do not add the tokenizer's special tokens to the\nprompt text"},
@@ -907,6 +932,7 @@ static const opthelp logits_options[] = {
     H_Q4_GROUP,
     H_THREADS,
     H_CONTEXT,
+    H_CPU,
     H_GPU,
     H_STORE,
     {O_FORMAT, "json ({\"logits\":[...]}) or text (one per line)\n(default json)"},
@@ -1092,6 +1118,7 @@ static const opthelp info_options[] = {
     H_WEIGHTS,
     H_Q4_GROUP,
     H_THREADS,
+    H_CPU,
     H_GPU,
     H_STORE,
     {O_FORMAT, "text or json (default text)"},
@@ -1192,6 +1219,9 @@ static int cmd_info(const args *a)
         json_string(stdout, info.store_detail ? info.store_detail : "resident",
                     strlen(info.store_detail ? info.store_detail : "resident"));
         store_report_json(stdout, &store);
+        printf(",\"cpu_kernels\":");
+        json_string(stdout, info.cpu_kernels ? info.cpu_kernels : "unknown",
+                    strlen(info.cpu_kernels ? info.cpu_kernels : "unknown"));
         printf(",\"bos_id\":%" PRId32 ",\"eos_id\":%" PRId32 "}\n", info.bos_id, info.eos_id);
     } else {
         printf("model:              %s\n", m.dir);
@@ -1214,6 +1244,7 @@ static int cmd_info(const args *a)
         print_format_bytes(model);
         printf("gpu:                %s\n", info.gpu_detail ? info.gpu_detail : "off");
         printf("store:              %s\n", info.store_detail ? info.store_detail : "resident");
+        printf("cpu kernels:        %s\n", info.cpu_kernels ? info.cpu_kernels : "unknown");
         if (info.bos_id >= 0)
             printf("bos id:             %" PRId32 "\n", info.bos_id);
         else
@@ -1246,6 +1277,7 @@ static const opthelp bench_options[] = {
     H_WEIGHTS,
     H_Q4_GROUP,
     {O_THREADS, "worker threads, also used by the probe; 0 = all\nonline cores (default 0)"},
+    H_CPU,
     H_GPU,
     H_STORE_BUT_IO,
     {O_IO_THREADS, "threads reading experts from disk, also the\nreaders of --disk-probe, 1-64 "
@@ -1434,6 +1466,7 @@ static const opthelp compare_options[] = {
     {O_GEN_TOKENS, "length of the greedy continuations (default 24)"},
     {O_SEED, "seed of the random prompt (default 1)"},
     H_THREADS,
+    H_CPU,
     H_GPU,
     H_STORE,
     {O_FORMAT, "text or json (default text)"},

@@ -69,6 +69,7 @@ const optdef cli_opts[O_COUNT] = {
     [O_NO_HOTSET] = {"--no-hotset", 0, NULL, 0},
     [O_DISK_PROBE] = {"--disk-probe", 0, NULL, 0},
     [O_RANDOM_DECODE] = {"--random-decode", 0, NULL, 0},
+    [O_CPU] = {"--cpu", 0, "SET", 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */

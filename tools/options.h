@@ -67,6 +67,7 @@ enum opt_id {
     O_NO_HOTSET,
     O_DISK_PROBE,
     O_RANDOM_DECODE,
+    O_CPU,
     O_COUNT
 };
 

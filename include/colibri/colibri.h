@@ -141,8 +141,12 @@ typedef enum coli_option {
     COLI_OPT_PREFETCH = 10,      /* 1 (default): read the experts the next layer's router
                                     predicts while a layer runs; 0: only on demand */
     COLI_OPT_IO_THREADS = 11,    /* threads reading experts from disk (default 4) */
-    COLI_OPT_HOTSET = 12         /* 1 (default): read and update model.coli.hot, the
+    COLI_OPT_HOTSET = 12,        /* 1 (default): read and update model.coli.hot, the
                                     routing counts that pick the pinned hot set; 0: off */
+    COLI_OPT_CPU_KERNELS = 13    /* CPU kernel set, per model: 1 scalar, 2 avx2, 3 avx512
+                                    (AVX-512 VNNI); 0 (default): COLI_CPU=scalar|avx2|avx512,
+                                    else the best this CPU has. Every set gives the same bits;
+                                    one this CPU or build lacks makes coli_model_open fail */
 } coli_option;
 
 COLI_API coli_status coli_options_create(coli_options **out);
@@ -274,6 +278,9 @@ typedef struct coli_model_info {
     const char *store_detail;    /* where routed experts live in host memory: "resident"
                                     (a checkpoint), "mapped: ..." or "streamed: N of M experts
                                     in RAM, ..." (a converted model; see coli_model_store_stats) */
+    const char *cpu_kernels;     /* the CPU kernel set: quantized products ("avx512vnni",
+                                    "avx2" or "scalar"), then the float path, e.g.
+                                    "avx512vnni, float avx2" */
 } coli_model_info;
 
 COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);

@@ -1,0 +1,249 @@
+/* test_cpu_kernels.c - every CPU kernel set gives the same logits.
+ *
+ * For each fixture and weight format, a prompt's prefill and a few greedy
+ * decode steps run with the scalar set and with each other set this CPU
+ * has (COLI_OPT_CPU_KERNELS); every logit must have the same bits as the
+ * scalar one (docs/formats.md). Sets the CPU lacks are printed as not
+ * checked. Then the option itself: bounds, COLI_CPU, refusals. */
+#include <config.h> /* autoconf; <> because lib/config.h shadows "config.h" */
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "colibri/colibri.h"
+#include "cpu.h"
+#include "cpusel.h"
+#include "testutil.h"
+
+#define PROMPT 11
+#define STEPS 4
+
+static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral"};
+
+static const struct {
+    coli_weight_format fmt;
+    const char *name;
+} FORMATS[] = {{COLI_WEIGHTS_Q8, "q8"},   {COLI_WEIGHTS_Q4, "q4"},   {COLI_WEIGHTS_Q2, "q2"},
+               {COLI_WEIGHTS_BF16, "bf16"}, {COLI_WEIGHTS_F32, "f32"}, {COLI_WEIGHTS_AUTO, "auto"}};
+
+/* The sets besides scalar, and the name coli_model_info gives each. */
+static const struct {
+    int64_t opt;
+    const char *name;
+} SETS[] = {{2, "avx2, float avx2"}, {3, "avx512vnni, float avx2"}, {0, NULL}};
+
+static coli_status open_set(const char *dir, coli_weight_format fmt, int64_t set, coli_model **m)
+{
+    coli_options *o = NULL;
+    ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_WEIGHTS, fmt), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_THREADS, 2), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, 64), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CPU_KERNELS, set), COLI_OK);
+    coli_status st = coli_model_open(dir, o, m);
+    coli_options_free(o);
+    return st;
+}
+
+static int argmax(const float *v, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[b])
+            b = i;
+    return b;
+}
+
+/* Logits after the prompt and after each greedy step: (1 + STEPS) * vocab. */
+static float *run(coli_model *m, int vocab)
+{
+    float *all = malloc((size_t)(1 + STEPS) * (size_t)vocab * sizeof(float));
+    ck_assert_ptr_nonnull(all);
+    coli_context *ctx = NULL;
+    ck_assert_int_eq(coli_context_create(m, NULL, &ctx), COLI_OK);
+    int32_t ids[PROMPT];
+    for (int i = 0; i < PROMPT; i++)
+        ids[i] = (int32_t)((i * 37 + 5) % vocab);
+    ck_assert_int_eq(coli_eval(ctx, ids, PROMPT), COLI_OK);
+    for (int s = 0;; s++) {
+        memcpy(all + (size_t)s * vocab, coli_context_logits(ctx), (size_t)vocab * sizeof(float));
+        if (s == STEPS)
+            break;
+        int32_t next = argmax(coli_context_logits(ctx), vocab);
+        ck_assert_int_eq(coli_eval(ctx, &next, 1), COLI_OK);
+    }
+    coli_context_free(ctx);
+    return all;
+}
+
+static const char *kernels_of(coli_model *m)
+{
+    coli_model_info info;
+    info.struct_size = sizeof info;
+    ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
+    ck_assert_ptr_nonnull(info.cpu_kernels);
+    return info.cpu_kernels;
+}
+
+START_TEST(test_same_bits)
+{
+    unsetenv("COLI_CPU");
+    const int fx = _i / (int)(sizeof FORMATS / sizeof FORMATS[0]);
+    const int f = _i % (int)(sizeof FORMATS / sizeof FORMATS[0]);
+    char *dir = tu_path(tu_data_dir(), FIXTURES[fx]);
+    coli_model *m = NULL;
+    coli_status st = open_set(dir, FORMATS[f].fmt, 1, &m);
+    ck_assert_msg(st == COLI_OK, "%s", coli_model_errmsg(m));
+    ck_assert_str_eq(kernels_of(m), "scalar, float scalar");
+    coli_model_info info;
+    info.struct_size = sizeof info;
+    ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
+    const int vocab = info.vocab_size;
+    float *want = run(m, vocab);
+    coli_model_free(m);
+    for (size_t k = 0; k < sizeof SETS / sizeof SETS[0]; k++) {
+        m = NULL;
+        st = open_set(dir, FORMATS[f].fmt, SETS[k].opt, &m);
+        if (SETS[k].opt != 0 && st == COLI_EUNSUPPORTED) {
+            fprintf(stderr, "%s %s: set %s not checked: %s\n", FIXTURES[fx], FORMATS[f].name, SETS[k].name,
+                    coli_model_errmsg(m));
+            coli_model_free(m);
+            continue;
+        }
+        ck_assert_msg(st == COLI_OK, "%s", coli_model_errmsg(m)); /* auto always opens */
+        const char *name = kernels_of(m);
+        if (SETS[k].name)
+            ck_assert_str_eq(name, SETS[k].name);
+        float *got = run(m, vocab);
+        for (int s = 0; s <= STEPS; s++)
+            for (int v = 0; v < vocab; v++) {
+                float a = want[(size_t)s * vocab + v], b = got[(size_t)s * vocab + v];
+                ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "%s %s, %s: step %d logit %d is %.9g, scalar %.9g",
+                              FIXTURES[fx], FORMATS[f].name, name, s, v, (double)b, (double)a);
+            }
+        fprintf(stderr, "%s %s: %s = scalar, %d logits x %d steps\n", FIXTURES[fx], FORMATS[f].name, name, vocab,
+                STEPS + 1);
+        free(got);
+        coli_model_free(m);
+    }
+    free(want);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_option_bounds)
+{
+    int64_t lo = -5, hi = -5, v = -5;
+    ck_assert_int_eq(coli_option_bounds(COLI_OPT_CPU_KERNELS, &lo, &hi), COLI_OK);
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, 3);
+    coli_options *o = NULL;
+    ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+    ck_assert_int_eq(coli_options_get(o, COLI_OPT_CPU_KERNELS, &v), COLI_OK);
+    ck_assert_int_eq(v, 0);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CPU_KERNELS, 4), COLI_ERANGE);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CPU_KERNELS, -1), COLI_ERANGE);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CPU_KERNELS, 3), COLI_OK);
+    ck_assert_int_eq(coli_options_get(o, COLI_OPT_CPU_KERNELS, &v), COLI_OK);
+    ck_assert_int_eq(v, 3);
+    coli_options_free(o);
+}
+END_TEST
+
+/* COLI_CPU: malformed values fail at open naming it; the option wins. */
+START_TEST(test_env)
+{
+    char *dir = tu_path(tu_data_dir(), "qwen3_moe");
+    static const char *const bad[] = {"", "AVX2", "avx", "scalar ", "avx512vnni", "1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(setenv("COLI_CPU", bad[i], 1), 0);
+        coli_model *m = NULL;
+        ck_assert_int_eq(open_set(dir, COLI_WEIGHTS_Q8, 0, &m), COLI_EINVAL);
+        ck_assert_msg(strstr(coli_model_errmsg(m), "COLI_CPU") != NULL, "%s", coli_model_errmsg(m));
+        coli_model_free(m);
+    }
+    ck_assert_int_eq(setenv("COLI_CPU", "scalar", 1), 0);
+    coli_model *m = NULL;
+    ck_assert_int_eq(open_set(dir, COLI_WEIGHTS_Q8, 0, &m), COLI_OK);
+    ck_assert_str_eq(kernels_of(m), "scalar, float scalar");
+    coli_model_free(m);
+    /* two models in one process, each with its own set */
+    coli_model *a = NULL, *b = NULL;
+    ck_assert_int_eq(setenv("COLI_CPU", "avx512", 1), 0);
+    ck_assert_int_eq(open_set(dir, COLI_WEIGHTS_Q8, 1, &a), COLI_OK); /* the option wins */
+    ck_assert_str_eq(kernels_of(a), "scalar, float scalar");
+    coli_status st = open_set(dir, COLI_WEIGHTS_Q8, 0, &b);
+    if (st == COLI_OK) {
+        ck_assert_str_eq(kernels_of(b), "avx512vnni, float avx2");
+        ck_assert_str_eq(kernels_of(a), "scalar, float scalar");
+    } else {
+        ck_assert_int_eq(st, COLI_EUNSUPPORTED);
+        ck_assert_msg(strstr(coli_model_errmsg(b), "COLI_OPT_CPU_KERNELS avx512 (from COLI_CPU)") != NULL, "%s",
+                      coli_model_errmsg(b));
+        fprintf(stderr, "avx512 from COLI_CPU not checked: %s\n", coli_model_errmsg(b));
+    }
+    coli_model_free(a);
+    coli_model_free(b);
+    unsetenv("COLI_CPU");
+    free(dir);
+}
+END_TEST
+
+/* The choice for a CPU with fewer features than this one. */
+START_TEST(test_pick)
+{
+    const unsigned avx2 = COLI_CPU_AVX2 | COLI_CPU_FMA | COLI_CPU_F16C;
+    const unsigned all = avx2 | COLI_CPU_AVX512 | COLI_CPU_AVX512VNNI;
+    const coli__cpuk *k = NULL;
+    coli__err err;
+    coli__err_clear(&err);
+    ck_assert_int_eq(coli__cpusel_pick(0, NULL, 0, &k, &err), COLI_OK);
+    ck_assert_str_eq(coli__cpuk_name(k), "scalar, float scalar");
+    ck_assert_int_eq(coli__cpusel_pick(2, NULL, 0, &k, &err), COLI_EUNSUPPORTED);
+    ck_assert_str_eq(err.msg, "COLI_OPT_CPU_KERNELS avx2: this CPU (or build) has only scalar");
+    ck_assert_int_eq(coli__cpusel_pick(0, "avx2", COLI_CPU_AVX2 | COLI_CPU_F16C, &k, &err), COLI_EUNSUPPORTED);
+    ck_assert_str_eq(err.msg, "COLI_OPT_CPU_KERNELS avx2 (from COLI_CPU): this CPU (or build) has only scalar");
+    ck_assert_int_eq(coli__cpusel_pick(4, NULL, all, &k, &err), COLI_EINVAL);
+    ck_assert_int_eq(coli__cpusel_pick(0, "avx", all, &k, &err), COLI_EINVAL);
+    ck_assert_str_eq(err.msg, "environment variable COLI_CPU: 'avx' is not scalar, avx2 or avx512");
+    if ((coli__cpu_features() & avx2) == avx2) {
+        ck_assert_int_eq(coli__cpusel_pick(3, NULL, avx2 | COLI_CPU_AVX512, &k, &err), COLI_EUNSUPPORTED);
+        ck_assert_str_eq(err.msg, "COLI_OPT_CPU_KERNELS avx512: this CPU (or build) has only scalar, avx2");
+        ck_assert_int_eq(coli__cpusel_pick(0, NULL, avx2, &k, &err), COLI_OK);
+        ck_assert_str_eq(coli__cpuk_name(k), "avx2, float avx2");
+        ck_assert_int_eq(coli__cpusel_pick(0, "scalar", avx2, &k, &err), COLI_OK);
+        ck_assert_str_eq(coli__cpuk_name(k), "scalar, float scalar");
+    } else {
+        fprintf(stderr, "this CPU has no AVX2+FMA+F16C: the avx2 choices not checked\n");
+    }
+    if ((coli__cpu_features() & all) == all) {
+        ck_assert_int_eq(coli__cpusel_pick(0, NULL, all, &k, &err), COLI_OK);
+        ck_assert_str_eq(coli__cpuk_name(k), "avx512vnni, float avx2");
+    } else {
+        fprintf(stderr, "this CPU has no AVX-512 VNNI: the avx512 choice not checked\n");
+    }
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("cpu_kernels");
+    TCase *tc = tcase_create("same_bits");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_same_bits, 0,
+                        (int)(sizeof FIXTURES / sizeof FIXTURES[0] * (sizeof FORMATS / sizeof FORMATS[0])));
+    suite_add_tcase(s, tc);
+    TCase *opt = tcase_create("option");
+    tcase_add_test(opt, test_option_bounds);
+    tcase_add_test(opt, test_env);
+    tcase_add_test(opt, test_pick);
+    suite_add_tcase(s, opt);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run_suite(suite());
+}
