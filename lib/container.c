@@ -15,6 +15,7 @@
 
 #include "container.h"
 #include "crc32c.h"
+#include "kernels.h"
 #include "model_config.h"
 #include "quant.h"
 
@@ -71,23 +72,13 @@ void coli__cont_close(coli__container *c)
 /* Bytes a matrix of this dtype takes, 0 if the dtype or shape is invalid. */
 static uint64_t mat_bytes(int dt, int group, int rows, int cols)
 {
-    if (rows <= 0 || cols <= 0)
+    if (rows <= 0 || cols <= 0 || dt < COLI_DT_F32 || dt > COLI_DT_Q2 || dt == COLI_DT_OTHER)
         return 0;
-    switch (dt) {
-    case COLI_DT_F32:
-        return 4 * (uint64_t)rows * (uint64_t)cols;
-    case COLI_DT_F16:
-    case COLI_DT_BF16:
-        return 2 * (uint64_t)rows * (uint64_t)cols;
-    case COLI_DT_Q8:
-    case COLI_DT_Q4:
-    case COLI_DT_Q2:
-        if (coli__q_check((coli__dtype)dt, group, cols, NULL, NULL) != COLI_OK)
-            return 0;
-        return coli__q_matrix_bytes((coli__dtype)dt, group, rows, cols);
-    default:
+    int quant = dt == COLI_DT_Q8 || dt == COLI_DT_Q4 || dt == COLI_DT_Q2;
+    if (quant && coli__q_check((coli__dtype)dt, group, cols, NULL, NULL) != COLI_OK)
         return 0;
-    }
+    coli__mat m = coli__mat_at((coli__dtype)dt, group, rows, cols, NULL);
+    return coli__mat_bytes(&m);
 }
 
 static int stored_ok(int dt)

@@ -68,9 +68,8 @@ static size_t round_up(size_t v, size_t a)
 
 static uint64_t target_bytes(const coli__witem *it, int group)
 {
-    if (it->target == COLI_DT_Q8 || it->target == COLI_DT_Q4 || it->target == COLI_DT_Q2)
-        return coli__q_matrix_bytes(it->target, it->target == COLI_DT_Q4 ? group : COLI_QK, it->rows, it->cols);
-    return (uint64_t)it->rows * (uint64_t)it->cols * coli__dtype_size(it->target);
+    coli__mat m = coli__mat_at(it->target, it->target == COLI_DT_Q4 ? group : COLI_QK, it->rows, it->cols, NULL);
+    return coli__mat_bytes(&m);
 }
 
 static coli_status on_item(void *user, const coli__witem *it, coli__err *err)

@@ -307,6 +307,28 @@ void coli__axpy(const coli__cpuk *k, float *y, float a, const float *x, int n)
     or_best(k)->axpy(y, a, x, n);
 }
 
+coli__mat coli__mat_at(coli__dtype dt, int group, int rows, int cols, const void *base)
+{
+    coli__mat m;
+    memset(&m, 0, sizeof m);
+    m.rows = rows;
+    m.cols = cols;
+    m.dt = dt;
+    if (dt != COLI_DT_Q8 && dt != COLI_DT_Q4 && dt != COLI_DT_Q2) {
+        m.data = base;
+        return m;
+    }
+    const uint8_t *p = base;
+    size_t qs = (size_t)rows * coli__q_row_bytes(dt, cols), nd = (size_t)rows * (size_t)(cols / group);
+    m.q = (coli__qmat){dt, group, rows, cols, p, NULL, NULL};
+    if (p) {
+        m.q.d = (const uint16_t *)(const void *)(p + qs);
+        if (dt == COLI_DT_Q2)
+            m.q.m = (const uint16_t *)(const void *)(p + qs + 2 * nd);
+    }
+    return m;
+}
+
 uint64_t coli__mat_bytes(const coli__mat *w)
 {
     switch (w->dt) {

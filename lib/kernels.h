@@ -36,6 +36,11 @@ unsigned coli__cpuk_needs(int which);
 
 /* Bytes a product with w reads (the whole matrix). */
 uint64_t coli__mat_bytes(const coli__mat *w);
+/* A rows x cols matrix of type dt whose bytes start at base (NULL: for its
+ * size only): a float matrix's values, or the quantized arrays laid out
+ * as docs/formats.md says (quants, scales, minimums, no gap; group is
+ * the weight group, ignored for float types). */
+coli__mat coli__mat_at(coli__dtype dt, int group, int rows, int cols, const void *base);
 
 float coli__bf16_to_f32(uint16_t v);
 float coli__f16_to_f32(uint16_t v);

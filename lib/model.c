@@ -117,7 +117,7 @@ static coli_status open_container(coli_model *m, const char *dir)
     COLI_TRY(coli__weights_load_container(&m->w, &m->cfg, c, &m->err));
     coli__store_conf sc = {(uint64_t)m->opts.mem_budget_mb << 20, m->opts.expert_slots, (int)m->opts.prefetch,
                            (int)m->opts.io_threads, (int)m->opts.hotset, m->cfg.top_k, m->opts.log, dir};
-    return coli__store_open(c, m->w.layers, &sc, &m->store, &m->err);
+    return coli__store_open(c, &sc, &m->store, &m->err);
 }
 
 static coli_status pick_cpu_kernels(coli_model *m)

@@ -37,7 +37,6 @@ typedef struct slot {
 
 struct coli__store {
     const coli__container *c;
-    const coli__layer *layers;
     coli__store_conf conf;
     char dir[4096];
     int L, E, n_moe, streamed;
@@ -84,26 +83,15 @@ static size_t padded(uint32_t bytes)
     return ((size_t)bytes + COLI_CONT_ALIGN - 1) / COLI_CONT_ALIGN * COLI_CONT_ALIGN;
 }
 
-/* The container loader's matrices of expert e, pointing into the mapping,
- * re-pointed at base (a copy of the record). */
+/* The three matrices of expert e of layer l, whose record's bytes are at
+ * base (NULL: in the mapping). */
 static void fill(const coli__store *s, int l, int e, const uint8_t *base, coli__mat out[3])
 {
-    const coli__layer *ly = &s->layers[l];
-    const coli__mat *src[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
-    const uint8_t *rec = s->c->map + coli__cont_record_of(s->c, l, e)->offset;
+    if (!base)
+        base = s->c->map + coli__cont_record_of(s->c, l, e)->offset;
     for (int k = 0; k < 3; k++) {
-        out[k] = *src[k];
-        if (!base)
-            continue;
-#define REBASE(p) ((p) ? (const void *)(base + ((const uint8_t *)(const void *)(p) - rec)) : NULL)
-        if (out[k].dt == COLI_DT_Q8 || out[k].dt == COLI_DT_Q4 || out[k].dt == COLI_DT_Q2) {
-            out[k].q.qs = REBASE(out[k].q.qs);
-            out[k].q.d = REBASE(out[k].q.d);
-            out[k].q.m = REBASE(out[k].q.m);
-        } else {
-            out[k].data = REBASE(out[k].data);
-        }
-#undef REBASE
+        const coli__cont_mat *cm = &s->c->layouts[3 * l + k];
+        out[k] = coli__mat_at((coli__dtype)cm->dtype, cm->group, cm->rows, cm->cols, base + cm->offset);
     }
 }
 
@@ -349,7 +337,7 @@ static coli_status open_streamed(coli__store *s, uint64_t n_slots, coli__err *er
     return COLI_OK;
 }
 
-coli_status coli__store_open(const coli__container *c, const coli__layer *layers, const coli__store_conf *conf,
+coli_status coli__store_open(const coli__container *c, const coli__store_conf *conf,
                              coli__store **out, coli__err *err)
 {
     *out = NULL;
@@ -357,7 +345,6 @@ coli_status coli__store_open(const coli__container *c, const coli__layer *layers
     if (!s)
         return coli__fail(err, COLI_ENOMEM, "out of memory for the expert store");
     s->c = c;
-    s->layers = layers;
     s->conf = *conf;
     snprintf(s->dir, sizeof s->dir, "%s", conf->dir);
     s->conf.dir = s->dir;
@@ -522,15 +509,23 @@ void coli__store_close(coli__store *s)
 
 /* ---- use ----------------------------------------------------------------- */
 
+/* A mapped record's checksum, checked on its first use. */
+static coli_status verify_mapped(coli__store *s, int l, int e, coli__err *err)
+{
+    size_t idx = (size_t)l * s->E + e;
+    if (atomic_load(&s->verified[idx]))
+        return COLI_OK;
+    COLI_TRY(coli__cont_verify(s->c, l, e, NULL, err));
+    atomic_store(&s->verified[idx], 1);
+    return COLI_OK;
+}
+
 coli_status coli__store_get(coli__store *s, int l, int e, int wait, coli__mat out[3], int *ref, coli__err *err)
 {
     size_t idx = (size_t)l * s->E + e;
     *ref = -1;
     if (!s->streamed) {
-        if (!atomic_load(&s->verified[idx])) {
-            COLI_TRY(coli__cont_verify(s->c, l, e, NULL, err));
-            atomic_store(&s->verified[idx], 1);
-        }
+        COLI_TRY(verify_mapped(s, l, e, err));
         atomic_fetch_add(&s->gets, 1);
         atomic_fetch_add(&s->hits, 1);
         fill(s, l, e, NULL, out);
@@ -702,10 +697,7 @@ void coli__store_routed(coli__store *s, int l, const int *experts, int n, int sc
 coli_status coli__store_read_into(coli__store *s, int l, int e, void *buf, coli__mat out[3], coli__err *err)
 {
     if (!s->streamed) {
-        if (!atomic_load(&s->verified[(size_t)l * s->E + e])) {
-            COLI_TRY(coli__cont_verify(s->c, l, e, NULL, err));
-            atomic_store(&s->verified[(size_t)l * s->E + e], 1);
-        }
+        COLI_TRY(verify_mapped(s, l, e, err));
         fill(s, l, e, NULL, out);
         return COLI_OK;
     }

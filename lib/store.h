@@ -15,7 +15,8 @@
 #define COLI_STORE_H
 
 #include "container.h"
-#include "model.h"
+#include "kernels.h"
+#include "log.h"
 
 typedef struct coli__store coli__store;
 
@@ -30,14 +31,14 @@ typedef struct coli__store_conf {
     const char *dir;     /* the model directory */
 } coli__store_conf;
 
-/* A model's store over container c; the expert matrices of layers (as
- * the container loader set them: pointing into the mapping) give the
- * shapes. COLI_ERANGE when the budget cannot hold the dense weights and
+/* A model's store over container c (its expert layouts give the
+ * matrices). COLI_ERANGE when the budget cannot hold the dense weights and
  * one token's routed experts (the message has the numbers);
  * COLI_IO_FAIL_AFTER is read here. */
-coli_status coli__store_open(const coli__container *c, const coli__layer *layers, const coli__store_conf *conf,
-                             coli__store **out, coli__err *err);
-/* Loads the hot set, except experts skip[l * E + e] != 0 (on a GPU). */
+coli_status coli__store_open(const coli__container *c, const coli__store_conf *conf, coli__store **out,
+                             coli__err *err);
+/* Loads the hot set, except experts whose skip[l * E + e] >= 0 (the device
+ * holding it, coli__experts_placement; NULL: none skipped). */
 coli_status coli__store_warm(coli__store *s, const signed char *skip, coli__err *err);
 void coli__store_close(coli__store *s);
 

@@ -245,16 +245,13 @@ static coli_status quantize(loader *L, coli__mat *m, const char *file, const cha
 {
     const int rows = m->rows, cols = m->cols;
     int group = q == COLI_DT_Q4 ? L->q4_group : COLI_QK;
-    size_t qs_bytes = (size_t)rows * coli__q_row_bytes(q, cols);
     size_t n_d = (size_t)rows * (size_t)(cols / group);
     size_t n_m = q == COLI_DT_Q2 ? (size_t)rows * (size_t)(cols / COLI_QK) : 0;
-    uint8_t *buf = own(L, qs_bytes + 2 * (n_d + n_m));
+    uint8_t *buf = own(L, coli__q_matrix_bytes(q, group, rows, cols));
     if (!buf)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory quantizing tensor '%s'", name);
     coli__qmat *w = &m->q;
-    *w = (coli__qmat){q, group, rows, cols, buf, (uint16_t *)(buf + qs_bytes), NULL};
-    if (n_m)
-        w->m = (uint16_t *)(buf + qs_bytes + 2 * n_d);
+    *w = coli__mat_at(q, group, rows, cols, buf).q;
     qjob j = {m, w, group, 0, INT_MAX, 0};
     int blocks = (rows + QROWS - 1) / QROWS, extra = L->threads - 1;
     if (extra > blocks - 1)
@@ -396,20 +393,7 @@ static coli_status cont_mat(loader *L, coli__mat *m, const char *name, int rows,
     if (dt != (int)want)
         return coli__fail(L->err, COLI_EFORMAT, "%s: tensor '%s' has dtype %d where format %d implies %d", c->path,
                           name, dt, (int)L->fmt, (int)want);
-    memset(m, 0, sizeof *m);
-    m->rows = rows;
-    m->cols = cols;
-    m->dt = (coli__dtype)dt;
-    const uint8_t *p = c->map + off;
-    if (dt == COLI_DT_Q8 || dt == COLI_DT_Q4 || dt == COLI_DT_Q2) {
-        size_t qs = (size_t)rows * coli__q_row_bytes((coli__dtype)dt, cols);
-        size_t nd = (size_t)rows * (size_t)(cols / group);
-        m->q = (coli__qmat){(coli__dtype)dt, group, rows, cols, p, (const uint16_t *)(const void *)(p + qs), NULL};
-        if (dt == COLI_DT_Q2)
-            m->q.m = (const uint16_t *)(const void *)(p + qs + 2 * nd);
-    } else {
-        m->data = p;
-    }
+    *m = coli__mat_at((coli__dtype)dt, group, rows, cols, c->map + off);
     COLI_TRY(record(L, rows, cols, kind, (int)coli__dtype_size((coli__dtype)stored), role));
     return COLI_OK;
 }
@@ -696,7 +680,7 @@ static uint64_t rec_bytes(const coli__matrec *r, coli_weight_format fmt, int q4_
     coli__dtype t = coli__weights_target(fmt, (coli__mat_kind)r->kind, stored, r->cols, q4_group);
     if (r->role == COLI_ROLE_TIED_OUT && (t == COLI_DT_F32 || t == COLI_DT_BF16 || fmt == COLI_WEIGHTS_AUTO))
         return 0; /* shares the embedding */
-    coli__mat m = {r->rows, r->cols, t, NULL, {t, t == COLI_DT_Q4 ? q4_group : COLI_QK, r->rows, r->cols, 0, 0, 0}};
+    coli__mat m = coli__mat_at(t, t == COLI_DT_Q4 ? q4_group : COLI_QK, r->rows, r->cols, NULL);
     return coli__mat_bytes(&m);
 }
 
