@@ -179,15 +179,6 @@ static int64_t safetensors_params(const char *path)
     return total;
 }
 
-static int argmax(const float *v, int n)
-{
-    int best = 0, i;
-
-    for (i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
 
 /* The fixture model and a context on it, for the tests that need them. */
 static coli_model *g_model;
@@ -838,7 +829,7 @@ START_TEST(test_sampler_greedy_and_degenerate)
     ck_assert_int_eq(coli_eval(g_ctx, g_prompt, g_n_prompt), COLI_OK);
     logits = coli_context_logits(g_ctx);
     ck_assert_ptr_nonnull(logits);
-    best = argmax(logits, g_info.vocab_size);
+    best = tu_argmax(logits, g_info.vocab_size);
 
     coli_sampling_default(&sp);
     ck_assert_float_le(sp.temperature, 0);
@@ -1099,7 +1090,7 @@ START_TEST(test_generate_stop_and_greedy)
     coli_context_reset(g_ctx);
     ck_assert_int_eq(coli_eval(g_ctx, g_prompt, g_n_prompt), COLI_OK);
     while (n_manual < 8) {
-        int32_t t = argmax(coli_context_logits(g_ctx), g_info.vocab_size);
+        int32_t t = tu_argmax(coli_context_logits(g_ctx), g_info.vocab_size);
         manual[n_manual++] = t;
         if (coli_model_is_eos(g_model, t))
             break;

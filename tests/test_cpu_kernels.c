@@ -47,15 +47,6 @@ static coli_status open_set(const char *dir, coli_weight_format fmt, int64_t set
     return st;
 }
 
-static int argmax(const float *v, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[b])
-            b = i;
-    return b;
-}
-
 /* Logits after the prompt and after each greedy step: (1 + STEPS) * vocab. */
 static float *run(coli_model *m, int vocab)
 {
@@ -66,14 +57,7 @@ static float *run(coli_model *m, int vocab)
     int32_t ids[PROMPT];
     for (int i = 0; i < PROMPT; i++)
         ids[i] = (int32_t)((i * 37 + 5) % vocab);
-    ck_assert_int_eq(coli_eval(ctx, ids, PROMPT), COLI_OK);
-    for (int s = 0;; s++) {
-        memcpy(all + (size_t)s * vocab, coli_context_logits(ctx), (size_t)vocab * sizeof(float));
-        if (s == STEPS)
-            break;
-        int32_t next = argmax(coli_context_logits(ctx), vocab);
-        ck_assert_int_eq(coli_eval(ctx, &next, 1), COLI_OK);
-    }
+    ck_assert_msg(tu_greedy(ctx, ids, PROMPT, STEPS, vocab, all, NULL) == 0, "%s", coli_context_errmsg(ctx));
     coli_context_free(ctx);
     return all;
 }

@@ -29,15 +29,6 @@ static char *fixture_dir(const char *name)
     return tu_path(tu_data_dir(), name);
 }
 
-static int argmax(const float *v, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
-
 typedef struct fixture {
     char *dir;
     coli_model *m;
@@ -91,7 +82,7 @@ static void greedy_by_hand(fixture *f, const int32_t *prompt, size_t n_prompt, i
     coli_context_reset(f->c);
     ck_assert_int_eq(coli_eval(f->c, prompt, n_prompt), COLI_OK);
     for (size_t i = 0; i < n; i++) {
-        out[i] = argmax(coli_context_logits(f->c), f->info.vocab_size);
+        out[i] = tu_argmax(coli_context_logits(f->c), f->info.vocab_size);
         if (i + 1 < n)
             ck_assert_int_eq(coli_eval(f->c, &out[i], 1), COLI_OK);
     }
@@ -536,7 +527,7 @@ START_TEST(test_padding_ids)
 
     fx_open_dir(&f, dir, 0);
     ck_assert_int_eq(coli_eval(f.c, f.prompt, f.n_prompt), COLI_OK);
-    ck_assert_int_eq(argmax(coli_context_logits(f.c), f.info.vocab_size), 1004);
+    ck_assert_int_eq(tu_argmax(coli_context_logits(f.c), f.info.vocab_size), 1004);
     coli_context_reset(f.c);
     /* detokenize: nothing for the padding id, an error past the vocabulary */
     ck_assert_int_eq(coli_detokenize(f.m, &pad, 1, 0, text, sizeof text, &tl), COLI_OK);
@@ -597,7 +588,7 @@ START_TEST(test_min_p)
     fx_open(&f, "qwen3_moe", 0);
     ck_assert_int_eq(coli_eval(f.c, f.prompt, f.n_prompt), COLI_OK);
     l = coli_context_logits(f.c);
-    best = argmax(l, f.info.vocab_size);
+    best = tu_argmax(l, f.info.vocab_size);
     for (int i = 0; i < f.info.vocab_size; i++)
         kept += expf((l[i] - l[best]) / T) >= 0.5f;
     for (uint64_t seed = 1; seed <= 64; seed++) {
@@ -636,7 +627,7 @@ START_TEST(test_repeat_penalty)
     /* the three most likely tokens, best first */
     memcpy(pen, l, (size_t)v * sizeof *pen);
     for (int k = 0; k < 3; k++) {
-        hist[k] = argmax(pen, v);
+        hist[k] = tu_argmax(pen, v);
         pen[hist[k]] = -INFINITY;
     }
     for (int last_n = 1; last_n <= 3; last_n++) {
@@ -655,7 +646,7 @@ START_TEST(test_repeat_penalty)
                 pen[t] = pen[t] > 0 ? pen[t] / r : pen[t] * r;
         }
         ck_assert_int_eq(coli_sample(s, f.c, &tok), COLI_OK);
-        ck_assert_int_eq(tok, argmax(pen, v));
+        ck_assert_int_eq(tok, tu_argmax(pen, v));
         /* after a reset nothing is remembered: plain greedy */
         coli_sampler_reset(s);
         ck_assert_int_eq(coli_sample(s, f.c, &tok), COLI_OK);

@@ -69,19 +69,8 @@ static void one_run(const char *dir, coli_weight_format fmt, int64_t budget_mb, 
             ids[n] = (int32_t)((n * 7919 + 3) % (size_t)info.vocab_size);
     }
     r->logits = malloc((1 + STEPS) * r->vocab * sizeof(float));
-    ck_assert_msg(coli_eval(c, ids, n) == COLI_OK, "%s", coli_context_errmsg(c));
-    for (int s = 0; s <= STEPS; s++) {
-        const float *lg = coli_context_logits(c);
-        memcpy(r->logits + (size_t)s * r->vocab, lg, r->vocab * sizeof(float));
-        if (s == STEPS)
-            break;
-        size_t best = 0;
-        for (size_t i = 1; i < r->vocab; i++)
-            if (lg[i] > lg[best])
-                best = i;
-        r->tokens[s] = (int32_t)best;
-        ck_assert_msg(coli_eval(c, &r->tokens[s], 1) == COLI_OK, "%s", coli_context_errmsg(c));
-    }
+    ck_assert_msg(tu_greedy(c, ids, n, STEPS, (int)r->vocab, r->logits, r->tokens) == 0, "%s",
+                  coli_context_errmsg(c));
     for (int d = 0; d < r->devices; d++) {
         coli_gpu_stats gs;
         memset(&gs, 0, sizeof gs);

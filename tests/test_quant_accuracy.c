@@ -89,19 +89,10 @@ static coli_model *open_fmt(const char *dir, coli_weight_format fmt)
     return m;
 }
 
-static int argmax(const float *v, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[b])
-            b = i;
-    return b;
-}
-
 /* KL(p || q) of the softmax distributions of logits a (p) and b (q). */
 static double kl(const float *a, const float *b, int n)
 {
-    double ma = a[argmax(a, n)], mb = b[argmax(b, n)], za = 0, zb = 0;
+    double ma = a[tu_argmax(a, n)], mb = b[tu_argmax(b, n)], za = 0, zb = 0;
     for (int i = 0; i < n; i++) {
         za += exp(a[i] - ma);
         zb += exp(b[i] - mb);
@@ -146,14 +137,14 @@ static void compare(const char *dir, coli_weight_format fmt, const char *name, m
             ck_assert_int_eq(coli_eval(cq, &P.ids[p][i], 1), COLI_OK);
             const float *a = coli_context_logits(cf), *b = coli_context_logits(cq);
             M->positions++;
-            M->top1_same += argmax(a, V) == argmax(b, V);
+            M->top1_same += tu_argmax(a, V) == tu_argmax(b, V);
             M->kl_sum += kl(a, b, V);
         }
         /* Greedy continuations from the same prompt, each on its own. */
         int gf[GREEDY], gq[GREEDY];
         for (int i = 0; i < GREEDY; i++) {
-            gf[i] = argmax(coli_context_logits(cf), V);
-            gq[i] = argmax(coli_context_logits(cq), V);
+            gf[i] = tu_argmax(coli_context_logits(cf), V);
+            gq[i] = tu_argmax(coli_context_logits(cq), V);
             ck_assert_int_eq(coli_eval(cf, &gf[i], 1), COLI_OK);
             ck_assert_int_eq(coli_eval(cq, &gq[i], 1), COLI_OK);
         }

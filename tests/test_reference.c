@@ -107,15 +107,6 @@ static coli_model *open_model(const char *dir, coli_weight_format fmt, int threa
     return m;
 }
 
-static int argmax(const float *v, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[b])
-            b = i;
-    return b;
-}
-
 static float range_of(const float *v, int n)
 {
     float lo = v[0], hi = v[0];
@@ -162,7 +153,7 @@ static double check_dir(const char *dir, const ref *r, coli_weight_format fmt, i
         ck_assert_msg(e <= tol_logit, "%s prompt %d: logit error %.3g of range exceeds %.3g", dir, p, e,
                       tol_logit);
         for (int i = 0; i < GREEDY; i++) {
-            int tok = argmax(coli_context_logits(c), r->vocab);
+            int tok = tu_argmax(coli_context_logits(c), r->vocab);
             if (tok != rp->greedy[i]) {
                 float range = range_of(rp->logits, r->vocab);
                 ck_assert_msg(!strict && rp->greedy_margin[i] <= tol_tok * range,

@@ -81,19 +81,8 @@ static void eval_all(coli_model *m, run *r)
     r->n_prompt = n;
     r->logits = malloc((1 + STEPS) * r->vocab * sizeof(float));
     ck_assert_ptr_nonnull(r->logits);
-    ck_assert_msg(coli_eval(c, ids, n) == COLI_OK, "%s", coli_context_errmsg(c));
-    for (int s = 0; s <= STEPS; s++) {
-        const float *lg = coli_context_logits(c);
-        memcpy(r->logits + (size_t)s * r->vocab, lg, r->vocab * sizeof(float));
-        if (s == STEPS)
-            break;
-        size_t best = 0;
-        for (size_t i = 1; i < r->vocab; i++)
-            if (lg[i] > lg[best])
-                best = i;
-        r->tokens[s] = (int32_t)best;
-        ck_assert_msg(coli_eval(c, &r->tokens[s], 1) == COLI_OK, "%s", coli_context_errmsg(c));
-    }
+    ck_assert_msg(tu_greedy(c, ids, n, STEPS, (int)r->vocab, r->logits, r->tokens) == 0, "%s",
+                  coli_context_errmsg(c));
     coli_context_free(c);
 }
 
@@ -529,6 +518,48 @@ START_TEST(test_damage_at_open)
 }
 END_TEST
 
+typedef struct collect {
+    int32_t t[64];
+    size_t n;
+} collect;
+
+static int on_token(void *u, int32_t tok, const char *text, size_t len)
+{
+    (void)text;
+    (void)len;
+    collect *c = u;
+    if (c->n < 64)
+        c->t[c->n++] = tok;
+    return 0;
+}
+
+/* Greedy generation of up to max (<= 64) tokens after prompt on a fresh
+ * context of m, end-of-sequence ignored; the tokens reported to on_token
+ * go to col, the error message (if any) to msg. */
+static coli_status generate(coli_model *m, const int32_t *prompt, size_t n, size_t max, int32_t *out, size_t *n_out,
+                            coli_stop_reason *why, collect *col, char *msg, size_t cap)
+{
+    coli_context *c = NULL;
+    ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+    coli_sampler *s = NULL;
+    coli_sampling sp;
+    coli_sampling_default(&sp);
+    ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
+    coli_generate_params gp;
+    coli_generate_params_init(&gp, sizeof gp);
+    gp.max_tokens = max;
+    gp.ignore_eos = 1;
+    gp.on_token = on_token;
+    gp.user = col;
+    col->n = 0;
+    *n_out = 99;
+    coli_status st = coli_generate_v2(c, prompt, n, s, &gp, out, max, n_out, why);
+    snprintf(msg, cap, "%s", coli_context_errmsg(c));
+    coli_sampler_free(s);
+    coli_context_free(c);
+    return st;
+}
+
 /* A damaged record is found when it is read (streamed) or first used
  * (mapped): the eval fails naming it, and no token comes out. */
 START_TEST(test_damaged_record)
@@ -545,22 +576,15 @@ START_TEST(test_damaged_record)
         char msg[1024];
         coli_model *m = NULL;
         ck_assert_int_eq(try_open(out, slots, msg, sizeof msg, &m), COLI_OK);
-        coli_context *c = NULL;
-        ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
-        coli_sampler *s = NULL;
-        coli_sampling sp;
-        coli_sampling_default(&sp);
-        ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
         int32_t prompt[3] = {1, 2, 3}, outt[8];
-        size_t n_out = 99;
-        coli_status st = coli_generate(c, prompt, 3, 8, s, NULL, NULL, outt, 8, &n_out);
-        ck_assert_int_eq(st, COLI_EFORMAT);
+        size_t n_out = 0;
+        collect col;
+        coli_stop_reason why = COLI_STOP_LENGTH;
+        ck_assert_int_eq(generate(m, prompt, 3, 8, outt, &n_out, &why, &col, msg, sizeof msg), COLI_EFORMAT);
         ck_assert_uint_eq(n_out, 0);
-        ck_assert_msg(strstr(coli_context_errmsg(c), "model.coli: layer 2 expert") &&
-                          strstr(coli_context_errmsg(c), "checksum"),
-                      "%s", coli_context_errmsg(c));
-        coli_sampler_free(s);
-        coli_context_free(c);
+        ck_assert_uint_eq(col.n, 0);
+        ck_assert_int_eq(why, COLI_STOP_NONE);
+        ck_assert_msg(strstr(msg, "model.coli: layer 2 expert") && strstr(msg, "checksum"), "%s", msg);
         coli_model_free(m);
     }
     free(f);
@@ -574,21 +598,6 @@ END_TEST
 
 /* COLI_IO_FAIL_AFTER: reads fail from the Nth on; generation stops with
  * the error, and every token it gave is the checkpoint's. */
-typedef struct collect {
-    int32_t t[64];
-    size_t n;
-} collect;
-
-static int on_token(void *u, int32_t tok, const char *text, size_t len)
-{
-    (void)text;
-    (void)len;
-    collect *c = u;
-    if (c->n < 64)
-        c->t[c->n++] = tok;
-    return 0;
-}
-
 START_TEST(test_io_failure)
 {
     char *tmp = tu_mkdtemp(), *src = fixture(2), *out = tu_path(tmp, "out");
@@ -596,66 +605,37 @@ START_TEST(test_io_failure)
     int32_t prompt[4] = {5, 17, 33, 2};
     int32_t ref[24];
     size_t n_ref = 0;
+    char msg[1024];
+    collect col;
     {
         conf c0 = {COLI_WEIGHTS_Q8, 0, 0, 0, 0};
         coli_options *o = options(&c0);
         coli_model *m = NULL;
         ck_assert_int_eq(coli_model_open(src, o, &m), COLI_OK);
-        coli_context *c = NULL;
-        ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
-        coli_sampler *s = NULL;
-        coli_sampling sp;
-        coli_sampling_default(&sp);
-        ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
-        coli_generate_params gp;
-        coli_generate_params_init(&gp, sizeof gp);
-        gp.max_tokens = 24;
-        gp.ignore_eos = 1;
-        ck_assert_int_eq(coli_generate_v2(c, prompt, 4, s, &gp, ref, 24, &n_ref, NULL), COLI_OK);
+        ck_assert_int_eq(generate(m, prompt, 4, 24, ref, &n_ref, NULL, &col, msg, sizeof msg), COLI_OK);
         ck_assert_uint_eq(n_ref, 24);
-        coli_sampler_free(s);
-        coli_context_free(c);
         coli_model_free(m);
         coli_options_free(o);
     }
     const char *after[] = {"0", "3", "9"};
     for (int k = 0; k < 3; k++) {
         setenv("COLI_IO_FAIL_AFTER", after[k], 1);
-        char msg[1024];
         coli_model *m = NULL;
         ck_assert_int_eq(try_open(out, 2, msg, sizeof msg, &m), COLI_OK);
-        coli_context *c = NULL;
-        ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
-        coli_sampler *s = NULL;
-        coli_sampling sp;
-        coli_sampling_default(&sp);
-        ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
-        coli_generate_params gp;
-        coli_generate_params_init(&gp, sizeof gp);
-        gp.max_tokens = 24;
-        gp.ignore_eos = 1;
-        collect col = {{0}, 0};
-        gp.on_token = on_token;
-        gp.user = &col;
         int32_t got[24];
         size_t n_got = 0;
         coli_stop_reason why = COLI_STOP_LENGTH;
-        coli_status st = coli_generate_v2(c, prompt, 4, s, &gp, got, 24, &n_got, &why);
-        ck_assert_int_eq(st, COLI_EIO);
+        ck_assert_int_eq(generate(m, prompt, 4, 24, got, &n_got, &why, &col, msg, sizeof msg), COLI_EIO);
         ck_assert_int_eq(why, COLI_STOP_NONE);
         ck_assert_uint_lt(n_got, 24);
         ck_assert_uint_eq(col.n, n_got);
         for (size_t i = 0; i < n_got; i++)
             ck_assert_int_eq(got[i], ref[i]);
-        const char *e = coli_context_errmsg(c);
-        ck_assert_msg(strstr(e, "model.coli: layer") && strstr(e, "COLI_IO_FAIL_AFTER"), "%s", e);
-        coli_sampler_free(s);
-        coli_context_free(c);
+        ck_assert_msg(strstr(msg, "model.coli: layer") && strstr(msg, "COLI_IO_FAIL_AFTER"), "%s", msg);
         coli_model_free(m);
     }
     unsetenv("COLI_IO_FAIL_AFTER");
     setenv("COLI_IO_FAIL_AFTER", "x1", 1);
-    char msg[1024];
     ck_assert_int_eq(try_open(out, 2, msg, sizeof msg, NULL), COLI_EINVAL);
     ck_assert_msg(strstr(msg, "COLI_IO_FAIL_AFTER"), "%s", msg);
     unsetenv("COLI_IO_FAIL_AFTER");

@@ -548,3 +548,32 @@ int tu_run_suite(Suite *s)
     srunner_free(sr);
     return failed ? 1 : 0;
 }
+
+/* ---- running a model ----------------------------------------------------- */
+
+int tu_argmax(const float *v, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[b])
+            b = i;
+    return b;
+}
+
+int tu_greedy(coli_context *c, const int32_t *ids, size_t n, int steps, int vocab, float *logits, int32_t *tokens)
+{
+    if (coli_eval(c, ids, n) != COLI_OK)
+        return -1;
+    for (int s = 0;; s++) {
+        const float *lg = coli_context_logits(c);
+        if (logits)
+            memcpy(logits + (size_t)s * (size_t)vocab, lg, (size_t)vocab * sizeof(float));
+        if (s == steps)
+            return 0;
+        int32_t next = (int32_t)tu_argmax(lg, vocab);
+        if (tokens)
+            tokens[s] = next;
+        if (coli_eval(c, &next, 1) != COLI_OK)
+            return -1;
+    }
+}

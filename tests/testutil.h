@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "colibri/colibri.h"
+
 /* Runs every test of the suite (Check's default fork mode) and returns the
  * exit status for main: 0 if all passed. */
 int tu_run_suite(Suite *s);
@@ -73,6 +75,17 @@ int tu_st_write_raw_len(const char *path, uint64_t header_len, const char *heade
  * The header is parsed here, without the library. */
 int tu_st_rewrite(const char *path, const char *dtype, const char *patch, size_t first, size_t count,
                   float value);
+
+/* ---- running a model ----------------------------------------------------- */
+
+/* The index of the largest of v[0..n), the first of equals (NaN never wins). */
+int tu_argmax(const float *v, int n);
+/* Evaluates ids[0..n) on c in one call, then feeds steps greedy tokens one
+ * at a time; logits (may be NULL) receives the logits after the prompt and
+ * after each step, (1 + steps) * vocab floats, tokens (may be NULL) the
+ * steps greedy tokens. 0, or -1 when an eval failed (the context's
+ * message says why). */
+int tu_greedy(coli_context *c, const int32_t *ids, size_t n, int steps, int vocab, float *logits, int32_t *tokens);
 
 /* ---- floats ------------------------------------------------------------ */
 
