@@ -179,7 +179,6 @@ static int64_t safetensors_params(const char *path)
     return total;
 }
 
-
 /* The fixture model and a context on it, for the tests that need them. */
 static coli_model *g_model;
 static coli_context *g_ctx;
