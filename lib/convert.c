@@ -296,12 +296,8 @@ static void *worker(void *arg)
         for (int k = 0; k < 3 && st == COLI_OK; k++) {
             const item *z = &c->items[c->ex[k][jb->layer]];
             coli__witem it = z->it;
-            char name[COLI_CONT_NAME + 64];
-            static const char *const hf[] = {"gate_proj", "up_proj", "down_proj"}, *const mx[] = {"w1", "w3", "w2"};
-            int mixtral = c->cfg.arch == COLI_ARCH_MIXTRAL;
-            snprintf(name, sizeof name, "model.layers.%d.%s.experts.%d.%s.weight", jb->layer,
-                     mixtral ? "block_sparse_moe" : "mlp", jb->expert, mixtral ? mx[k] : hf[k]);
-            it.name = it.src = name;
+            char name[256];
+            it.name = it.src = coli__weights_expert_name(&c->cfg, jb->layer, jb->expert, k, name, sizeof name);
             it.expert = jb->expert;
             st = make(c, &it, z->bytes, buf + z->offset, &err);
         }

@@ -101,6 +101,10 @@ struct coli_model {
     const coli__cpuk *cpuk;          /* CPU kernel set (COLI_OPT_CPU_KERNELS) */
 };
 
+/* The checkpoint's name of expert e's gate (which 0), up (1) or down (2)
+ * in layer l, written to name[cap]. */
+const char *coli__weights_expert_name(const coli__config *c, int l, int e, int which, char *name, size_t cap);
+
 /* One tensor of a conversion plan (coli__weights_plan). */
 typedef struct coli__witem {
     const char *name;          /* as the container names it */

@@ -718,12 +718,11 @@ int coli__store_streams(const coli__store *s)
     return s && s->streamed;
 }
 
-const uint64_t *coli__store_counts(const coli__store *s)
+const uint64_t *coli__store_counts(coli__store *s)
 {
-    coli__store *w = (coli__store *)s; /* a snapshot, taken at open */
     size_t n = (size_t)s->L * (size_t)s->E;
     for (size_t i = 0; i < n; i++)
-        w->counts_copy[i] = atomic_load(&s->counts[i]);
+        s->counts_copy[i] = atomic_load(&s->counts[i]);
     return s->counts_copy;
 }
 

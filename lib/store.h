@@ -63,8 +63,9 @@ void coli__store_routed(coli__store *s, int l, const int *experts, int n, int sc
 coli_status coli__store_read_into(coli__store *s, int l, int e, void *buf, coli__mat out[3], coli__err *err);
 uint64_t coli__store_record_bytes(const coli__store *s);
 int coli__store_streams(const coli__store *s);
-/* Routing counts so far ([L * E]), for hot-first GPU placement. */
-const uint64_t *coli__store_counts(const coli__store *s);
+/* A snapshot of the routing counts so far ([L * E], valid until the next
+ * call), for hot-first GPU placement at open. */
+const uint64_t *coli__store_counts(coli__store *s);
 
 void coli__store_stats(const coli__store *s, coli_store_stats *out);
 const char *coli__store_detail(const coli__store *s);

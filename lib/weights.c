@@ -483,7 +483,7 @@ static coli_status load_vec_hf(loader *L, const coli__tensor *t, float **out, co
 #define NAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
 
 /* The checkpoint's name of expert e's gate (which 0), up (1) or down (2). */
-static const char *expert_name(const coli__config *c, int l, int e, int which, char *name, size_t cap)
+const char *coli__weights_expert_name(const coli__config *c, int l, int e, int which, char *name, size_t cap)
 {
     static const char *const hf[] = {"gate_proj", "up_proj", "down_proj"}, *const mx[] = {"w1", "w3", "w2"};
     int mixtral = c->arch == COLI_ARCH_MIXTRAL;
@@ -534,11 +534,14 @@ static coli_status load_layer(loader *L, int l)
     for (int e = 0; e < E; e++) {
         L->expert = e;
         L->which = 0;
-        COLI_TRY(load_mat(L, &ly->e_gate[e], expert_name(c, l, e, 0, name, sizeof name), I, H, BIG, EXPERT));
+        COLI_TRY(load_mat(L, &ly->e_gate[e], coli__weights_expert_name(c, l, e, 0, name, sizeof name), I, H,
+                          BIG, EXPERT));
         L->which = 1;
-        COLI_TRY(load_mat(L, &ly->e_up[e], expert_name(c, l, e, 1, name, sizeof name), I, H, BIG, EXPERT));
+        COLI_TRY(load_mat(L, &ly->e_up[e], coli__weights_expert_name(c, l, e, 1, name, sizeof name), I, H,
+                          BIG, EXPERT));
         L->which = 2;
-        COLI_TRY(load_mat(L, &ly->e_down[e], expert_name(c, l, e, 2, name, sizeof name), H, I, BIG, EXPERT));
+        COLI_TRY(load_mat(L, &ly->e_down[e], coli__weights_expert_name(c, l, e, 2, name, sizeof name), H, I,
+                          BIG, EXPERT));
     }
     L->expert = -1;
     /* top_k of the layer's experts run for each token */
@@ -785,7 +788,7 @@ coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cf
             continue;
         char name[256];
         const coli__tensor *t = NULL;
-        st = find(&L, expert_name(cfg, l, e, k, name, sizeof name), m->rows, m->cols, &t);
+        st = find(&L, coli__weights_expert_name(cfg, l, e, k, name, sizeof name), m->rows, m->cols, &t);
         if (st != COLI_OK)
             break;
         coli__mat fresh = {m->rows, m->cols, t->dtype, aligned(&L, t), {0}};
