@@ -13,7 +13,7 @@
  *
  * - "direct" (decode, few tokens): a block of rows (4 for AVX-512, 2 for
  *   AVX2) streams its quants straight from the matrix, 8 groups at a time,
- *   sharing each activation load, prefetching the same bytes PF_AHEAD rows
+ *   sharing each activation load, prefetching the same bytes about PF_BYTES
  *   further on. The exact int32 sums of 8 consecutive groups are
  *   transpose-reduced into one 8-lane vector (lane k = group 8j + k),
  *   converted to float (exact), scaled lane-wise and added to the 8-lane
@@ -113,15 +113,29 @@ static int32_t load_i32(const void *p)
 
 #define UNROLL _Pragma("GCC unroll 16")
 
-/* Rows ahead of the current block that the direct kernels prefetch. */
-#define PF_AHEAD 8
+/* How far ahead of the current row block the direct kernels prefetch, in
+ * bytes of quants (at least PF_MIN_ROWS rows). On Zen 4, one core streaming
+ * 384 x 1024 q4 experts reads about 20 GB/s with 8 KiB ahead, 13 GB/s with
+ * 2 KiB (docs/performance.md). */
+#ifndef PF_BYTES
+#define PF_BYTES 8192
+#endif
+#define PF_MIN_ROWS 4
+
+static size_t pf_rows(size_t rb)
+{
+    size_t n = (PF_BYTES + rb - 1) / rb;
+    return n < PF_MIN_ROWS ? PF_MIN_ROWS : n;
+}
 
 /* Prefetches the n bytes at p + off (off may point past the object: a
- * prefetch never faults, and the address is formed as an integer). */
+ * prefetch never faults, and the address is formed as an integer) into L2
+ * (prefetcht2): an L1 prefetch holds one of the few L1 miss buffers until
+ * the line arrives, which caps one core at a third of its bandwidth. */
 static inline __attribute__((always_inline)) void prefetch(const void *p, size_t off, size_t n)
 {
     for (size_t o = 0; o < n; o += 64)
-        __builtin_prefetch((const void *)((uintptr_t)p + off + o), 0, 3);
+        __builtin_prefetch((const void *)((uintptr_t)p + off + o), 0, 1);
 }
 
 /* The 8 fp16 scales of groups 8j..8j+7, d pointing at the scale of group
@@ -324,7 +338,8 @@ __attribute__((target(T_AVX2))) INL void direct2_body(int kind, int gsh, const c
 {
     const int nb = sh->ng / 8, nt = sh->ng % 8;
     const size_t bq = kind == K_Q8 ? 256 : kind == K_Q4 ? 128 : 64; /* quant bytes per 8 groups */
-    const size_t pfq = PF_AHEAD * sh->rb, pfd = PF_AHEAD * (size_t)sh->nd * 2, pfm = PF_AHEAD * (size_t)sh->ng * 2;
+    const size_t pfr = pf_rows(sh->rb);
+    const size_t pfq = pfr * sh->rb, pfd = pfr * (size_t)sh->nd * 2, pfm = pfr * (size_t)sh->ng * 2;
     for (int r = r0; r < r1; r += R2) {
         const int rr = r1 - r < R2 ? r1 - r : R2;
         const uint8_t *qr[R2];
@@ -866,7 +881,8 @@ __attribute__((target(T_512))) INL void direct4_body(int kind, int gsh, const co
 {
     const int nb = sh->ng / 8, nt = sh->ng % 8;
     const size_t bq = kind == K_Q8 ? 256 : kind == K_Q4 ? 128 : 64; /* quant bytes per 8 groups */
-    const size_t pfq = PF_AHEAD * sh->rb, pfd = PF_AHEAD * (size_t)sh->nd * 2, pfm = PF_AHEAD * (size_t)sh->ng * 2;
+    const size_t pfr = pf_rows(sh->rb);
+    const size_t pfq = pfr * sh->rb, pfd = pfr * (size_t)sh->nd * 2, pfm = pfr * (size_t)sh->ng * 2;
     for (int r = r0; r < r1; r += R4) {
         const int rr = r1 - r < R4 ? r1 - r : R4;
         const uint8_t *qr[R4];
