@@ -138,6 +138,21 @@ static inline __attribute__((always_inline)) void prefetch(const void *p, size_t
         __builtin_prefetch((const void *)((uintptr_t)p + off + o), 0, 1);
 }
 
+/* The first rows a direct kernel reads, [r0, r0 + n) of w (n = pf_rows
+ * clipped to the chunk), which its running prefetch does not cover: without
+ * this, every chunk began with a row block's worth of demand misses. */
+static inline __attribute__((always_inline)) void prefetch_start(const coli__qmat *w, size_t rb, size_t nd,
+                                                                 int r0, int r1)
+{
+    size_t n = pf_rows(rb);
+    if ((size_t)(r1 - r0) < n)
+        n = (size_t)(r1 - r0);
+    prefetch(w->qs, (size_t)r0 * rb, n * rb);
+    prefetch(w->d, (size_t)r0 * nd * 2, n * nd * 2);
+    if (w->type == COLI_DT_Q2)
+        prefetch(w->m, (size_t)r0 * (rb / 8) * 2, n * (rb / 8) * 2);
+}
+
 /* The 8 fp16 scales of groups 8j..8j+7, d pointing at the scale of group
  * 8j (gsh = log2(G/32)). */
 __attribute__((target(T_AVX2))) INL __m128i ld_d8(const uint16_t *d, int gsh)
@@ -340,6 +355,7 @@ __attribute__((target(T_AVX2))) INL void direct2_body(int kind, int gsh, const c
     const size_t bq = kind == K_Q8 ? 256 : kind == K_Q4 ? 128 : 64; /* quant bytes per 8 groups */
     const size_t pfr = pf_rows(sh->rb);
     const size_t pfq = pfr * sh->rb, pfd = pfr * (size_t)sh->nd * 2, pfm = pfr * (size_t)sh->ng * 2;
+    prefetch_start(w, sh->rb, (size_t)sh->nd, r0, r1);
     for (int r = r0; r < r1; r += R2) {
         const int rr = r1 - r < R2 ? r1 - r : R2;
         const uint8_t *qr[R2];
@@ -883,6 +899,7 @@ __attribute__((target(T_512))) INL void direct4_body(int kind, int gsh, const co
     const size_t bq = kind == K_Q8 ? 256 : kind == K_Q4 ? 128 : 64; /* quant bytes per 8 groups */
     const size_t pfr = pf_rows(sh->rb);
     const size_t pfq = pfr * sh->rb, pfd = pfr * (size_t)sh->nd * 2, pfm = pfr * (size_t)sh->ng * 2;
+    prefetch_start(w, sh->rb, (size_t)sh->nd, r0, r1);
     for (int r = r0; r < r1; r += R4) {
         const int rr = r1 - r < R4 ? r1 - r : R4;
         const uint8_t *qr[R4];

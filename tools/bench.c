@@ -567,6 +567,9 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
             tok = bench_argmax(coli_context_logits(ctx), info.vocab_size);
         }
         if (p->gen_tokens > 0) {
+            /* As llama-bench's tgN: decoding starts from an empty cache,
+             * not after the prompt (whose attention would be timed too). */
+            coli_context_reset(ctx);
             if (store_report_read(model, &s2) != 0)
                 goto done;
             t2 = now_seconds();

@@ -1266,8 +1266,9 @@ static const char bench_synopsis[] =
     "Usage: coli bench [--model DIR] [OPTION]...\n"
     "Measure prefill and decode speed, in the manner of llama-bench: each\n"
     "repetition evaluates a prompt of random token ids in one batch (ppN), then\n"
-    "decodes tokens one at a time, greedily (tgN). Reports the mean and standard\n"
-    "deviation of tokens per second over the repetitions, after one warm-up.\n"
+    "decodes tokens one at a time, greedily, from an empty cache (tgN). Reports\n"
+    "the mean and standard deviation of tokens per second over the repetitions,\n"
+    "after one warm-up.\n"
     "Decode speed is set against memory bandwidth: the weight bytes read per\n"
     "token (as the library counts them, else estimated from the parameters read\n"
     "per token), and the read bandwidth of a probe run first in this process.\n";
