@@ -454,29 +454,37 @@ static void multi_task(void *arg, int64_t b, int64_t e, int thread)
     }
 }
 
-/* Rows per chunk: about 32 KiB of weights, and a multiple of 16 rows (64
- * bytes of f32 output) so that threads never write the same cache line. */
-static int chunk_rows(const coli__mat *w, int threads)
+/* Chunks are "guided": each takes a share of the work still left (an
+ * eighth per thread, at least 32 KiB of weights), cut at the end of its
+ * matrix, and a multiple of 16 rows (64 bytes of f32 output) so that
+ * threads never write the same cache line. Large chunks early keep the
+ * threads streaming (each chunk starts with cold misses), small ones at
+ * the end keep them finishing together. */
+#define CHUNK_MIN_BYTES 32768
+
+static int chunk_rows(const coli__mat *w, uint64_t left, int threads)
 {
     uint64_t row_bytes = coli__mat_bytes(w) / (uint64_t)w->rows;
-    int64_t g = (int64_t)(32768 / (row_bytes ? row_bytes : 1));
+    uint64_t want = left / (4 * (uint64_t)threads);
+    if (want < CHUNK_MIN_BYTES)
+        want = CHUNK_MIN_BYTES;
+    uint64_t g = want / (row_bytes ? row_bytes : 1);
     g = (g + 15) / 16 * 16;
-    int64_t fair = ((int64_t)w->rows + threads - 1) / threads;
-    fair = (fair + 15) / 16 * 16;
-    return (int)(g < fair ? g : fair);
+    return g < (uint64_t)w->rows ? (int)g : w->rows;
 }
 
 coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const coli__mm *tasks, int n_tasks)
 {
     const int threads = coli__pool_size(pool);
     size_t n_chunks = 0, qbytes = 0;
+    uint64_t total = 0;
     int max_cols = 0, need_scratch = 0;
     for (int t = 0; t < n_tasks; t++) {
         const coli__mat *w = tasks[t].w;
         if (tasks[t].n_tok <= 0 || w->rows <= 0)
             continue;
-        int g = chunk_rows(w, threads);
-        n_chunks += (size_t)((w->rows + g - 1) / g);
+        n_chunks += (size_t)((w->rows + 15) / 16); /* at most */
+        total += coli__mat_bytes(w);
         if (is_quant(w->dt)) {
             size_t ng = (size_t)w->cols / COLI_QK;
             qbytes += (size_t)tasks[t].n_tok * (ng * (sizeof(float) + sizeof(int32_t)) + (size_t)w->cols);
@@ -526,13 +534,18 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
                 coli__q_quantize_act(m->x + (size_t)k * cols, cols, qa[t].p + (size_t)k * cols,
                                      qa[t].s + (size_t)k * ng, qa[t].psum + (size_t)k * ng);
         }
-        int g = chunk_rows(w, threads);
-        for (int r = 0; r < w->rows; r += g)
-            chunks[c++] = (chunk){t, r, r + g < w->rows ? r + g : w->rows};
+        uint64_t row_bytes = coli__mat_bytes(w) / (uint64_t)w->rows;
+        for (int r = 0; r < w->rows;) {
+            int g = chunk_rows(w, total, threads);
+            int e = w->rows - r < g ? w->rows : r + g;
+            chunks[c++] = (chunk){t, r, e};
+            total -= row_bytes * (uint64_t)(e - r);
+            r = e;
+        }
     }
     multi_job j = {tasks, qa, chunks, or_best(ks), need_scratch ? (float *)(mem + off_scr) : NULL,
                    max_cols};
-    coli__pool_run(pool, (int64_t)n_chunks, 1, multi_task, &j);
+    coli__pool_run(pool, (int64_t)c, 1, multi_task, &j);
     free(mem);
     return COLI_OK;
 }
