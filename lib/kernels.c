@@ -454,9 +454,9 @@ static void multi_task(void *arg, int64_t b, int64_t e, int thread)
     }
 }
 
-/* Chunks are "guided": each takes a share of the work still left (an
- * eighth per thread, at least 32 KiB of weights), cut at the end of its
- * matrix, and a multiple of 16 rows (64 bytes of f32 output) so that
+/* Chunks are "guided": each takes a share of the work still left (a
+ * quarter of a thread's share, at least 32 KiB of weights), cut at its
+ * matrix's end, and a multiple of 16 rows (64 bytes of f32 output) so that
  * threads never write the same cache line. Large chunks early keep the
  * threads streaming (each chunk starts with cold misses), small ones at
  * the end keep them finishing together. */
