@@ -57,15 +57,27 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
         out[i] = w[i] * (x[i] * r);
 }
 
-/* Rotate-half RoPE on the first rot dims of a head vector. */
-static void rope(float *v, int rot, int pos, double theta)
+/* The cosines and sines of RoPE at position pos: cs[i], cs[half + i] for
+ * the frequency of pair i (rot/2 pairs). Made once per token, not once per
+ * head and layer. */
+static void rope_table(float *cs, int rot, int pos, double theta)
 {
     int half = rot / 2;
     for (int i = 0; i < half; i++) {
         /* transformers computes the frequencies in float32 */
         float inv = 1.0f / powf((float)theta, (float)(2 * i) / (float)rot);
         float ang = (float)pos * inv;
-        float c = cosf(ang), s = sinf(ang);
+        cs[i] = cosf(ang);
+        cs[half + i] = sinf(ang);
+    }
+}
+
+/* Rotate-half RoPE on the first rot dims of a head vector. */
+static void rope(float *v, int rot, const float *cs)
+{
+    int half = rot / 2;
+    for (int i = 0; i < half; i++) {
+        float c = cs[i], s = cs[half + i];
         float a = v[i], b = v[i + half];
         v[i] = a * c - b * s;
         v[i + half] = b * c + a * s;
@@ -122,7 +134,7 @@ static void attn_task(void *arg, int64_t b, int64_t e, int thread)
 /* ---- the pass ---------------------------------------------------------- */
 
 typedef struct bufs {
-    float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *rl, *xe, *ye, *scores, *wts;
+    float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *rl, *xe, *ye, *scores, *wts, *rope;
     int *sel, *rows, *pos, *pred;
     int pred_layer, n_pred;   /* the lookahead's guess for the next MoE layer */
     uint64_t read; /* weight bytes read by this pass */
@@ -167,7 +179,7 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, int n_
     size_t GI = (size_t)c->inter > K * (size_t)c->moe_inter ? (size_t)c->inter : K * (size_t)c->moe_inter;
     size_t sizes[] = {
         S * H, S * H, S * QD, S * KV, S * KV, S * QD, S * H, S * GI, S * GI, S * E, S * K * H, S * K * H,
-        (size_t)threads * (size_t)n_ctx, S * K, S * K, S * K, S * K, K,
+        (size_t)threads * (size_t)n_ctx, S * K, S * (size_t)c->head_dim, S * K, S * K, S * K, K,
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
@@ -175,7 +187,7 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, int n_
     COLI_TRY(grab(s, total, err));
     float *p = s->p;
     float **dst[] = {&b->x, &b->xn, &b->q, &b->k, &b->v, &b->att, &b->o, &b->g, &b->u, &b->rl,
-                     &b->xe, &b->ye, &b->scores, &b->wts};
+                     &b->xe, &b->ye, &b->scores, &b->wts, &b->rope};
     size_t i = 0;
     for (; i < sizeof dst / sizeof dst[0]; i++) {
         *dst[i] = p;
@@ -306,9 +318,9 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
             }
         }
         for (int h = 0; h < nh; h++)
-            rope(q + (size_t)h * hd, c->rot_dim, pos0 + t, c->rope_theta);
+            rope(q + (size_t)h * hd, c->rot_dim, b->rope + (size_t)t * hd);
         for (int h = 0; h < nkv; h++)
-            rope(k + (size_t)h * hd, c->rot_dim, pos0 + t, c->rope_theta);
+            rope(k + (size_t)h * hd, c->rot_dim, b->rope + (size_t)t * hd);
         size_t at = ((size_t)l * kv->n_ctx + (size_t)(pos0 + t)) * (size_t)KVD;
         memcpy(kv->k + at, k, (size_t)KVD * sizeof(float));
         memcpy(kv->v + at, v, (size_t)KVD * sizeof(float));
@@ -350,8 +362,10 @@ coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratc
         b.read = 4 * (uint64_t)w->n_vec_params;
         if (w->lm_head.data != w->embed.data || w->lm_head.dt != w->embed.dt)
             b.read += (uint64_t)S * (coli__mat_bytes(&w->embed) / (uint64_t)c->vocab);
-        for (int t = 0; t < S; t++)
+        for (int t = 0; t < S; t++) {
             coli__mat_row(&w->embed, tokens[done + t], b.x + (size_t)t * H);
+            rope_table(b.rope + (size_t)t * c->head_dim, c->rot_dim, pos0 + done + t, c->rope_theta);
+        }
         for (int l = 0; l < c->n_layers; l++) {
             coli__err_clear(err);
             coli_status st = layer(c, &w->layers[l], l, kv, pool, &b, S, pos0 + done);
