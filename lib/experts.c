@@ -567,10 +567,10 @@ const char *coli__experts_detail(const coli_model *m)
 #define COLI_MAX_ACTIVE 64 /* experts handed to the threads at once */
 
 typedef struct cpu_batch {
-    coli__mm tg[2 * COLI_MAX_ACTIVE], td[COLI_MAX_ACTIVE];
+    coli__mm tg[COLI_MAX_ACTIVE], td[COLI_MAX_ACTIVE]; /* gate with up, down */
     coli__mat em[COLI_MAX_ACTIVE][3]; /* experts lent by the store */
     int ref[COLI_MAX_ACTIVE];
-    int nt, I;
+    int nt;
     coli__store *store;
     const coli__cpuk *k; /* the model's kernel set */
 } cpu_batch;
@@ -582,20 +582,15 @@ static void give_back(cpu_batch *b)
     b->nt = 0;
 }
 
-/* gate and up of the batch's experts, SwiGLU, then their down projections. */
+/* gate and up of the batch's experts with their SwiGLU, then their down
+ * projections: two hand-outs. */
 static coli_status flush(coli__pool *pool, cpu_batch *b)
 {
     if (b->nt == 0)
         return COLI_OK;
-    coli_status st = coli__matmul_multi(b->k, pool, b->tg, 2 * b->nt);
-    if (st == COLI_OK) {
-        for (int i = 0; i < b->nt; i++) {
-            float *g = b->tg[2 * i].y, *u = b->tg[2 * i + 1].y;
-            for (size_t k = 0; k < (size_t)b->tg[2 * i].n_tok * (size_t)b->I; k++)
-                g[k] = coli__swiglu(g[k], u[k]);
-        }
+    coli_status st = coli__matmul_multi(b->k, pool, b->tg, b->nt);
+    if (st == COLI_OK)
         st = coli__matmul_multi(b->k, pool, b->td, b->nt);
-    }
     give_back(b);
     return st;
 }
@@ -776,7 +771,6 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
     /* The CPU's experts, and those of devices that failed, ascending. */
     cpu_batch b;
     b.nt = 0;
-    b.I = I;
     b.store = m->store;
     b.k = m->cpuk;
     for (int r = 0; r < n;) {
@@ -808,9 +802,8 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
         int p0 = io->pos[io->rows[r0]], cnt = r - r0;
         const float *xe = gi == cpu && S == 1 ? io->xn : io->xe + (size_t)p0 * H;
         float *g = io->g + (size_t)p0 * I, *u = io->u + (size_t)p0 * I;
-        b.tg[2 * b.nt] = (coli__mm){&em[0], xe, cnt, g};
-        b.tg[2 * b.nt + 1] = (coli__mm){&em[1], xe, cnt, u};
-        b.td[b.nt] = (coli__mm){&em[2], g, cnt, io->ye + (size_t)p0 * H};
+        b.tg[b.nt] = (coli__mm){&em[0], xe, cnt, g, &em[1], u};
+        b.td[b.nt] = (coli__mm){&em[2], g, cnt, io->ye + (size_t)p0 * H, NULL, NULL};
         b.nt++;
     }
 #undef GROUP

@@ -153,7 +153,7 @@ static coli_status mm(coli__pool *pool, const coli__mat *w, const float *x, int 
 static coli_status mm_multi(coli__pool *pool, const coli__mm *t, int n, bufs *b)
 {
     for (int i = 0; i < n; i++)
-        b->read += coli__mat_bytes(t[i].w);
+        b->read += coli__mat_bytes(t[i].w) + (t[i].up ? coli__mat_bytes(t[i].up) : 0);
     return coli__matmul_multi(b->m->cpuk, pool, t, n);
 }
 
@@ -281,10 +281,8 @@ static coli_status lookahead(const struct coli_model *m, int l, coli__pool *pool
 
 static coli_status dense(const coli__config *c, const coli__layer *ly, coli__pool *pool, bufs *b, int S)
 {
-    coli__mm t[2] = {{&ly->gate, b->xn, S, b->g}, {&ly->up, b->xn, S, b->u}};
-    COLI_TRY(mm_multi(pool, t, 2, b));
-    for (size_t i = 0; i < (size_t)S * c->inter; i++)
-        b->g[i] = coli__swiglu(b->g[i], b->u[i]);
+    coli__mm t = {&ly->gate, b->xn, S, b->g, &ly->up, b->u}; /* with the SwiGLU */
+    COLI_TRY(mm_multi(pool, &t, 1, b));
     return mm(pool, &ly->down, b->g, S, b->o, b);
 }
 
@@ -295,7 +293,8 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
     const int QD = nh * hd, KVD = nkv * hd;
     for (int t = 0; t < S; t++)
         rmsnorm(b->xn + (size_t)t * H, b->x + (size_t)t * H, ly->attn_norm, H, c->rms_eps);
-    coli__mm qkv[3] = {{&ly->wq, b->xn, S, b->q}, {&ly->wk, b->xn, S, b->k}, {&ly->wv, b->xn, S, b->v}};
+    coli__mm qkv[3] = {{&ly->wq, b->xn, S, b->q, NULL, NULL}, {&ly->wk, b->xn, S, b->k, NULL, NULL},
+                       {&ly->wv, b->xn, S, b->v, NULL, NULL}};
     COLI_TRY(mm_multi(pool, qkv, 3, b));
     for (int t = 0; t < S; t++) {
         float *q = b->q + (size_t)t * QD, *k = b->k + (size_t)t * KVD, *v = b->v + (size_t)t * KVD;

@@ -7,6 +7,7 @@
 #include "cpu.h"
 #include "fp16.h"
 #include "kernels.h"
+#include "silu.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -202,6 +203,57 @@ __attribute__((target("avx2,fma"))) static void attn_mix_avx2(float *out, const 
 }
 #endif
 
+/* ---- SwiGLU ------------------------------------------------------------ */
+
+/* g_i = swiglu(g_i, u_i) (lib/silu.h). */
+static void swiglu_scalar(float *g, const float *u, int n)
+{
+    for (int i = 0; i < n; i++)
+        g[i] = coli__swiglu(g[i], u[i]);
+}
+
+#if COLI_X86
+/* lib/silu.h's exp and SwiGLU eight lanes at a time: the same +, -, *, /
+ * in the same order (no FMA: the target has none), the same constants,
+ * and the three special cases blended in, so every lane is the scalar
+ * result bit for bit. */
+__attribute__((target("avx2"))) static __m256 exp8(__m256 x)
+{
+    __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(1.44269502162933349609375f));
+    __m256 big = _mm256_add_ps(t, _mm256_set1_ps(12582912.0f));
+    __m256 nf = _mm256_sub_ps(big, _mm256_set1_ps(12582912.0f));
+    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(nf, _mm256_set1_ps(0.693115234375f)));
+    r = _mm256_sub_ps(r, _mm256_mul_ps(nf, _mm256_set1_ps(3.19461833e-05f)));
+    __m256 p = _mm256_set1_ps(1.98412701e-04f);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.38888892e-03f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(8.33333377e-03f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(4.16666679e-02f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.66666672e-01f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.5f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+    /* lanes out of [-87, 88] or NaN have a meaningless n: replaced below */
+    __m256i n = _mm256_cvttps_epi32(nf);
+    __m256 two_n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+    __m256 e = _mm256_mul_ps(p, two_n);
+    e = _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ));
+    e = _mm256_blendv_ps(e, _mm256_set1_ps(HUGE_VALF), _mm256_cmp_ps(x, _mm256_set1_ps(88.0f), _CMP_GT_OQ));
+    return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+__attribute__((target("avx2"))) static void swiglu_avx2(float *g, const float *u, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gv = _mm256_loadu_ps(g + i);
+        __m256 e = exp8(_mm256_xor_ps(gv, _mm256_set1_ps(-0.0f))); /* -g */
+        __m256 h = _mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(h, _mm256_loadu_ps(u + i)));
+    }
+    swiglu_scalar(g + i, u + i, n - i);
+}
+#endif
+
 /* ---- kernel sets ------------------------------------------------------- */
 
 typedef float (*dot_f32_fn)(const float *, const float *, int);
@@ -215,6 +267,7 @@ struct coli__cpuk {
     void (*axpy)(float *, float, const float *, int);
     void (*attn_scores)(const float *, const float *, size_t, int, int, float, float *);
     void (*attn_mix)(float *, const float *, const float *, size_t, int, int);
+    void (*swiglu)(float *, const float *, int);
 };
 
 /* Filled once, read-only after: index COLI__CPUK_*; q NULL when the CPU or
@@ -233,14 +286,15 @@ unsigned coli__cpuk_needs(int which)
 static void pick_kernels(void)
 {
     const coli__cpuk scalar = {"scalar, float scalar", coli__q_kernels_scalar(), dot_f32_scalar, dot_bf16_scalar,
-                               dot_f16_scalar, axpy_scalar, attn_scores_scalar, attn_mix_scalar};
+                               dot_f16_scalar, axpy_scalar, attn_scores_scalar, attn_mix_scalar,
+                               swiglu_scalar};
     g_sets[COLI__CPUK_SCALAR] = scalar;
     g_sets[COLI__CPUK_AUTO] = scalar;
 #if COLI_X86
     unsigned f = coli__cpu_features();
     if ((f & coli__cpuk_needs(COLI__CPUK_AVX2)) == coli__cpuk_needs(COLI__CPUK_AVX2)) {
         coli__cpuk v = {"avx2, float avx2", coli__q_kernels_avx2(), dot_f32_avx2, dot_bf16_avx2, dot_f16_avx2,
-                        axpy_avx2, attn_scores_avx2, attn_mix_avx2};
+                        axpy_avx2, attn_scores_avx2, attn_mix_avx2, swiglu_avx2};
         if (v.q) {
             g_sets[COLI__CPUK_AVX2] = v;
             g_sets[COLI__CPUK_AUTO] = v;
@@ -289,6 +343,11 @@ float coli__dot_for_test(coli__dtype dt, const void *w, const float *x, int n, i
 const char *coli__kernels_name(void)
 {
     return or_best(NULL)->dot_f32 == dot_f32_scalar ? "scalar" : "avx2";
+}
+
+void coli__swiglu_rows(const coli__cpuk *k, float *g, const float *u, int n)
+{
+    or_best(k)->swiglu(g, u, n);
 }
 
 void coli__attn_scores(const coli__cpuk *k, const float *q, const float *kr, size_t stride, int n, int hd,
@@ -391,13 +450,13 @@ static float dot_row(const coli__cpuk *k, const coli__mat *w, int r, const float
 /* ---- products ------------------------------------------------------------ */
 
 /* Float formats, rows [b, e) of one product. */
-static void float_rows(const coli__cpuk *k, const coli__mm *m, int64_t b, int64_t e, float *buf)
+static void float_rows(const coli__cpuk *k, const coli__mat *w, const float *x, int n_tok, float *y, int64_t b,
+                       int64_t e, float *buf)
 {
-    const coli__mat *w = m->w;
     int rows = w->rows, cols = w->cols;
-    if (m->n_tok == 1) {
+    if (n_tok == 1) {
         for (int64_t r = b; r < e; r++)
-            m->y[r] = dot_row(k, w, (int)r, m->x);
+            y[r] = dot_row(k, w, (int)r, x);
         return;
     }
     const float *row;
@@ -408,14 +467,25 @@ static void float_rows(const coli__cpuk *k, const coli__mm *m, int64_t b, int64_
             coli__mat_row(w, (int)r, buf); /* widened once for all tokens */
             row = buf;
         }
-        for (int t = 0; t < m->n_tok; t++)
-            m->y[(size_t)t * (size_t)rows + (size_t)r] = k->dot_f32(row, m->x + (size_t)t * (size_t)cols, cols);
+        for (int t = 0; t < n_tok; t++)
+            y[(size_t)t * (size_t)rows + (size_t)r] = k->dot_f32(row, x + (size_t)t * (size_t)cols, cols);
     }
 }
 
 static int is_quant(coli__dtype dt)
 {
     return dt == COLI_DT_Q8 || dt == COLI_DT_Q4 || dt == COLI_DT_Q2;
+}
+
+/* Whether a task needs its input quantized, or a float row widened. */
+static int needs_q(const coli__mm *m)
+{
+    return is_quant(m->w->dt) || (m->up && is_quant(m->up->dt));
+}
+
+static int widens(const coli__mat *w)
+{
+    return !is_quant(w->dt) && w->dt != COLI_DT_F32;
 }
 
 /* A chunk of rows of one product. */
@@ -439,18 +509,31 @@ typedef struct multi_job {
     int max_cols;
 } multi_job;
 
+/* Rows [r0, r1) of the product of w with x (quantized as q if w is). */
+static void some_rows(const multi_job *j, const coli__mat *w, const qin *q, const float *x, int n_tok, float *y,
+                      int r0, int r1, float *scr)
+{
+    if (is_quant(w->dt))
+        j->k->q->gemm(&w->q, r0, r1, n_tok, q->p, q->s, q->psum, y, (size_t)w->rows);
+    else
+        float_rows(j->k, w, x, n_tok, y, r0, r1, scr);
+}
+
 static void multi_task(void *arg, int64_t b, int64_t e, int thread)
 {
     multi_job *j = arg;
     for (int64_t c = b; c < e; c++) {
         const chunk *ch = &j->chunks[c];
         const coli__mm *m = &j->tasks[ch->task];
-        if (is_quant(m->w->dt)) {
-            const qin *q = &j->qa[ch->task];
-            j->k->q->gemm(&m->w->q, ch->r0, ch->r1, m->n_tok, q->p, q->s, q->psum, m->y, (size_t)m->w->rows);
-        } else {
-            float_rows(j->k, m, ch->r0, ch->r1, j->scratch ? j->scratch + (size_t)thread * (size_t)j->max_cols : NULL);
-        }
+        float *scr = j->scratch ? j->scratch + (size_t)thread * (size_t)j->max_cols : NULL;
+        some_rows(j, m->w, &j->qa[ch->task], m->x, m->n_tok, m->y, ch->r0, ch->r1, scr);
+        if (m->up)
+            some_rows(j, m->up, &j->qa[ch->task], m->x, m->n_tok, m->y_up, ch->r0, ch->r1, scr);
+        if (m->up) /* SwiGLU of the rows just made, while they are in cache */
+            for (int t = 0; t < m->n_tok; t++) {
+                size_t o = (size_t)t * (size_t)m->w->rows + (size_t)ch->r0;
+                j->k->swiglu(m->y + o, m->y_up + o, ch->r1 - ch->r0);
+            }
     }
 }
 
@@ -462,15 +545,14 @@ static void multi_task(void *arg, int64_t b, int64_t e, int thread)
  * the end keep them finishing together. */
 #define CHUNK_MIN_BYTES 32768
 
-static int chunk_rows(const coli__mat *w, uint64_t left, int threads)
+static int chunk_rows(uint64_t row_bytes, int rows, uint64_t left, int threads)
 {
-    uint64_t row_bytes = coli__mat_bytes(w) / (uint64_t)w->rows;
     uint64_t want = left / (4 * (uint64_t)threads);
     if (want < CHUNK_MIN_BYTES)
         want = CHUNK_MIN_BYTES;
     uint64_t g = want / (row_bytes ? row_bytes : 1);
     g = (g + 15) / 16 * 16;
-    return g < (uint64_t)w->rows ? (int)g : w->rows;
+    return g < (uint64_t)rows ? (int)g : rows;
 }
 
 coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const coli__mm *tasks, int n_tasks)
@@ -484,13 +566,13 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
         if (tasks[t].n_tok <= 0 || w->rows <= 0)
             continue;
         n_chunks += (size_t)((w->rows + 15) / 16); /* at most */
-        total += coli__mat_bytes(w);
-        if (is_quant(w->dt)) {
+        total += coli__mat_bytes(w) + (tasks[t].up ? coli__mat_bytes(tasks[t].up) : 0);
+        if (needs_q(&tasks[t])) {
             size_t ng = (size_t)w->cols / COLI_QK;
             qbytes += (size_t)tasks[t].n_tok * (ng * (sizeof(float) + sizeof(int32_t)) + (size_t)w->cols);
-        } else if (tasks[t].n_tok > 1 && w->dt != COLI_DT_F32) {
-            need_scratch = 1;
         }
+        if (tasks[t].n_tok > 1 && (widens(w) || (tasks[t].up && widens(tasks[t].up))))
+            need_scratch = 1;
         max_cols = w->cols > max_cols ? w->cols : max_cols;
     }
     if (n_chunks == 0)
@@ -515,14 +597,14 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
         if (m->n_tok <= 0 || w->rows <= 0)
             continue;
         int shared = 0;
-        for (int u = 0; u < t && is_quant(w->dt); u++)
-            if (is_quant(tasks[u].w->dt) && tasks[u].x == m->x && tasks[u].n_tok == m->n_tok &&
+        for (int u = 0; u < t && needs_q(m); u++)
+            if (needs_q(&tasks[u]) && tasks[u].x == m->x && tasks[u].n_tok == m->n_tok &&
                 tasks[u].w->cols == w->cols) {
                 qa[t] = qa[u]; /* same input (q/k/v, gate/up): quantized once */
                 shared = 1;
                 break;
             }
-        if (is_quant(w->dt) && !shared) {
+        if (needs_q(m) && !shared) {
             /* each token's activations are quantized once (docs/formats.md) */
             const int cols = w->cols, ng = cols / COLI_QK;
             size_t ns = (size_t)m->n_tok * (size_t)ng;
@@ -534,9 +616,9 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
                 coli__q_quantize_act(m->x + (size_t)k * cols, cols, qa[t].p + (size_t)k * cols,
                                      qa[t].s + (size_t)k * ng, qa[t].psum + (size_t)k * ng);
         }
-        uint64_t row_bytes = coli__mat_bytes(w) / (uint64_t)w->rows;
+        uint64_t row_bytes = (coli__mat_bytes(w) + (m->up ? coli__mat_bytes(m->up) : 0)) / (uint64_t)w->rows;
         for (int r = 0; r < w->rows;) {
-            int g = chunk_rows(w, total, threads);
+            int g = chunk_rows(row_bytes, w->rows, total, threads);
             int e = w->rows - r < g ? w->rows : r + g;
             chunks[c++] = (chunk){t, r, e};
             total -= row_bytes * (uint64_t)(e - r);
@@ -553,6 +635,6 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
 coli_status coli__matmul(const coli__cpuk *k, coli__pool *pool, const coli__mat *w, const float *x, int n_tok,
                          float *y)
 {
-    coli__mm m = {w, x, n_tok, y};
+    coli__mm m = {w, x, n_tok, y, NULL, NULL};
     return coli__matmul_multi(k, pool, &m, 1);
 }

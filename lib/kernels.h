@@ -53,12 +53,18 @@ void coli__mat_row(const coli__mat *w, int r, float *out);
  * result does not depend on the thread count. Returns COLI_ENOMEM only. */
 coli_status coli__matmul(const coli__cpuk *k, coli__pool *pool, const coli__mat *w, const float *x, int n_tok, float *y);
 
-/* One product of a batch: y[t*w->rows + o] = w[o,:] . x[t*w->cols + :]. */
+/* One product of a batch: y[t*w->rows + o] = w[o,:] . x[t*w->cols + :].
+ * With up set (a matrix of w's shape, the up projection of a gated MLP
+ * whose gate is w), y_up gets up's product the same way, and then y
+ * becomes swiglu(y, y_up) (lib/silu.h) element by element, in the same
+ * hand-out: the SwiGLU costs no serial pass. */
 typedef struct coli__mm {
     const coli__mat *w;
     const float *x;
     int n_tok;
     float *y;
+    const coli__mat *up; /* NULL: a plain product */
+    float *y_up;
 } coli__mm;
 
 /* Runs several independent products in one hand-out to the threads (the
@@ -76,6 +82,10 @@ void coli__attn_scores(const coli__cpuk *k, const float *q, const float *kr, siz
 /* out[0..hd) = sum_p w[p] * v_p, rows v_p = v + p * stride: out_i =
  * fma(w_p, v_p,i, out_i) from 0 in increasing p. */
 void coli__attn_mix(const coli__cpuk *k, float *out, const float *w, const float *v, size_t stride, int n, int hd);
+
+/* g_i = swiglu(g_i, u_i) (lib/silu.h) for i < n, the same bits in every
+ * set. */
+void coli__swiglu_rows(const coli__cpuk *k, float *g, const float *u, int n);
 
 /* Tests: the float product of n values of w (F32, BF16 or F16) with x, by
  * the scalar code (simd 0) or the best set (simd 1); the same bits. */

@@ -8,6 +8,8 @@
 #include <config.h> /* autoconf; <> because lib/config.h shadows "config.h" */
 
 #include <check.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,8 @@
 #include "colibri/colibri.h"
 #include "cpu.h"
 #include "cpusel.h"
+#include "kernels.h"
+#include "silu.h"
 #include "testutil.h"
 
 #define PROMPT 11
@@ -136,6 +140,48 @@ START_TEST(test_option_bounds)
 }
 END_TEST
 
+/* Every set's SwiGLU is lib/silu.h's, element by element, on random
+ * values and on the edges of its exp (the cut-offs at -87 and 88, their
+ * neighbours, zeros, subnormals, infinities, NaN), at every length mod 8. */
+START_TEST(test_swiglu)
+{
+    enum { N = 4099 };
+    static float g[N], u[N], want[N], got[N];
+    const float edge[] = {0.0f, -0.0f, 87.0f, -87.0f, 88.0f, -88.0f, 87.00001f, -87.00001f, 88.00001f,
+                          -88.00001f, 1e-40f, -1e-40f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN, 0.5f, -0.5f,
+                          86.99999f, -86.99999f, 1.0f, -1.0f, 20.0f, -20.0f};
+    const int ne = (int)(sizeof edge / sizeof edge[0]);
+    uint64_t st = 12345;
+    for (int i = 0; i < N; i++) {
+        st = st * 6364136223846793005u + 1442695040888963407u;
+        float r = (float)((int32_t)(st >> 32)) / 2147483648.0f; /* [-1, 1) */
+        g[i] = i < ne ? edge[i] : i % 3 == 0 ? r * 100.0f : r * 8.0f;
+        u[i] = i % 5 == 0 ? -r : r * 3.0f;
+        want[i] = coli__swiglu(g[i], u[i]);
+    }
+    const int sets[] = {COLI__CPUK_SCALAR, COLI__CPUK_AVX2, COLI__CPUK_AVX512};
+    for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
+        const coli__cpuk *set = coli__cpuk_get(sets[k]);
+        if (!set) {
+            fprintf(stderr, "swiglu: set %d not on this CPU, not checked\n", sets[k]);
+            continue;
+        }
+        for (int n = N - 8; n <= N; n++) {
+            memcpy(got, g, sizeof got);
+            got[n < N ? n : 0] = n < N ? 12345.0f : got[0]; /* past n: must stay */
+            coli__swiglu_rows(set, got, u, n);
+            for (int i = 0; i < n; i++) {
+                int same = memcmp(&got[i], &want[i], sizeof got[i]) == 0 || (isnan(got[i]) && isnan(want[i]));
+                ck_assert_msg(same, "%s: swiglu(%.9g, %.9g) is %.9g, lib/silu.h says %.9g", coli__cpuk_name(set),
+                              g[i], u[i], got[i], want[i]);
+            }
+            if (n < N)
+                ck_assert_float_eq(got[n], 12345.0f);
+        }
+    }
+}
+END_TEST
+
 /* COLI_CPU: malformed values fail at open naming it; the option wins. */
 START_TEST(test_env)
 {
@@ -220,6 +266,7 @@ static Suite *suite(void)
                         (int)(sizeof FIXTURES / sizeof FIXTURES[0] * (sizeof FORMATS / sizeof FORMATS[0])));
     suite_add_tcase(s, tc);
     TCase *opt = tcase_create("option");
+    tcase_add_test(opt, test_swiglu);
     tcase_add_test(opt, test_option_bounds);
     tcase_add_test(opt, test_env);
     tcase_add_test(opt, test_pick);
