@@ -11,8 +11,8 @@
  *
  * Two engines per instruction set:
  *
- * - "direct" (decode, few tokens): a block of rows (4 for AVX-512, 2 for
- *   AVX2) streams its quants straight from the matrix, 8 groups at a time,
+ * - "direct" (decode, few tokens): a block of rows (4 for AVX-512 q4 and
+ *   q2, 2 for AVX2 and for q8 in both sets) streams its quants straight from the matrix, 8 groups at a time,
  *   sharing each activation load, prefetching the same bytes about PF_BYTES
  *   further on. The exact int32 sums of 8 consecutive groups are
  *   transpose-reduced into one 8-lane vector (lane k = group 8j + k),
@@ -39,7 +39,7 @@
  *   tokens, each broadcast 2 halves.
  *
  * The weights enter the integer dot as unsigned bytes u with an exact
- * correction: q8 u = q + 128 (isum = sum u*p - 128 psum, AVX-512 only),
+ * correction: q8 u = q + 128 (isum = sum u*p - 128 psum, AVX-512 repacked only),
  * q4 u = nibble (isum = sum u*p - 8 psum), q2 u = q. AVX2 maddubs would
  * saturate on q + 128, so the AVX2 q8 kernels use |q| and sign-adjusted
  * activations instead (exact: pair sums are at most 2*127*127, as p is
@@ -785,41 +785,15 @@ __attribute__((target(T_512))) INL __m512 fpart16(int kind, __m512 acc, __m512i 
 
 /* ---- direct kernels: 4 rows at a time, two per 16-lane vector ------- */
 
-/* One 8-group block for R4 rows, of which the first ng groups exist (see
- * blk2). acc[pr] lanes 0-7: row 2pr, lanes 8-15: row 2pr+1. */
+/* One 8-group block for R4 rows of q4 or q2, of which the first ng groups
+ * exist (see blk2). acc[pr] lanes 0-7: row 2pr, lanes 8-15: row 2pr+1. */
 __attribute__((target(T_512))) INL void blk4(int kind, int gsh, int ng, const uint8_t *const q[R4],
                                              const uint16_t *const d[R4], const uint16_t *const m[R4],
                                              const int8_t *pa, const float *sa, const int32_t *pp,
                                              __m512 acc[R4 / 2])
 {
     __m512i v[R4 / 2]; /* [row 2pr: g0..g7 | row 2pr+1: g0..g7] */
-    if (kind == K_Q8) {
-        /* u = q + 128; 64-byte vector i = groups 2i, 2i+1 */
-        const __m512i x80 = _mm512_set1_epi8((char)0x80);
-        const __m512i idx = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
-        const __m512i ps = _mm512_slli_epi32(dup256im(pp, ng), 7);
-        __m512i P[4];
-        UNROLL for (int i = 0; i < 4; i++)
-            P[i] = ld64m(pa, 64 * i, 32 * ng);
-        UNROLL for (int pr = 0; pr < R4 / 2; pr++) {
-            __m512i u[2];
-            UNROLL for (int h = 0; h < 2; h++) {
-                __m512i x[4];
-                UNROLL for (int i = 0; i < 4; i++) {
-                    __m512i wv = ld64m(q[2 * pr + h], 64 * i, 32 * ng);
-                    x[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(wv, x80), P[i]);
-                }
-                /* 128-bit lane L of u: [x0, x1, x2, x3] lane sums */
-                __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(x[0], x[1]), _mm512_unpackhi_epi32(x[0], x[1]));
-                __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(x[2], x[3]), _mm512_unpackhi_epi32(x[2], x[3]));
-                u[h] = _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
-            }
-            /* [a: g0 g2 g4 g6, a: g1 g3 g5 g7, b: even, b: odd] */
-            __m512i e = _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                         _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
-            v[pr] = _mm512_sub_epi32(_mm512_permutexvar_epi32(idx, e), ps);
-        }
-    } else if (kind == K_Q4) {
+    if (kind == K_Q4) {
         /* nibbles: 64-byte vector h = groups 4h..4h+3, 16 bytes each; the
          * activations are regrouped to match: alo = columns 0-15 of the 4
          * groups, ahi = columns 16-31. */
@@ -965,8 +939,8 @@ __attribute__((target(T_512))) static void direct_512(const coli__qmat *w, int r
                                                       float *y, size_t ys)
 {
     const qshape sh = shape_of(w);
-    if (sh.kind == K_Q8)
-        direct4_body(K_Q8, 0, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
+    if (sh.kind == K_Q8) /* see AVX512_PF_MIN_TOK */
+        direct_avx2(w, r0, r1, n_tok, p, s, psum, y, ys);
     else if (sh.kind == K_Q2)
         direct4_body(K_Q2, 0, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
     else if (sh.gsh == 0)
@@ -1229,9 +1203,9 @@ __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int
 }
 
 /* Below this many tokens the direct kernel beats repacking (all formats).
- * For q8 it is the AVX2 one: twice as fast as direct_512 on a matrix in
- * cache, it streams one from memory faster (on Zen 4, 21 against 15 GB/s
- * on one core, and decode of the q8 1B model 7% faster), the same bits. */
+ * For q8 it is the AVX2 one: an AVX-512 4-row q8 kernel, twice as fast on
+ * a matrix in cache, streamed one from memory slower (on Zen 4, 15 against
+ * 21 GB/s on one core; decode of the q8 1B model 7% slower). */
 #define AVX512_PF_MIN_TOK 4
 
 __attribute__((target(T_512))) static void gemm_512(const coli__qmat *w, int r0, int r1, int n_tok,
@@ -1242,8 +1216,6 @@ __attribute__((target(T_512))) static void gemm_512(const coli__qmat *w, int r0,
         return;
     if (n_tok >= AVX512_PF_MIN_TOK)
         repacked_512(w, r0, r1, n_tok, p, s, psum, y, y_stride);
-    else if (w->type == COLI_DT_Q8)
-        direct_avx2(w, r0, r1, n_tok, p, s, psum, y, y_stride);
     else
         direct_512(w, r0, r1, n_tok, p, s, psum, y, y_stride);
 }
