@@ -493,11 +493,14 @@ typedef struct chunk {
     int task, r0, r1;
 } chunk;
 
-/* Quantized activations of one product's input. */
+/* Quantized activations of one product's input, made from x (rows of
+ * cols floats). */
 typedef struct qin {
     int8_t *p;
     float *s;
     int32_t *psum;
+    const float *x;
+    int cols;
 } qin;
 
 typedef struct multi_job {
@@ -507,7 +510,29 @@ typedef struct multi_job {
     const coli__cpuk *k;
     float *scratch; /* per thread: max_cols floats */
     int max_cols;
+    const chunk *qjobs; /* quantization: tokens [r0, r1) of a task's input */
 } multi_job;
+
+/* Tokens per quantization job, and the fewest for which the threads
+ * share the quantization (below, a hand-out costs more than it saves). */
+#define QUANT_JOB_TOK 8
+#define QUANT_PAR_MIN_TOK 16
+
+/* Quantizes the activations of quantization jobs [b, e): tokens
+ * [k0, k1) of one task's input. */
+static void quant_task(void *arg, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    const multi_job *j = arg;
+    for (int64_t i = b; i < e; i++) {
+        const chunk *qj = &j->qjobs[i];
+        const qin *q = &j->qa[qj->task];
+        const int ng = q->cols / COLI_QK;
+        for (int k = qj->r0; k < qj->r1; k++)
+            coli__q_quantize_act(q->x + (size_t)k * q->cols, q->cols, q->p + (size_t)k * q->cols,
+                                 q->s + (size_t)k * ng, q->psum + (size_t)k * ng);
+    }
+}
 
 /* Rows [r0, r1) of the product of w with x (quantized as q if w is). */
 static void some_rows(const multi_job *j, const coli__mat *w, const qin *q, const float *x, int n_tok, float *y,
@@ -558,9 +583,9 @@ static int chunk_rows(uint64_t row_bytes, int rows, uint64_t left, int threads)
 coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const coli__mm *tasks, int n_tasks)
 {
     const int threads = coli__pool_size(pool);
-    size_t n_chunks = 0, qbytes = 0;
+    size_t n_chunks = 0, n_qjobs = 0, qbytes = 0;
     uint64_t total = 0;
-    int max_cols = 0, need_scratch = 0;
+    int max_cols = 0, need_scratch = 0, n_quant = 0;
     for (int t = 0; t < n_tasks; t++) {
         const coli__mat *w = tasks[t].w;
         if (tasks[t].n_tok <= 0 || w->rows <= 0)
@@ -569,6 +594,7 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
         total += coli__mat_bytes(w) + (tasks[t].up ? coli__mat_bytes(tasks[t].up) : 0);
         if (needs_q(&tasks[t])) {
             size_t ng = (size_t)w->cols / COLI_QK;
+            n_qjobs += (size_t)(tasks[t].n_tok + QUANT_JOB_TOK - 1) / QUANT_JOB_TOK;
             qbytes += (size_t)tasks[t].n_tok * (ng * (sizeof(float) + sizeof(int32_t)) + (size_t)w->cols);
         }
         if (tasks[t].n_tok > 1 && (widens(w) || (tasks[t].up && widens(tasks[t].up))))
@@ -577,9 +603,11 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
     }
     if (n_chunks == 0)
         return COLI_OK;
-    /* One allocation: chunk list, per-task activation descriptors, then
-     * scales and sums (4-byte aligned) before the int8 quants, then scratch. */
-    size_t off_qa = (n_chunks * sizeof(chunk) + 15) & ~(size_t)15;
+    /* One allocation: chunk list, quantization jobs, per-task activation
+     * descriptors, then scales and sums (4-byte aligned) before the int8
+     * quants, then scratch. */
+    size_t off_qj = (n_chunks * sizeof(chunk) + 15) & ~(size_t)15;
+    size_t off_qa = (off_qj + n_qjobs * sizeof(chunk) + 15) & ~(size_t)15;
     size_t off_q = off_qa + (size_t)n_tasks * sizeof(qin);
     off_q = (off_q + 63) & ~(size_t)63;
     size_t off_scr = (off_q + qbytes + 63) & ~(size_t)63;
@@ -587,7 +615,8 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
     char *mem = malloc(off_scr + scr);
     if (!mem)
         return COLI_ENOMEM;
-    chunk *chunks = (chunk *)mem;
+    chunk *chunks = (chunk *)mem, *qjobs = (chunk *)(mem + off_qj);
+    size_t nq = 0;
     qin *qa = (qin *)(mem + off_qa);
     char *qp = mem + off_q;
     size_t c = 0;
@@ -612,9 +641,11 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
             qa[t].psum = (int32_t *)(qp + ns * sizeof(float));
             qa[t].p = (int8_t *)(qp + ns * (sizeof(float) + sizeof(int32_t)));
             qp += ns * (sizeof(float) + sizeof(int32_t)) + (size_t)m->n_tok * (size_t)cols;
-            for (int k = 0; k < m->n_tok; k++)
-                coli__q_quantize_act(m->x + (size_t)k * cols, cols, qa[t].p + (size_t)k * cols,
-                                     qa[t].s + (size_t)k * ng, qa[t].psum + (size_t)k * ng);
+            qa[t].x = m->x;
+            qa[t].cols = cols;
+            for (int k = 0; k < m->n_tok; k += QUANT_JOB_TOK)
+                qjobs[nq++] = (chunk){t, k, m->n_tok - k < QUANT_JOB_TOK ? m->n_tok : k + QUANT_JOB_TOK};
+            n_quant += m->n_tok;
         }
         uint64_t row_bytes = (coli__mat_bytes(w) + (m->up ? coli__mat_bytes(m->up) : 0)) / (uint64_t)w->rows;
         for (int r = 0; r < w->rows;) {
@@ -626,7 +657,13 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
         }
     }
     multi_job j = {tasks, qa, chunks, or_best(ks), need_scratch ? (float *)(mem + off_scr) : NULL,
-                   max_cols};
+                   max_cols, qjobs};
+    /* each token's activations are quantized once (docs/formats.md): by
+     * the threads when there are enough tokens to pay for a hand-out */
+    if (n_quant >= QUANT_PAR_MIN_TOK)
+        coli__pool_run(pool, (int64_t)nq, 1, quant_task, &j);
+    else
+        quant_task(&j, 0, (int64_t)nq, 0);
     coli__pool_run(pool, (int64_t)c, 1, multi_task, &j);
     free(mem);
     return COLI_OK;
