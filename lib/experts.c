@@ -425,10 +425,8 @@ static coli_status release_host(coli_model *m, struct coli__tier *t)
             }
         }
     /* freed only now: the search needs the allocations' addresses */
-    for (size_t k = 0; k < n_slots; k++) {
-        free(m->w.owned[slots[k]]);
-        m->w.owned[slots[k]] = NULL;
-    }
+    for (size_t k = 0; k < n_slots; k++)
+        coli__weights_free_owned(&m->w, slots[k]);
     free(slots);
     free(ix);
     coli__log(&m->opts.log, COLI_LOG_INFO, "GPU expert tier: released %llu MiB of host copies%s",

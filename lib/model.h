@@ -48,7 +48,11 @@ typedef struct coli__weights {
     float *final_norm;
     coli__layer *layers;
     void **owned;                    /* allocations made while loading */
+    size_t *owned_size;              /* their sizes; 0: malloc'd, else in a region */
     size_t n_owned, cap_owned;
+    void **regions;                  /* mapped regions holding the large ones */
+    size_t *region_size, n_regions, cap_regions;
+    size_t region_used;              /* bytes used of the last region */
     uint64_t bytes;                  /* bytes of weights as held, norms included */
     int64_t n_params_total, n_params_active;
     int64_t n_vec_params;            /* norm vectors: always f32 */
@@ -145,6 +149,9 @@ coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_f
  * (allocations by address), n its length. */
 int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, coli__mat *mat, size_t *slot);
 size_t *coli__weights_owned_index(const coli__weights *w);
+/* Gives back allocation w->owned[slot] (its pages, when it lies in a
+ * region) and sets the entry to NULL. */
+void coli__weights_free_owned(coli__weights *w, size_t slot);
 /* Loads again the matrices of expert e of layer l whose host copy was
  * released, from the checkpoint, exactly as at open. */
 coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,

