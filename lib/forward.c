@@ -164,6 +164,23 @@ static coli_status mm_multi(coli__pool *pool, const coli__mm *t, int n, bufs *b)
     return coli__matmul_multi(b->m->cpuk, pool, t, n);
 }
 
+/* Hints the pool with the bytes of up to COLI__POOL_HINTS matrices that
+ * the coming hand-outs read (NULL entries skipped). */
+static void hint(coli__pool *pool, const coli__mat *const *w, int n)
+{
+    const void *base[COLI__POOL_HINTS];
+    size_t len[COLI__POOL_HINTS];
+    int k = 0;
+    for (int i = 0; i < n && k < COLI__POOL_HINTS; i++) {
+        if (!w[i])
+            continue;
+        int quant = w[i]->dt == COLI_DT_Q8 || w[i]->dt == COLI_DT_Q4 || w[i]->dt == COLI_DT_Q2;
+        base[k] = quant ? (const void *)w[i]->q.qs : w[i]->data;
+        len[k++] = (size_t)coli__mat_bytes(w[i]);
+    }
+    coli__pool_hint(pool, base, len, k);
+}
+
 static coli_status grab(coli__scratch *s, size_t floats, coli__err *err)
 {
     if (s->cap >= floats)
@@ -333,6 +350,8 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
     }
     attn_job aj = {c, b->q, b->att, kv->k + (size_t)l * kv->n_ctx * KVD, kv->v + (size_t)l * kv->n_ctx * KVD,
                    KVD, pos0, S, b->scores, kv->n_ctx, b->m->cpuk};
+    const coli__mat *after_attn[2] = {&ly->wo, ly->is_moe ? &ly->router : NULL};
+    hint(pool, after_attn, 2);
     coli__pool_run(pool, (int64_t)S * nh, 1, attn_task, &aj);
     COLI_TRY(mm(pool, &ly->wo, b->att, S, b->o, b));
     for (size_t i = 0; i < (size_t)S * H; i++)
@@ -342,6 +361,10 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
         rmsnorm(b->xn + (size_t)t * H, b->x + (size_t)t * H, ly->ffn_norm, H, c->rms_eps);
     if (ly->is_moe && coli__experts_lookahead(b->m))
         COLI_TRY(lookahead(b->m, l, pool, b, S));
+    /* the next layer's projections, or the output's first rows */
+    const coli__layer *nx = l + 1 < c->n_layers ? &b->m->w.layers[l + 1] : NULL;
+    const coli__mat *next[3] = {nx ? &nx->wq : &b->m->w.lm_head, nx ? &nx->wk : NULL, nx ? &nx->wv : NULL};
+    hint(pool, next, 3);
     COLI_TRY(ly->is_moe ? moe(c, ly, l, pool, b, S) : dense(c, ly, pool, b, S));
     for (size_t i = 0; i < (size_t)S * H; i++)
         b->x[i] += b->o[i];

@@ -26,6 +26,10 @@ struct coli__pool {
     void *arg;
     int64_t n, grain;
     atomic_llong next;        /* next chunk start */
+    /* memory the next jobs will read, prefetched by idle workers */
+    atomic_uintptr_t hint_base[COLI__POOL_HINTS];
+    atomic_size_t hint_len[COLI__POOL_HINTS];
+    atomic_size_t hint_off;   /* next byte of the regions, as one sequence */
 };
 
 typedef struct worker_arg {
@@ -57,6 +61,41 @@ static void work(coli__pool *p, int id)
     }
 }
 
+#define HINT_STEP 4096
+
+/* One HINT_STEP of the hinted regions into this core's caches, or 0 when
+ * none is left. A stale region only wastes a prefetch: prefetches never
+ * fault, and the address is formed as an integer. */
+static int prefetch_hint(coli__pool *p)
+{
+    size_t o = atomic_fetch_add_explicit(&p->hint_off, HINT_STEP, memory_order_relaxed);
+    for (int i = 0; i < COLI__POOL_HINTS; i++) {
+        size_t len = atomic_load_explicit(&p->hint_len[i], memory_order_relaxed);
+        if (o < len) {
+            uintptr_t a = atomic_load_explicit(&p->hint_base[i], memory_order_relaxed) + o;
+            size_t n = len - o < HINT_STEP ? len - o : HINT_STEP;
+            for (size_t k = 0; k < n; k += 64)
+                __builtin_prefetch((const void *)(a + k), 0, 1);
+            return 1;
+        }
+        o -= len;
+    }
+    return 0;
+}
+
+void coli__pool_hint(coli__pool *p, const void *const *base, const size_t *len, int n)
+{
+    if (!p || p->size == 1)
+        return;
+    for (int i = 0; i < COLI__POOL_HINTS; i++)
+        atomic_store_explicit(&p->hint_len[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&p->hint_off, 0, memory_order_relaxed);
+    for (int i = 0; i < n && i < COLI__POOL_HINTS; i++) {
+        atomic_store_explicit(&p->hint_base[i], (uintptr_t)base[i], memory_order_relaxed);
+        atomic_store_explicit(&p->hint_len[i], base[i] ? len[i] : 0, memory_order_relaxed);
+    }
+}
+
 static void *worker_main(void *vp)
 {
     worker_arg *wa = vp;
@@ -69,7 +108,8 @@ static void *worker_main(void *vp)
         int spins = 0;
         while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
                !atomic_load(&p->quit) && spins < SPIN_ROUNDS) {
-            cpu_relax();
+            if (!prefetch_hint(p))
+                cpu_relax();
             spins++;
         }
         if (g == seen && !atomic_load(&p->quit)) {
@@ -108,6 +148,11 @@ coli_status coli__pool_create(int n_threads, coli__pool **out, coli__err *err)
     atomic_init(&p->pending, 0);
     atomic_init(&p->quit, 0);
     atomic_init(&p->next, 0);
+    atomic_init(&p->hint_off, 0);
+    for (int i = 0; i < COLI__POOL_HINTS; i++) {
+        atomic_init(&p->hint_base[i], 0);
+        atomic_init(&p->hint_len[i], 0);
+    }
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads - 1, sizeof *p->threads);
         if (!p->threads) {

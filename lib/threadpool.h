@@ -23,6 +23,13 @@ int coli__pool_size(const coli__pool *pool);
 /* Runs fn over [0, n) and returns when all of it is done. Not reentrant. */
 void coli__pool_run(coli__pool *pool, int64_t n, int64_t grain, coli__task_fn fn, void *arg);
 
+/* Memory the next jobs will read: up to COLI__POOL_HINTS regions that
+ * workers waiting for work prefetch (into L2, spilling to L3) while the
+ * caller works alone, so that those jobs start from cache. Replaces the
+ * previous hint; only speed depends on it. */
+#define COLI__POOL_HINTS 4
+void coli__pool_hint(coli__pool *pool, const void *const *base, const size_t *len, int n);
+
 /* Number of online cores (at least 1). */
 int coli__cpu_count(void);
 
