@@ -174,8 +174,7 @@ static void hint(coli__pool *pool, const coli__mat *const *w, int n)
     for (int i = 0; i < n && k < COLI__POOL_HINTS; i++) {
         if (!w[i])
             continue;
-        int quant = w[i]->dt == COLI_DT_Q8 || w[i]->dt == COLI_DT_Q4 || w[i]->dt == COLI_DT_Q2;
-        base[k] = quant ? (const void *)w[i]->q.qs : w[i]->data;
+        base[k] = coli__mat_base(w[i]);
         len[k++] = (size_t)coli__mat_bytes(w[i]);
     }
     coli__pool_hint(pool, base, len, k);

@@ -388,6 +388,11 @@ coli__mat coli__mat_at(coli__dtype dt, int group, int rows, int cols, const void
     return m;
 }
 
+const void *coli__mat_base(const coli__mat *w)
+{
+    return w->dt == COLI_DT_Q8 || w->dt == COLI_DT_Q4 || w->dt == COLI_DT_Q2 ? (const void *)w->q.qs : w->data;
+}
+
 uint64_t coli__mat_bytes(const coli__mat *w)
 {
     switch (w->dt) {

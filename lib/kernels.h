@@ -34,8 +34,10 @@ unsigned coli__cpuk_needs(int which);
 
 /* In every function below, a NULL kernel set means the best one. */
 
-/* Bytes a product with w reads (the whole matrix). */
+/* Bytes a product with w reads (the whole matrix), and where they start
+ * (quants, scales and minimums of a quantized matrix are adjacent). */
 uint64_t coli__mat_bytes(const coli__mat *w);
+const void *coli__mat_base(const coli__mat *w);
 /* A rows x cols matrix of type dt whose bytes start at base (NULL: for its
  * size only): a float matrix's values, or the quantized arrays laid out
  * as docs/formats.md says (quants, scales, minimums, no gap; group is
