@@ -27,7 +27,7 @@ void coli__pool_run(coli__pool *pool, int64_t n, int64_t grain, coli__task_fn fn
  * workers waiting for work prefetch (into L2, spilling to L3) while the
  * caller works alone, so that those jobs start from cache. Replaces the
  * previous hint; only speed depends on it. */
-#define COLI__POOL_HINTS 4
+#define COLI__POOL_HINTS 16
 void coli__pool_hint(coli__pool *pool, const void *const *base, const size_t *len, int n);
 
 /* Number of online cores (at least 1). */
