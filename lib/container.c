@@ -74,8 +74,7 @@ static uint64_t mat_bytes(int dt, int group, int rows, int cols)
 {
     if (rows <= 0 || cols <= 0 || dt < COLI_DT_F32 || dt > COLI_DT_Q2 || dt == COLI_DT_OTHER)
         return 0;
-    int quant = dt == COLI_DT_Q8 || dt == COLI_DT_Q4 || dt == COLI_DT_Q2;
-    if (quant && coli__q_check((coli__dtype)dt, group, cols, NULL, NULL) != COLI_OK)
+    if (coli__dtype_is_quant((coli__dtype)dt) && coli__q_check((coli__dtype)dt, group, cols, NULL, NULL) != COLI_OK)
         return 0;
     coli__mat m = coli__mat_at((coli__dtype)dt, group, rows, cols, NULL);
     return coli__mat_bytes(&m);

@@ -197,12 +197,6 @@ static coli_status write_at(conv *c, const void *p, size_t n, uint64_t off, coli
     return COLI_OK;
 }
 
-/* The bytes of a made matrix, in docs/formats.md's order. */
-static const void *mat_bytes_of(const coli__mat *m)
-{
-    return m->dt == COLI_DT_Q8 || m->dt == COLI_DT_Q4 || m->dt == COLI_DT_Q2 ? (const void *)m->q.qs : m->data;
-}
-
 /* Gives back the pages of source tensor name once converted, so that the
  * mapped checkpoint does not pile up in the process's resident set (the
  * page cache keeps them for whoever reads them next). */
@@ -230,7 +224,7 @@ static coli_status make(conv *c, const coli__witem *it, uint64_t bytes, void *ds
                         (unsigned long long)bytes);
     if (st == COLI_OK) {
         /* quantized arrays are one allocation: quants, scales, minimums */
-        memcpy(dst, mat_bytes_of(&m), bytes);
+        memcpy(dst, coli__mat_base(&m), bytes);
     }
     coli__weights_free(&scratch, NULL);
     drop_source(c, it->src);

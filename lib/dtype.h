@@ -17,4 +17,10 @@ typedef enum coli__dtype {
     COLI_DT_Q2 = 6
 } coli__dtype;
 
+/* Whether dt is one of the quantized formats (quants, scales, minimums). */
+static inline int coli__dtype_is_quant(coli__dtype dt)
+{
+    return dt == COLI_DT_Q8 || dt == COLI_DT_Q4 || dt == COLI_DT_Q2;
+}
+
 #endif

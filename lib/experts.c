@@ -587,17 +587,13 @@ static coli_status flush(coli__pool *pool, cpu_batch *b)
     if (b->nt == 0)
         return COLI_OK;
     /* the first rows of every gate and up, for workers waiting to start */
-    const void *base[COLI__POOL_HINTS];
-    size_t len[COLI__POOL_HINTS];
+    const coli__mat *gu[COLI__POOL_HINTS];
     int nh = 0;
-    for (int i = 0; i < b->nt && nh + 2 <= COLI__POOL_HINTS; i++)
-        for (int k = 0; k < 2; k++) {
-            const coli__mat *w = k ? b->tg[i].up : b->tg[i].w;
-            uint64_t n = coli__mat_bytes(w);
-            base[nh] = coli__mat_base(w);
-            len[nh++] = n < 16384 ? (size_t)n : 16384;
-        }
-    coli__pool_hint(pool, base, len, nh);
+    for (int i = 0; i < b->nt && nh + 2 <= COLI__POOL_HINTS; i++) {
+        gu[nh++] = b->tg[i].w;
+        gu[nh++] = b->tg[i].up;
+    }
+    coli__matmul_hint(pool, gu, nh, 16384);
     coli_status st = coli__matmul_multi(b->k, pool, b->tg, b->nt);
     if (st == COLI_OK)
         st = coli__matmul_multi(b->k, pool, b->td, b->nt);

@@ -160,24 +160,8 @@ static coli_status mm(coli__pool *pool, const coli__mat *w, const float *x, int 
 static coli_status mm_multi(coli__pool *pool, const coli__mm *t, int n, bufs *b)
 {
     for (int i = 0; i < n; i++)
-        b->read += coli__mat_bytes(t[i].w) + (t[i].up ? coli__mat_bytes(t[i].up) : 0);
+        b->read += coli__mm_bytes(&t[i]);
     return coli__matmul_multi(b->m->cpuk, pool, t, n);
-}
-
-/* Hints the pool with the bytes of up to COLI__POOL_HINTS matrices that
- * the coming hand-outs read (NULL entries skipped). */
-static void hint(coli__pool *pool, const coli__mat *const *w, int n)
-{
-    const void *base[COLI__POOL_HINTS];
-    size_t len[COLI__POOL_HINTS];
-    int k = 0;
-    for (int i = 0; i < n && k < COLI__POOL_HINTS; i++) {
-        if (!w[i])
-            continue;
-        base[k] = coli__mat_base(w[i]);
-        len[k++] = (size_t)coli__mat_bytes(w[i]);
-    }
-    coli__pool_hint(pool, base, len, k);
 }
 
 static coli_status grab(coli__scratch *s, size_t floats, coli__err *err)
@@ -350,7 +334,7 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
     attn_job aj = {c, b->q, b->att, kv->k + (size_t)l * kv->n_ctx * KVD, kv->v + (size_t)l * kv->n_ctx * KVD,
                    KVD, pos0, S, b->scores, kv->n_ctx, b->m->cpuk};
     const coli__mat *after_attn[2] = {&ly->wo, ly->is_moe ? &ly->router : NULL};
-    hint(pool, after_attn, 2);
+    coli__matmul_hint(pool, after_attn, 2, 0);
     coli__pool_run(pool, (int64_t)S * nh, 1, attn_task, &aj);
     COLI_TRY(mm(pool, &ly->wo, b->att, S, b->o, b));
     for (size_t i = 0; i < (size_t)S * H; i++)
@@ -363,7 +347,7 @@ static coli_status layer(const coli__config *c, const coli__layer *ly, int l, co
     /* the next layer's projections, or the output's first rows */
     const coli__layer *nx = l + 1 < c->n_layers ? &b->m->w.layers[l + 1] : NULL;
     const coli__mat *next[3] = {nx ? &nx->wq : &b->m->w.lm_head, nx ? &nx->wk : NULL, nx ? &nx->wv : NULL};
-    hint(pool, next, 3);
+    coli__matmul_hint(pool, next, 3, 0);
     COLI_TRY(ly->is_moe ? moe(c, ly, l, pool, b, S) : dense(c, ly, pool, b, S));
     for (size_t i = 0; i < (size_t)S * H; i++)
         b->x[i] += b->o[i];

@@ -373,7 +373,7 @@ coli__mat coli__mat_at(coli__dtype dt, int group, int rows, int cols, const void
     m.rows = rows;
     m.cols = cols;
     m.dt = dt;
-    if (dt != COLI_DT_Q8 && dt != COLI_DT_Q4 && dt != COLI_DT_Q2) {
+    if (!coli__dtype_is_quant(dt)) {
         m.data = base;
         return m;
     }
@@ -390,7 +390,7 @@ coli__mat coli__mat_at(coli__dtype dt, int group, int rows, int cols, const void
 
 const void *coli__mat_base(const coli__mat *w)
 {
-    return w->dt == COLI_DT_Q8 || w->dt == COLI_DT_Q4 || w->dt == COLI_DT_Q2 ? (const void *)w->q.qs : w->data;
+    return coli__dtype_is_quant(w->dt) ? (const void *)w->q.qs : w->data;
 }
 
 uint64_t coli__mat_bytes(const coli__mat *w)
@@ -477,20 +477,20 @@ static void float_rows(const coli__cpuk *k, const coli__mat *w, const float *x, 
     }
 }
 
-static int is_quant(coli__dtype dt)
-{
-    return dt == COLI_DT_Q8 || dt == COLI_DT_Q4 || dt == COLI_DT_Q2;
-}
-
 /* Whether a task needs its input quantized, or a float row widened. */
 static int needs_q(const coli__mm *m)
 {
-    return is_quant(m->w->dt) || (m->up && is_quant(m->up->dt));
+    return coli__dtype_is_quant(m->w->dt) || (m->up && coli__dtype_is_quant(m->up->dt));
+}
+
+uint64_t coli__mm_bytes(const coli__mm *m)
+{
+    return coli__mat_bytes(m->w) + (m->up ? coli__mat_bytes(m->up) : 0);
 }
 
 static int widens(const coli__mat *w)
 {
-    return !is_quant(w->dt) && w->dt != COLI_DT_F32;
+    return !coli__dtype_is_quant(w->dt) && w->dt != COLI_DT_F32;
 }
 
 /* A chunk of rows of one product. */
@@ -543,7 +543,7 @@ static void quant_task(void *arg, int64_t b, int64_t e, int thread)
 static void some_rows(const multi_job *j, const coli__mat *w, const qin *q, const float *x, int n_tok, float *y,
                       int r0, int r1, float *scr)
 {
-    if (is_quant(w->dt))
+    if (coli__dtype_is_quant(w->dt))
         j->k->q->gemm(&w->q, r0, r1, n_tok, q->p, q->s, q->psum, y, (size_t)w->rows);
     else
         float_rows(j->k, w, x, n_tok, y, r0, r1, scr);
@@ -557,13 +557,13 @@ static void multi_task(void *arg, int64_t b, int64_t e, int thread)
         const coli__mm *m = &j->tasks[ch->task];
         float *scr = j->scratch ? j->scratch + (size_t)thread * (size_t)j->max_cols : NULL;
         some_rows(j, m->w, &j->qa[ch->task], m->x, m->n_tok, m->y, ch->r0, ch->r1, scr);
-        if (m->up)
-            some_rows(j, m->up, &j->qa[ch->task], m->x, m->n_tok, m->y_up, ch->r0, ch->r1, scr);
-        if (m->up) /* SwiGLU of the rows just made, while they are in cache */
-            for (int t = 0; t < m->n_tok; t++) {
-                size_t o = (size_t)t * (size_t)m->w->rows + (size_t)ch->r0;
-                j->k->swiglu(m->y + o, m->y_up + o, ch->r1 - ch->r0);
-            }
+        if (!m->up)
+            continue;
+        some_rows(j, m->up, &j->qa[ch->task], m->x, m->n_tok, m->y_up, ch->r0, ch->r1, scr);
+        for (int t = 0; t < m->n_tok; t++) { /* SwiGLU of the rows just made, in cache */
+            size_t o = (size_t)t * (size_t)m->w->rows + (size_t)ch->r0;
+            j->k->swiglu(m->y + o, m->y_up + o, ch->r1 - ch->r0);
+        }
     }
 }
 
@@ -596,7 +596,7 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
         if (tasks[t].n_tok <= 0 || w->rows <= 0)
             continue;
         n_chunks += (size_t)((w->rows + 15) / 16); /* at most */
-        total += coli__mat_bytes(w) + (tasks[t].up ? coli__mat_bytes(tasks[t].up) : 0);
+        total += coli__mm_bytes(&tasks[t]);
         if (needs_q(&tasks[t])) {
             size_t ng = (size_t)w->cols / COLI_QK;
             n_qjobs += (size_t)(tasks[t].n_tok + QUANT_JOB_TOK - 1) / QUANT_JOB_TOK;
@@ -652,7 +652,7 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
                 qjobs[nq++] = (chunk){t, k, m->n_tok - k < QUANT_JOB_TOK ? m->n_tok : k + QUANT_JOB_TOK};
             n_quant += m->n_tok;
         }
-        uint64_t row_bytes = (coli__mat_bytes(w) + (m->up ? coli__mat_bytes(m->up) : 0)) / (uint64_t)w->rows;
+        uint64_t row_bytes = coli__mm_bytes(m) / (uint64_t)w->rows;
         for (int r = 0; r < w->rows;) {
             int g = chunk_rows(row_bytes, w->rows, total, threads);
             int e = w->rows - r < g ? w->rows : r + g;
@@ -672,6 +672,21 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
     coli__pool_run(pool, (int64_t)c, 1, multi_task, &j);
     free(mem);
     return COLI_OK;
+}
+
+void coli__matmul_hint(coli__pool *pool, const coli__mat *const *w, int n, uint64_t max_bytes)
+{
+    const void *base[COLI__POOL_HINTS];
+    size_t len[COLI__POOL_HINTS];
+    int k = 0;
+    for (int i = 0; i < n && k < COLI__POOL_HINTS; i++) {
+        if (!w[i])
+            continue;
+        uint64_t b = coli__mat_bytes(w[i]);
+        base[k] = coli__mat_base(w[i]);
+        len[k++] = (size_t)(max_bytes && b > max_bytes ? max_bytes : b);
+    }
+    coli__pool_hint(pool, base, len, k);
 }
 
 coli_status coli__matmul(const coli__cpuk *k, coli__pool *pool, const coli__mat *w, const float *x, int n_tok,

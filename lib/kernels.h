@@ -69,10 +69,18 @@ typedef struct coli__mm {
     float *y_up;
 } coli__mm;
 
+/* Weight bytes one product reads (w, and up when set). */
+uint64_t coli__mm_bytes(const coli__mm *m);
+
 /* Runs several independent products in one hand-out to the threads (the
  * q/k/v projections, or all routed experts of a layer), which saves a
  * thread wake-up per matrix. Same results as one coli__matmul each. */
 coli_status coli__matmul_multi(const coli__cpuk *k, coli__pool *pool, const coli__mm *tasks, int n_tasks);
+
+/* Tells the pool's idle workers to prefetch the first max_bytes (0: all)
+ * of each of w[0..n) (NULL entries skipped; at most COLI__POOL_HINTS):
+ * matrices the coming hand-outs read. Speed only. */
+void coli__matmul_hint(coli__pool *pool, const coli__mat *const *w, int n, uint64_t max_bytes);
 
 /* Vector helpers of the forward pass, the same bits in every set. */
 /* y_i = fma(a, x_i, y_i) */

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "container.h"
 #include "cpu.h"
@@ -142,9 +141,8 @@ static coli_status open_model(coli_model *m, const char *dir)
     } else {
         COLI_TRY(coli__st_open_dir(dir, &m->ts, &m->err));
         m->wfmt = (coli_weight_format)m->opts.weights;
-        long online = sysconf(_SC_NPROCESSORS_ONLN);
-        int threads = m->opts.threads > 0 ? (int)m->opts.threads : online > 0 ? (int)online : 1;
-        COLI_TRY(coli__weights_load(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, threads, &m->err));
+        COLI_TRY(coli__weights_load(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, (int)m->opts.threads,
+                                    &m->err));
         if (m->opts.mem_budget_mb > 0 || m->opts.expert_slots > 0)
             coli__log(&m->opts.log, COLI_LOG_WARN,
                       "%s: a memory budget applies to converted models (coli convert); this checkpoint is loaded whole",

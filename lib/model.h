@@ -42,17 +42,23 @@ typedef struct coli__matrec {
     uint8_t kind, stored_size, role;
 } coli__matrec;
 
+/* A block of memory: an allocation of the loader, or a mapped region. */
+typedef struct coli__block {
+    void *p;
+    size_t size;
+} coli__block;
+
 typedef struct coli__weights {
     coli__mat embed;                 /* [vocab, hidden] */
     coli__mat lm_head;               /* [vocab, hidden]; the embedding when tied */
     float *final_norm;
     coli__layer *layers;
-    void **owned;                    /* allocations made while loading */
-    size_t *owned_size;              /* their sizes; 0: malloc'd, else in a region */
+    coli__block *owned;              /* allocations made while loading; size 0: malloc'd */
     size_t n_owned, cap_owned;
-    void **regions;                  /* mapped regions holding the large ones */
-    size_t *region_size, n_regions, cap_regions;
-    size_t region_used;              /* bytes used of the last region */
+    coli__block *regions;            /* mapped regions holding the others */
+    size_t n_regions, cap_regions;
+    char *arena;                     /* the free end of the region shared by small ones */
+    size_t arena_left;
     uint64_t bytes;                  /* bytes of weights as held, norms included */
     int64_t n_params_total, n_params_active;
     int64_t n_vec_params;            /* norm vectors: always f32 */
@@ -125,7 +131,8 @@ typedef coli_status (*coli__witem_fn)(void *user, const coli__witem *it, coli__e
 struct coli__container;
 
 /* Loads every weight of cfg from ts in format fmt, checking names and
- * shapes; quantization uses threads threads (the same bytes for any). */
+ * shapes; quantization uses threads threads (0: every online core; the
+ * same bytes for any). */
 coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
                                coli_weight_format fmt, int q4_group, int threads, coli__err *err);
 void coli__weights_free(coli__weights *w, const coli__config *cfg);

@@ -68,11 +68,6 @@ uint16_t coli__f32_to_f16(float f)
 
 /* ---- checks and sizes ----------------------------------------------------- */
 
-static int is_qtype(coli__dtype t)
-{
-    return t == COLI_DT_Q8 || t == COLI_DT_Q4 || t == COLI_DT_Q2;
-}
-
 static const char *qtype_name(coli__dtype t)
 {
     switch (t) {
@@ -97,7 +92,7 @@ coli_status coli__q_check(coli__dtype type, int group, int cols, const char *wha
 {
     if (!what)
         what = "matrix";
-    if (!is_qtype(type))
+    if (!coli__dtype_is_quant(type))
         return coli__fail(err, COLI_EINVAL, "%s: not a quantized type (%d)", what, (int)type);
     if (type == COLI_DT_Q4) {
         if (group != 32 && group != 64 && group != 128)

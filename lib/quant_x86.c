@@ -12,9 +12,9 @@
  * Two engines per instruction set:
  *
  * - "direct" (decode, few tokens): a block of rows (4 for AVX-512 q4 and
- *   q2, 2 for AVX2 and for q8 in both sets) streams its quants straight from the matrix, 8 groups at a time,
- *   sharing each activation load, prefetching the same bytes about PF_BYTES
- *   further on. The exact int32 sums of 8 consecutive groups are
+ *   q2, 2 for AVX2 and for q8 in both sets) streams its quants straight
+ *   from the matrix, 8 groups at a time, sharing each activation load,
+ *   prefetching the same bytes about PF_BYTES further on. The exact int32 sums of 8 consecutive groups are
  *   transpose-reduced into one 8-lane vector (lane k = group 8j + k),
  *   converted to float (exact), scaled lane-wise and added to the 8-lane
  *   accumulator: that is exactly P_k (AVX-512 keeps two rows in one 16-lane

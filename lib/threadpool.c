@@ -26,10 +26,12 @@ struct coli__pool {
     void *arg;
     int64_t n, grain;
     atomic_llong next;        /* next chunk start */
-    /* memory the next jobs will read, prefetched by idle workers */
+    /* memory the next jobs will read, prefetched by idle workers; on its
+     * own cache lines, away from the fields every hand-out writes */
+    _Alignas(64) atomic_size_t hint_off; /* next byte of the regions, as one sequence */
+    atomic_size_t hint_total;             /* their lengths' sum */
     atomic_uintptr_t hint_base[COLI__POOL_HINTS];
     atomic_size_t hint_len[COLI__POOL_HINTS];
-    atomic_size_t hint_off;   /* next byte of the regions, as one sequence */
 };
 
 typedef struct worker_arg {
@@ -68,6 +70,10 @@ static void work(coli__pool *p, int id)
  * fault, and the address is formed as an integer. */
 static int prefetch_hint(coli__pool *p)
 {
+    /* a plain load first: spinning workers must not keep writing the line */
+    if (atomic_load_explicit(&p->hint_off, memory_order_relaxed) >=
+        atomic_load_explicit(&p->hint_total, memory_order_relaxed))
+        return 0;
     size_t o = atomic_fetch_add_explicit(&p->hint_off, HINT_STEP, memory_order_relaxed);
     for (int i = 0; i < COLI__POOL_HINTS; i++) {
         size_t len = atomic_load_explicit(&p->hint_len[i], memory_order_relaxed);
@@ -87,13 +93,16 @@ void coli__pool_hint(coli__pool *p, const void *const *base, const size_t *len, 
 {
     if (!p || p->size == 1)
         return;
-    for (int i = 0; i < COLI__POOL_HINTS; i++)
-        atomic_store_explicit(&p->hint_len[i], 0, memory_order_relaxed);
+    size_t total = 0;
+    atomic_store_explicit(&p->hint_total, 0, memory_order_relaxed);
     atomic_store_explicit(&p->hint_off, 0, memory_order_relaxed);
-    for (int i = 0; i < n && i < COLI__POOL_HINTS; i++) {
-        atomic_store_explicit(&p->hint_base[i], (uintptr_t)base[i], memory_order_relaxed);
-        atomic_store_explicit(&p->hint_len[i], base[i] ? len[i] : 0, memory_order_relaxed);
+    for (int i = 0; i < COLI__POOL_HINTS; i++) {
+        size_t l = i < n && base[i] ? len[i] : 0;
+        atomic_store_explicit(&p->hint_base[i], i < n ? (uintptr_t)base[i] : 0, memory_order_relaxed);
+        atomic_store_explicit(&p->hint_len[i], l, memory_order_relaxed);
+        total += l;
     }
+    atomic_store_explicit(&p->hint_total, total, memory_order_relaxed);
 }
 
 static void *worker_main(void *vp)
@@ -137,9 +146,12 @@ coli_status coli__pool_create(int n_threads, coli__pool **out, coli__err *err)
         n_threads = coli__cpu_count();
     if (n_threads > 1024)
         n_threads = 1024;
-    coli__pool *p = calloc(1, sizeof *p);
+    /* its alignment (64, for the hint lines) is more than calloc's */
+    size_t bytes = (sizeof(coli__pool) + 63) & ~(size_t)63;
+    coli__pool *p = aligned_alloc(64, bytes);
     if (!p)
         return coli__fail(err, COLI_ENOMEM, "out of memory creating a thread pool");
+    memset(p, 0, bytes);
     p->size = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
@@ -149,6 +161,7 @@ coli_status coli__pool_create(int n_threads, coli__pool **out, coli__err *err)
     atomic_init(&p->quit, 0);
     atomic_init(&p->next, 0);
     atomic_init(&p->hint_off, 0);
+    atomic_init(&p->hint_total, 0);
     for (int i = 0; i < COLI__POOL_HINTS; i++) {
         atomic_init(&p->hint_base[i], 0);
         atomic_init(&p->hint_len[i], 0);

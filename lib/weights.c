@@ -15,7 +15,6 @@
  * formats) are scanned at memory speed, their only read at load. */
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,40 +42,48 @@ typedef struct loader {
     coli__witem_fn plan;
     void *plan_user;
     int layer, expert, which; /* of the matrix being loaded; expert -1: dense */
-    int threads;              /* quantizing threads (1: the caller only) */
+    coli__pool *pool;         /* quantizing threads (NULL: the caller only) */
+    float *rowbuf;            /* their widening scratch (quantize) */
+    size_t rowbuf_cap;
 } loader;
 
 #define QROWS 64
 
+/* arr (capacity *cap elements of elem bytes) with room for n + 1, grown
+ * by doubling from first: the array to use, or NULL when out of memory
+ * (arr and *cap unchanged). */
+static void *grow(void *arr, size_t *cap, size_t n, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return arr;
+    size_t c = *cap ? *cap * 2 : first;
+    void *p = realloc(arr, c * elem);
+    if (p)
+        *cap = c;
+    return p;
+}
+
 /* Weights of a page or more go in mapped regions advised for transparent
- * huge pages, REGION bytes each (or one of their own when larger than a
- * quarter of that): the kernels stream hundreds of MiB per token, and 2 MiB
- * pages spare them most TLB misses (decode about 4% faster on Zen 4). */
+ * huge pages: REGION bytes shared by the smaller ones, or one region of
+ * its own for one larger than a quarter of that. The kernels stream
+ * hundreds of MiB per token, and 2 MiB pages spare them most TLB misses
+ * (decode about 4% faster on Zen 4). */
 #define REGION ((size_t)64 << 20)
 #define REGION_MIN 4096
 
 static void *region_new(coli__weights *w, size_t bytes)
 {
-    if (w->n_regions == w->cap_regions) {
-        size_t cap = w->cap_regions ? w->cap_regions * 2 : 16;
-        void **p = realloc(w->regions, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        w->regions = p;
-        size_t *z = realloc(w->region_size, cap * sizeof *z);
-        if (!z)
-            return NULL;
-        w->region_size = z;
-        w->cap_regions = cap;
-    }
+    coli__block *r = grow(w->regions, &w->cap_regions, w->n_regions, sizeof *r, 16);
+    if (!r)
+        return NULL;
+    w->regions = r;
     void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return NULL;
 #ifdef MADV_HUGEPAGE
     madvise(m, bytes, MADV_HUGEPAGE); /* advice: refused or ignored is fine */
 #endif
-    w->regions[w->n_regions] = m;
-    w->region_size[w->n_regions++] = bytes;
+    w->regions[w->n_regions++] = (coli__block){m, bytes};
     return m;
 }
 
@@ -85,73 +92,58 @@ static void *region_new(coli__weights *w, size_t bytes)
 static void *own(loader *L, size_t bytes)
 {
     coli__weights *w = L->w;
-    if (w->n_owned == w->cap_owned) {
-        size_t cap = w->cap_owned ? w->cap_owned * 2 : 256;
-        void **p = realloc(w->owned, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        w->owned = p;
-        size_t *z = realloc(w->owned_size, cap * sizeof *z);
-        if (!z)
-            return NULL;
-        w->owned_size = z;
-        w->cap_owned = cap;
-    }
-    void *m = NULL;
-    size_t size = 0;
-    if (bytes >= REGION_MIN) {
-        size = (bytes + 63) & ~(size_t)63;
-        if (size > REGION / 4) {
-            m = region_new(w, size);
-        } else {
-            if (w->n_regions == 0 || w->region_used + size > w->region_size[w->n_regions - 1] ||
-                w->region_size[w->n_regions - 1] != REGION) {
-                if (!region_new(w, REGION))
-                    return NULL;
-                w->region_used = 0;
-            }
-            m = (char *)w->regions[w->n_regions - 1] + w->region_used;
-            w->region_used += size;
-        }
-    } else if (posix_memalign(&m, 64, bytes ? bytes : 1) != 0) {
-        m = NULL;
-    }
-    if (!m)
+    coli__block *o = grow(w->owned, &w->cap_owned, w->n_owned, sizeof *o, 256);
+    if (!o)
         return NULL;
-    w->owned[w->n_owned] = m;
-    w->owned_size[w->n_owned++] = size;
+    w->owned = o;
+    void *m = NULL;
+    size_t size = (bytes + 63) & ~(size_t)63;
+    if (bytes < REGION_MIN) {
+        size = 0;
+        if (posix_memalign(&m, 64, bytes ? bytes : 1) != 0)
+            return NULL;
+    } else if (size > REGION / 4) {
+        if (!(m = region_new(w, size)))
+            return NULL;
+    } else {
+        if (w->arena_left < size) {
+            if (!(w->arena = region_new(w, REGION)))
+                return NULL;
+            w->arena_left = REGION;
+        }
+        m = w->arena;
+        w->arena += size;
+        w->arena_left -= size;
+    }
+    w->owned[w->n_owned++] = (coli__block){m, size};
     return m;
 }
 
 void coli__weights_free_owned(coli__weights *w, size_t slot)
 {
-    void *m = w->owned[slot];
-    if (!m)
+    coli__block *b = &w->owned[slot];
+    if (!b->p)
         return;
-    if (w->owned_size[slot] == 0) {
-        free(m);
+    if (b->size == 0) {
+        free(b->p);
     } else {
         /* the whole pages inside it go back to the system */
-        uintptr_t a = ((uintptr_t)m + 4095) & ~(uintptr_t)4095;
-        uintptr_t b = ((uintptr_t)m + w->owned_size[slot]) & ~(uintptr_t)4095;
-        if (b > a)
-            madvise((void *)a, b - a, MADV_DONTNEED);
+        uintptr_t lo = ((uintptr_t)b->p + 4095) & ~(uintptr_t)4095;
+        uintptr_t hi = ((uintptr_t)b->p + b->size) & ~(uintptr_t)4095;
+        if (hi > lo)
+            madvise((void *)lo, hi - lo, MADV_DONTNEED);
     }
-    w->owned[slot] = NULL;
+    b->p = NULL;
 }
 
 static coli_status record(loader *L, int rows, int cols, coli__mat_kind kind, int stored_size,
                           coli__mat_role role)
 {
     coli__weights *w = L->w;
-    if (w->n_recs == w->cap_recs) {
-        size_t cap = w->cap_recs ? w->cap_recs * 2 : 256;
-        coli__matrec *p = realloc(w->recs, cap * sizeof *p);
-        if (!p)
-            return coli__fail(L->err, COLI_ENOMEM, "out of memory");
-        w->recs = p;
-        w->cap_recs = cap;
-    }
+    coli__matrec *r = grow(w->recs, &w->cap_recs, w->n_recs, sizeof *r, 256);
+    if (!r)
+        return coli__fail(L->err, COLI_ENOMEM, "out of memory");
+    w->recs = r;
     w->recs[w->n_recs++] = (coli__matrec){rows, cols, (uint8_t)kind, (uint8_t)stored_size, (uint8_t)role};
     return COLI_OK;
 }
@@ -270,39 +262,30 @@ coli__dtype coli__weights_target(coli_weight_format fmt, coli__mat_kind kind, co
     return q;
 }
 
-/* Quantization of one matrix, QROWS rows at a time, shared by threads
- * that take blocks in turn: each block's bytes depend only on its rows,
- * so the thread count changes nothing but the time. */
+/* Quantization of one matrix, QROWS rows at a time, shared by the load's
+ * threads: each block's bytes depend only on its rows, so the thread
+ * count changes nothing but the time. */
 typedef struct qjob {
     const coli__mat *m;
     const coli__qmat *w;
-    int group;
-    atomic_int next;
+    float *rowbuf;        /* per thread: QROWS rows of cols floats */
     atomic_int bad;       /* first row holding a non-finite value, INT_MAX: none */
-    atomic_int oom;
 } qjob;
 
-static void *quantize_blocks(void *arg)
+static void quantize_blocks(void *arg, int64_t b, int64_t e, int thread)
 {
     qjob *j = arg;
     const int cols = j->m->cols, rows = j->m->rows;
     const coli__qmat *w = j->w;
-    float *buf = malloc((size_t)QROWS * (size_t)cols * sizeof(float));
-    if (!buf) {
-        atomic_store(&j->oom, 1);
-        return NULL;
-    }
-    for (;;) {
-        int r = atomic_fetch_add(&j->next, 1) * QROWS;
-        if (r >= rows)
-            break;
-        int n = rows - r < QROWS ? rows - r : QROWS;
+    float *buf = j->rowbuf + (size_t)thread * QROWS * (size_t)cols;
+    for (int64_t blk = b; blk < e; blk++) {
+        int r = (int)blk * QROWS, n = rows - r < QROWS ? rows - r : QROWS;
         for (int i = 0; i < n; i++)
             coli__mat_row(j->m, r + i, buf + (size_t)i * (size_t)cols);
         coli__qmat view = *w;
         view.rows = n;
         view.qs = w->qs + (size_t)r * coli__q_row_bytes(w->type, cols);
-        view.d = w->d + (size_t)r * (size_t)(cols / j->group);
+        view.d = w->d + (size_t)r * (size_t)(cols / w->group);
         view.m = w->m ? w->m + (size_t)r * (size_t)(cols / COLI_QK) : NULL;
         int bad = coli__q_quantize_rows(buf, n, &view);
         if (bad >= 0) {
@@ -311,8 +294,6 @@ static void *quantize_blocks(void *arg)
                 ;
         }
     }
-    free(buf);
-    return NULL;
 }
 
 static coli_status quantize(loader *L, coli__mat *m, const char *file, const char *name, coli__dtype q)
@@ -321,37 +302,27 @@ static coli_status quantize(loader *L, coli__mat *m, const char *file, const cha
     int group = q == COLI_DT_Q4 ? L->q4_group : COLI_QK;
     size_t n_d = (size_t)rows * (size_t)(cols / group);
     size_t n_m = q == COLI_DT_Q2 ? (size_t)rows * (size_t)(cols / COLI_QK) : 0;
+    size_t need = (size_t)coli__pool_size(L->pool) * QROWS * (size_t)cols;
+    if (L->rowbuf_cap < need) {
+        float *p = realloc(L->rowbuf, need * sizeof(float));
+        if (!p)
+            return coli__fail(L->err, COLI_ENOMEM, "out of memory quantizing tensor '%s'", name);
+        L->rowbuf = p;
+        L->rowbuf_cap = need;
+    }
     uint8_t *buf = own(L, coli__q_matrix_bytes(q, group, rows, cols));
     if (!buf)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory quantizing tensor '%s'", name);
     coli__qmat *w = &m->q;
     *w = coli__mat_at(q, group, rows, cols, buf).q;
-    qjob j = {m, w, group, 0, INT_MAX, 0};
-    int blocks = (rows + QROWS - 1) / QROWS, extra = L->threads - 1;
-    if (extra > blocks - 1)
-        extra = blocks - 1;
-    if (extra > 63)
-        extra = 63;
-    pthread_t th[63];
-    int started = 0;
-    for (; started < extra; started++)
-        if (pthread_create(&th[started], NULL, quantize_blocks, &j) != 0)
-            break;
-    quantize_blocks(&j);
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    if (atomic_load(&j.oom))
-        return coli__fail(L->err, COLI_ENOMEM, "out of memory quantizing tensor '%s'", name);
+    qjob j = {m, w, L->rowbuf, INT_MAX};
+    coli__pool_run(L->pool, (rows + QROWS - 1) / QROWS, 1, quantize_blocks, &j);
     int bad = atomic_load(&j.bad);
     if (bad != INT_MAX) {
-        float *row = malloc((size_t)cols * sizeof(float));
-        if (!row)
-            return coli__fail(L->err, COLI_ENOMEM, "out of memory quantizing tensor '%s'", name);
+        float *row = L->rowbuf; /* the threads are done with it */
         coli__mat_row(m, bad, row);
         size_t c = coli__first_nonfinite(COLI_DT_F32, row, (size_t)cols);
-        coli_status st = nonfinite(L, file, name, cols, (size_t)bad * (size_t)cols + c, row[c]);
-        free(row);
-        return st;
+        return nonfinite(L, file, name, cols, (size_t)bad * (size_t)cols + c, row[c]);
     }
     /* Scales that overflow fp16 (docs/formats.md) cannot be represented. */
     for (size_t i = 0; i < n_d + n_m; i++)
@@ -372,7 +343,7 @@ static coli_status convert(loader *L, coli__mat *m, const char *file, const char
     const int rows = m->rows, cols = m->cols;
     if (target == m->dt)
         return check_finite(L, file, name, cols, m->dt, m->data, n);
-    if (target == COLI_DT_Q8 || target == COLI_DT_Q4 || target == COLI_DT_Q2)
+    if (coli__dtype_is_quant(target))
         return quantize(L, m, file, name, target);
     if (target == COLI_DT_F32) {
         float *p = own(L, n * sizeof(float));
@@ -629,8 +600,13 @@ coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const 
                                coli_weight_format fmt, int q4_group, int threads, coli__err *err)
 {
     memset(w, 0, sizeof *w);
-    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, threads > 0 ? threads : 1};
+    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, NULL, NULL, 0};
+    coli__err perr;
+    if (threads != 1 && coli__pool_create(threads, &L.pool, &perr) != COLI_OK)
+        L.pool = NULL; /* quantize on the caller's thread alone */
     coli_status st = load_all(&L);
+    coli__pool_free(L.pool);
+    free(L.rowbuf);
     return st;
 }
 
@@ -638,7 +614,7 @@ coli_status coli__weights_load_container(coli__weights *w, const coli__config *c
                                          coli__err *err)
 {
     memset(w, 0, sizeof *w);
-    loader L = {w, cfg, NULL, (coli_weight_format)c->weights, c->q4_group, err, c, NULL, NULL, -1, -1, 0, 1};
+    loader L = {w, cfg, NULL, (coli_weight_format)c->weights, c->q4_group, err, c, NULL, NULL, -1, -1, 0, NULL, NULL, 0};
     if (c->n_layers != cfg->n_layers || c->n_experts != (cfg->n_moe_layers ? cfg->n_experts : 0) ||
         c->n_moe != cfg->n_moe_layers)
         return coli__fail(err, COLI_EFORMAT, "%s: %d layers, %d MoE layers of %d experts; config.json says %d, %d, %d",
@@ -652,7 +628,7 @@ coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *
 {
     coli__weights w;
     memset(&w, 0, sizeof w);
-    loader L = {&w, cfg, ts, fmt, q4_group, err, NULL, fn, user, -1, -1, 0, 1};
+    loader L = {&w, cfg, ts, fmt, q4_group, err, NULL, fn, user, -1, -1, 0, NULL, NULL, 0};
     coli_status st = load_all(&L);
     coli__weights_free(&w, cfg);
     return st;
@@ -661,7 +637,7 @@ coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *
 coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_format fmt, int q4_group,
                                        const coli__witem *it, coli__weights *scratch, coli__mat *out, coli__err *err)
 {
-    loader L = {scratch, NULL, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, 1};
+    loader L = {scratch, NULL, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, NULL, NULL, 0};
     coli_status st;
     if (it->is_vec) {
         const coli__tensor *t = NULL;
@@ -682,6 +658,7 @@ coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_f
     } else {
         st = load_mat(&L, out, it->src, it->rows, it->cols, it->kind, it->role);
     }
+    free(L.rowbuf);
     return st;
 }
 
@@ -740,14 +717,12 @@ void coli__weights_free(coli__weights *w, const coli__config *cfg)
     if (!w)
         return;
     for (size_t i = 0; i < w->n_owned; i++)
-        if (w->owned_size[i] == 0)
-            free(w->owned[i]);
+        if (w->owned[i].size == 0)
+            free(w->owned[i].p);
     free(w->owned);
-    free(w->owned_size);
     for (size_t i = 0; i < w->n_regions; i++)
-        munmap(w->regions[i], w->region_size[i]);
+        munmap(w->regions[i].p, w->regions[i].size);
     free(w->regions);
-    free(w->region_size);
     free(w->recs);
     if (w->layers && cfg)
         for (int l = 0; l < cfg->n_layers; l++)
@@ -804,11 +779,11 @@ void coli__weights_bytes(const coli__weights *w, const coli__config *cfg, coli_w
 
 /* ---- host copies of experts resident on a GPU (CUDA_RELEASE_HOST) ---- */
 
-static const void *const *g_sort_base; /* for the qsort comparator only */
+static const coli__block *g_sort_base; /* for the qsort comparator only */
 
 static int by_address(const void *pa, const void *pb)
 {
-    uintptr_t a = (uintptr_t)g_sort_base[*(const size_t *)pa], b = (uintptr_t)g_sort_base[*(const size_t *)pb];
+    uintptr_t a = (uintptr_t)g_sort_base[*(const size_t *)pa].p, b = (uintptr_t)g_sort_base[*(const size_t *)pb].p;
     return (a > b) - (a < b);
 }
 
@@ -820,7 +795,7 @@ size_t *coli__weights_owned_index(const coli__weights *w)
     for (size_t i = 0; i < w->n_owned; i++)
         ix[i] = i;
     /* called once at open, on the opening thread */
-    g_sort_base = (const void *const *)w->owned;
+    g_sort_base = w->owned;
     qsort(ix, w->n_owned, sizeof *ix, by_address);
     g_sort_base = NULL;
     return ix;
@@ -828,17 +803,16 @@ size_t *coli__weights_owned_index(const coli__weights *w)
 
 int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, coli__mat *mat, size_t *slot)
 {
-    int quant = mat->dt == COLI_DT_Q8 || mat->dt == COLI_DT_Q4 || mat->dt == COLI_DT_Q2;
-    const void *base = quant ? (const void *)mat->q.qs : mat->data;
+    const void *base = coli__mat_base(mat);
     if (!base)
         return 0;
     size_t lo = 0, hi = n;
     while (lo < hi) { /* binary search of base among the allocations */
         size_t mid = lo + (hi - lo) / 2;
-        uintptr_t a = (uintptr_t)w->owned[index[mid]];
+        uintptr_t a = (uintptr_t)w->owned[index[mid]].p;
         if (a == (uintptr_t)base) {
             *slot = index[mid];
-            if (quant) {
+            if (coli__dtype_is_quant(mat->dt)) {
                 mat->q.qs = NULL;
                 mat->q.d = mat->q.m = NULL;
             } else {
@@ -857,14 +831,13 @@ int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, c
 coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
                                         coli_weight_format fmt, int q4_group, int l, int e, coli__err *err)
 {
-    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, 1};
+    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, NULL, NULL, 0};
     coli__layer *ly = &w->layers[l];
     coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
     coli_status st = COLI_OK;
     for (int k = 0; k < 3 && st == COLI_OK; k++) {
         coli__mat *m = mats[k];
-        int quant = m->dt == COLI_DT_Q8 || m->dt == COLI_DT_Q4 || m->dt == COLI_DT_Q2;
-        if (quant ? m->q.qs != NULL : m->data != NULL)
+        if (coli__mat_base(m))
             continue;
         char name[256];
         const coli__tensor *t = NULL;
@@ -880,5 +853,6 @@ coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cf
         if (st == COLI_OK)
             *m = fresh;
     }
+    free(L.rowbuf);
     return st;
 }

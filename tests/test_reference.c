@@ -198,11 +198,16 @@ START_TEST(test_bf16_matches_transformers)
 END_TEST
 
 /* Logits do not depend on the thread count, nor on whether the prompt is
- * evaluated as one batch or token by token (f32 and bf16: the same arithmetic). */
+ * evaluated as one batch or token by token: f32 widened at load, bf16 read
+ * in place (its dot mirrors f32's), and q8/q4/q2, which are quantized at
+ * load by as many threads (the output projection's ~1000 rows are 16
+ * blocks, shared among them) and whose prefill computes each token's bits
+ * as decoding it does (docs/formats.md). */
 START_TEST(test_threads_and_batching_invariant)
 {
-    /* f32 widened at load, and bf16 read in place (its dot mirrors f32's) */
-    const coli_weight_format fmt = _i < 3 ? COLI_WEIGHTS_F32 : COLI_WEIGHTS_BF16;
+    static const coli_weight_format fmts[] = {COLI_WEIGHTS_F32, COLI_WEIGHTS_BF16, COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4,
+                                              COLI_WEIGHTS_Q2};
+    const coli_weight_format fmt = fmts[_i / 3];
     char *dir = tu_path(tu_data_dir(), ARCHS[_i % 3]);
     ref r;
     ref_load(dir, &r);
@@ -324,7 +329,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_f32_matches_transformers, 0, 3);
     tcase_add_loop_test(tc, test_bf16_matches_transformers, 0, 3);
-    tcase_add_loop_test(tc, test_threads_and_batching_invariant, 0, 6);
+    tcase_add_loop_test(tc, test_threads_and_batching_invariant, 0, 15);
     tcase_add_loop_test(tc, test_other_dtype_checkpoint, 0, 2);
     tcase_add_loop_test(tc, test_config_variants, 0, (int)(sizeof VARIANTS / sizeof VARIANTS[0]));
     suite_add_tcase(s, tc);
