@@ -441,6 +441,13 @@ coli_status coli__experts_check(const coli__opts *o, coli__err *err)
     return resolve(o, &gc, err);
 }
 
+int coli__experts_gpu_asked(const coli__opts *o)
+{
+    gpu_conf gc;
+    coli__err err;
+    return resolve(o, &gc, &err) == COLI_OK && gc.on;
+}
+
 coli_status coli__experts_open(coli_model *m)
 {
     gpu_conf gc;

@@ -379,7 +379,7 @@ coli__mat coli__mat_at(coli__dtype dt, int group, int rows, int cols, const void
     }
     const uint8_t *p = base;
     size_t qs = (size_t)rows * coli__q_row_bytes(dt, cols), nd = (size_t)rows * (size_t)(cols / group);
-    m.q = (coli__qmat){dt, group, rows, cols, p, NULL, NULL};
+    m.q = (coli__qmat){dt, group, rows, cols, p, NULL, NULL, COLI__QL_ROWS};
     if (p) {
         m.q.d = (const uint16_t *)(const void *)(p + qs);
         if (dt == COLI_DT_Q2)
@@ -405,6 +405,12 @@ uint64_t coli__mat_bytes(const coli__mat *w)
     default:
         return (uint64_t)w->rows * (uint64_t)w->cols * 2;
     }
+}
+
+int coli__cpuk_x16(const coli__cpuk *k)
+{
+    const coli__qkernels *a = coli__q_kernels_avx512();
+    return a && or_best(k)->q == a;
 }
 
 const char *coli__qkernels_name(void)

@@ -29,6 +29,9 @@ enum { COLI__CPUK_AUTO = 0, COLI__CPUK_SCALAR = 1, COLI__CPUK_AVX2 = 2, COLI__CP
 const coli__cpuk *coli__cpuk_get(int which);
 /* e.g. "avx512vnni, float avx2" (NULL: the best set). */
 const char *coli__cpuk_name(const coli__cpuk *k);
+/* Whether set k (NULL: the best) has kernels for the x16 layout of q8 and
+ * q4 matrices (lib/qlayout.c), so that the loader should make it. */
+int coli__cpuk_x16(const coli__cpuk *k);
 /* The COLI_CPU_* bits (lib/cpu.h) set COLI__CPUK_* needs. */
 unsigned coli__cpuk_needs(int which);
 

@@ -88,8 +88,15 @@ static void describe_weights(coli_model *m)
         n += (size_t)snprintf(m->weights_detail + n, sizeof m->weights_detail - n, ", dense mlp %s",
                               dt_name(w->layers[dense].gate.dt));
     if (n < sizeof m->weights_detail)
-        snprintf(m->weights_detail + n, sizeof m->weights_detail - n, ", embedding %s, output %s, norms f32",
-                 dt_name(w->embed.dt), dt_name(w->lm_head.dt));
+        n += (size_t)snprintf(m->weights_detail + n, sizeof m->weights_detail - n,
+                              ", embedding %s, output %s, norms f32", dt_name(w->embed.dt), dt_name(w->lm_head.dt));
+    /* docs/formats.md, "The x16 layout" */
+    const coli__mat *probe[] = {&ly->wq, moe >= 0 ? &w->layers[moe].e_gate[0] : &ly->wq, &w->lm_head};
+    int x16 = 0;
+    for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++)
+        x16 |= coli__dtype_is_quant(probe[i]->dt) && probe[i]->q.layout == COLI__QL_X16;
+    if (x16 && n < sizeof m->weights_detail)
+        snprintf(m->weights_detail + n, sizeof m->weights_detail - n, "; x16 layout for the CPU");
 }
 
 static const char *fmt_name(int f)
@@ -141,8 +148,10 @@ static coli_status open_model(coli_model *m, const char *dir)
     } else {
         COLI_TRY(coli__st_open_dir(dir, &m->ts, &m->err));
         m->wfmt = (coli_weight_format)m->opts.weights;
+        /* the x16 layout is the CPU's: matrices a GPU reads keep the rows */
+        int x16 = coli__cpuk_x16(m->cpuk) && !coli__experts_gpu_asked(&m->opts);
         COLI_TRY(coli__weights_load(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, (int)m->opts.threads,
-                                    &m->err));
+                                    x16, &m->err));
         if (m->opts.mem_budget_mb > 0 || m->opts.expert_slots > 0)
             coli__log(&m->opts.log, COLI_LOG_WARN,
                       "%s: a memory budget applies to converted models (coli convert); this checkpoint is loaded whole",

@@ -132,9 +132,10 @@ struct coli__container;
 
 /* Loads every weight of cfg from ts in format fmt, checking names and
  * shapes; quantization uses threads threads (0: every online core; the
- * same bytes for any). */
+ * same bytes for any); x16: q8 and q4 matrices that fit take the x16
+ * layout (lib/qlayout.c), for the CPU only. */
 coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
-                               coli_weight_format fmt, int q4_group, int threads, coli__err *err);
+                               coli_weight_format fmt, int q4_group, int threads, int x16, coli__err *err);
 void coli__weights_free(coli__weights *w, const coli__config *cfg);
 /* Points every weight of cfg into a container's mapping (docs/container.md):
  * nothing is converted; names, shapes and dtypes are checked. */

@@ -340,6 +340,16 @@ void coli__q_dequantize_row(const coli__qmat *w, int r, float *out)
     int cols = w->cols;
     int G = scale_group(w->type, w->group);
     int ng = cols / G, n32 = cols / COLI_QK;
+    if (w->layout == COLI__QL_X16) { /* q8 and q4 only: one group at a time */
+        uint8_t q[32];
+        uint16_t d;
+        coli__qmat row = {w->type, 32, 1, 32, q, &d, NULL, COLI__QL_ROWS};
+        for (int g = 0; g < n32; g++) {
+            coli__q_group(w, r, g, q, &d, NULL);
+            coli__q_dequantize_row(&row, 0, out + 32 * g);
+        }
+        return;
+    }
     const uint8_t *qr = w->qs + (size_t)r * coli__q_row_bytes(w->type, cols);
     const uint16_t *dr = w->d + (size_t)r * (size_t)ng;
     switch (w->type) {
@@ -423,20 +433,17 @@ void coli__q_quantize_act(const float *a, int cols, int8_t *p, float *s, int32_t
 /* ---- the product: steps 1-4 of docs/formats.md ---------------------------- */
 
 /* Step 1 for one 32-column group g of row quants qr. */
-static int32_t isum_q8(const uint8_t *qr, int g, const int8_t *p)
+static int32_t isum_q8(const uint8_t *qg, const int8_t *pg)
 {
-    const int8_t *q = (const int8_t *)(const void *)(qr + 32 * g);
-    const int8_t *pg = p + 32 * g;
+    const int8_t *q = (const int8_t *)(const void *)qg;
     int32_t sum = 0;
     for (int i = 0; i < 32; i++)
         sum += (int32_t)q[i] * (int32_t)pg[i];
     return sum;
 }
 
-static int32_t isum_q4(const uint8_t *qr, int g, const int8_t *p)
+static int32_t isum_q4(const uint8_t *qb, const int8_t *pg)
 {
-    const uint8_t *qb = qr + 16 * g;
-    const int8_t *pg = p + 32 * g;
     int32_t sum = 0;
     for (int b = 0; b < 16; b++) {
         int32_t lo = (int32_t)(qb[b] & 15) - 8;
@@ -447,10 +454,8 @@ static int32_t isum_q4(const uint8_t *qr, int g, const int8_t *p)
     return sum;
 }
 
-static int32_t isum_q2(const uint8_t *qr, int g, const int8_t *p)
+static int32_t isum_q2(const uint8_t *qb, const int8_t *pg)
 {
-    const uint8_t *qb = qr + 8 * g;
-    const int8_t *pg = p + 32 * g;
     int32_t sum = 0;
     for (int b = 0; b < 8; b++) {
         int32_t v = qb[b];
@@ -469,23 +474,31 @@ static float dot_row(const coli__qmat *w, int r, const int8_t *p, const float *s
     int n = cols / COLI_QK;
     int G = scale_group(w->type, w->group);
     int per = G / COLI_QK; /* 32-column groups per scale */
-    const uint8_t *qr = w->qs + (size_t)r * coli__q_row_bytes(w->type, cols);
-    const uint16_t *dr = w->d + (size_t)r * (size_t)(cols / G);
+    size_t gb = coli__q_row_bytes(w->type, COLI_QK);
+    const int x16 = w->layout == COLI__QL_X16;
+    const uint8_t *qr = x16 ? NULL : w->qs + (size_t)r * coli__q_row_bytes(w->type, cols);
+    const uint16_t *dr = x16 ? NULL : w->d + (size_t)r * (size_t)(cols / G);
     const uint16_t *mr = w->type == COLI_DT_Q2 ? w->m + (size_t)r * (size_t)n : NULL;
+    uint8_t buf[32];
+    uint16_t dx = 0;
     float P[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}; /* step 3: start at +0 */
     for (int g = 0; g < n; g++) {
+        const uint8_t *qg = x16 ? buf : qr + (size_t)g * gb;
+        const int8_t *pg = p + 32 * g;
+        if (x16)
+            coli__q_group(w, r, g, buf, &dx, NULL); /* the same values, in the row layout */
         float f;
         switch (w->type) {
         case COLI_DT_Q8: {
-            float D = coli__f16_to_f32(dr[g]);
+            float D = coli__f16_to_f32(x16 ? dx : dr[g]);
             float ds = D * s[g];
-            f = (float)isum_q8(qr, g, p) * ds; /* f32(isum) is exact */
+            f = (float)isum_q8(qg, pg) * ds; /* f32(isum) is exact */
             break;
         }
         case COLI_DT_Q4: {
-            float D = coli__f16_to_f32(dr[g / per]);
+            float D = coli__f16_to_f32(x16 ? dx : dr[g / per]);
             float ds = D * s[g];
-            f = (float)isum_q4(qr, g, p) * ds;
+            f = (float)isum_q4(qg, pg) * ds;
             break;
         }
         case COLI_DT_Q2: {
@@ -493,7 +506,7 @@ static float dot_row(const coli__qmat *w, int r, const int8_t *p, const float *s
             float M = coli__f16_to_f32(mr[g]);
             float ds = D * s[g];
             float ms = M * s[g];
-            float f1 = (float)isum_q2(qr, g, p) * ds;
+            float f1 = (float)isum_q2(qg, pg) * ds;
             float f2 = (float)psum[g] * ms;
             f = f1 + f2;
             break;

@@ -21,7 +21,11 @@ typedef struct coli__qmat {
     const uint8_t *qs;     /* quants, rows * row_bytes */
     const uint16_t *d;     /* fp16 scales, rows * (cols / group) */
     const uint16_t *m;     /* fp16 minimums (q2 only), rows * (cols / 32) */
+    int layout;            /* COLI__QL_ROWS, or COLI__QL_X16: all bytes at qs, d and m NULL */
 } coli__qmat;
+
+/* Layouts of the same values (docs/formats.md, "The x16 layout"). */
+enum { COLI__QL_ROWS = 0, COLI__QL_X16 = 1 };
 
 /* COLI_OK if type/group/cols make a valid quantized matrix; else COLI_EINVAL
  * with a message naming what is wrong (what names the tensor). */
@@ -30,6 +34,18 @@ coli_status coli__q_check(coli__dtype type, int group, int cols, const char *wha
 size_t coli__q_row_bytes(coli__dtype type, int cols);
 /* Total bytes of qs + d + m for a matrix. */
 size_t coli__q_matrix_bytes(coli__dtype type, int group, int rows, int cols);
+
+/* Whether a matrix of this type and row count can take the x16 layout
+ * (q8 and q4, rows a multiple of 16). */
+int coli__q_x16_fits(coli__dtype type, int rows);
+/* Bytes of one x16 block (16 rows): 16 times a row's quants and scales. */
+size_t coli__q_x16_block_bytes(coli__dtype type, int group, int cols);
+/* Writes rows [0, n) of the row-layout matrix src (n a multiple of 16) as
+ * n / 16 x16 blocks at dst. */
+void coli__q_x16_pack(const coli__qmat *src, int n, uint8_t *dst);
+/* The row-layout bytes of 32-column group g of row r of w (either layout):
+ * q[coli__q_row_bytes(type, 32)] and its scale *d (q2: and minimum *m). */
+void coli__q_group(const coli__qmat *w, int r, int g, uint8_t *q, uint16_t *d, uint16_t *m);
 
 /* Quantizes n_rows rows of src (row stride cols floats) into the arrays of
  * w (w->qs, w->d, w->m point to writable memory for those rows, i.e. rows

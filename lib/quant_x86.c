@@ -683,6 +683,10 @@ __attribute__((target(T_AVX2))) static void gemm_avx2(const coli__qmat *w, int r
 {
     if (r1 <= r0 || n_tok <= 0)
         return;
+    if (w->layout == COLI__QL_X16) { /* made for the AVX-512 set only */
+        coli__q_kernels_scalar()->gemm(w, r0, r1, n_tok, p, s, psum, y, y_stride);
+        return;
+    }
     if (n_tok >= avx2_pf_min_tok(shape_of(w).kind))
         repacked_avx2(w, r0, r1, n_tok, p, s, psum, y, y_stride);
     else
@@ -1069,6 +1073,148 @@ __attribute__((target(T_512))) static void repack16(const rowset *rs, int rb, co
     }
 }
 
+
+/* ---- x16 layout (lib/qlayout.c): 16 rows = 16 lanes ------------------ */
+
+/* Bytes of one record (a scale per row, then its groups' quants) and of a
+ * block of 16 rows. */
+static size_t x16_rec(int kind, int gsh)
+{
+    return 32 + ((size_t)16 * (kind == K_Q8 ? 32 : 16) << gsh);
+}
+
+/* Record and quants of 32-column group g of block blk. */
+INL void x16_at(int kind, int gsh, const uint8_t *blk, int g, const uint8_t **rec, const uint8_t **q)
+{
+    *rec = blk + (size_t)(g >> gsh) * x16_rec(kind, gsh);
+    *q = *rec + 32 + (size_t)(g & ((1 << gsh) - 1)) * 16 * (kind == K_Q8 ? 32 : 16);
+}
+
+/* The exact isum of group g for the 16 rows (lane = row): the weights
+ * enter as u8 (q4 u = nibble, q8 u = q + 128), corrected by -8 psum or
+ * -128 psum. Two chains, added at the end (integers: exact). */
+__attribute__((target(T_512))) INL __m512i x16_isum(int kind, const uint8_t *q, const int8_t *pg, int32_t ps)
+{
+    __m512i a0, a1 = _mm512_setzero_si512();
+    if (kind == K_Q4) {
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        a0 = _mm512_set1_epi32(-8 * ps);
+        UNROLL for (int k = 0; k < 4; k++) {
+            __m512i v = _mm512_loadu_si512((const void *)(q + 64 * k));
+            a0 = _mm512_dpbusd_epi32(a0, _mm512_and_si512(v, m4), _mm512_set1_epi32(load_i32(pg + 8 * k)));
+            a1 = _mm512_dpbusd_epi32(a1, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                     _mm512_set1_epi32(load_i32(pg + 8 * k + 4)));
+        }
+    } else {
+        const __m512i x80 = _mm512_set1_epi8((char)0x80);
+        a0 = _mm512_set1_epi32(-128 * ps);
+        UNROLL for (int k = 0; k < 8; k += 2) {
+            __m512i v0 = _mm512_xor_si512(_mm512_loadu_si512((const void *)(q + 64 * k)), x80);
+            __m512i v1 = _mm512_xor_si512(_mm512_loadu_si512((const void *)(q + 64 * k + 64)), x80);
+            a0 = _mm512_dpbusd_epi32(a0, v0, _mm512_set1_epi32(load_i32(pg + 4 * k)));
+            a1 = _mm512_dpbusd_epi32(a1, v1, _mm512_set1_epi32(load_i32(pg + 4 * k + 4)));
+        }
+    }
+    return _mm512_add_epi32(a0, a1);
+}
+
+/* The scales of a record, f32, lane = row. */
+__attribute__((target(T_512))) INL __m512 x16_scales(const uint8_t *rec)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)rec));
+}
+
+/* acc + group g's term of block blk's 16 rows (fpart16). */
+__attribute__((target(T_512))) INL __m512 x16_group(int kind, int gsh, const uint8_t *blk, int g, const int8_t *pt,
+                                                    const float *st, const int32_t *pst, __m512 acc)
+{
+    const uint8_t *rec, *q;
+    x16_at(kind, gsh, blk, g, &rec, &q);
+    const __m512 D = x16_scales(rec), S = _mm512_set1_ps(st[g]);
+    return fpart16(kind, acc, x16_isum(kind, q, pt + 32 * g, pst[g]), D, D, S, S);
+}
+
+/* Lanes [lo, hi) of a 16-row block. */
+static __mmask16 lanes(int lo, int hi)
+{
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > 16 ? 16 : hi;
+    return hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/* Decode: block after block, P_k of the 16 rows in 8 registers (group
+ * 8j + J into P[J]), one sequential stream of records. */
+__attribute__((target(T_512))) INL void x16_direct_body(int kind, int gsh, const coli__qmat *w, const qshape *sh,
+                                                        int r0, int r1, int n_tok, const int8_t *p, const float *s,
+                                                        const int32_t *psum, float *y, size_t ys)
+{
+    const int ng = sh->ng;
+    const size_t bb = (size_t)sh->nd * x16_rec(kind, gsh);
+    for (int b = r0 / 16; 16 * b < r1; b++) {
+        const uint8_t *blk = w->qs + (size_t)b * bb;
+        const __mmask16 km = lanes(r0 - 16 * b, r1 - 16 * b);
+        for (int t = 0; t < n_tok; t++) {
+            const int8_t *pt = p + (size_t)t * (size_t)sh->cols;
+            const float *st = s + (size_t)t * (size_t)ng;
+            const int32_t *pst = psum + (size_t)t * (size_t)ng;
+            __m512 P[8];
+            UNROLL for (int k = 0; k < 8; k++)
+                P[k] = _mm512_setzero_ps();
+            int g = 0;
+            for (; g + 8 <= ng; g += 8)
+                UNROLL for (int J = 0; J < 8; J++)
+                    P[J] = x16_group(kind, gsh, blk, g + J, pt, st, pst, P[J]);
+            UNROLL for (int J = 0; J < 7; J++) /* the last ng % 8 groups */
+                if (g + J < ng)
+                    P[J] = x16_group(kind, gsh, blk, g + J, pt, st, pst, P[J]);
+            const __m512 o = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(P[0], P[4]), _mm512_add_ps(P[2], P[6])),
+                                           _mm512_add_ps(_mm512_add_ps(P[1], P[5]), _mm512_add_ps(P[3], P[7])));
+            _mm512_mask_storeu_ps(y + (size_t)t * ys + 16 * (size_t)b, km, o);
+        }
+    }
+}
+
+__attribute__((target(T_512))) static void x16_direct(const coli__qmat *w, int r0, int r1, int n_tok,
+                                                      const int8_t *p, const float *s, const int32_t *psum,
+                                                      float *y, size_t ys)
+{
+    const qshape sh = shape_of(w);
+    if (sh.kind == K_Q8)
+        x16_direct_body(K_Q8, 0, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
+    else if (sh.gsh == 0)
+        x16_direct_body(K_Q4, 0, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
+    else if (sh.gsh == 1)
+        x16_direct_body(K_Q4, 1, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
+    else
+        x16_direct_body(K_Q4, 2, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
+}
+
+/* Prefill: groups [g0, g0 + gn) of x16 block b as the repacked kernel's
+ * buffers (see repack16 and repack_scales16), half h of nr. */
+__attribute__((target(T_512))) static void x16_repack(const coli__qmat *w, const qshape *sh, int b, int g0, int gn,
+                                                      __m512i *W, float *df, int nr, int h)
+{
+    const int kind = sh->kind, gsh = sh->gsh;
+    const uint8_t *blk = w->qs + (size_t)b * (size_t)sh->nd * x16_rec(kind, gsh);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), x80 = _mm512_set1_epi8((char)0x80);
+    for (int gi = 0; gi < gn; gi++) {
+        const uint8_t *rec, *q;
+        x16_at(kind, gsh, blk, g0 + gi, &rec, &q);
+        __m512i *o = W + (size_t)gi * 8 * (size_t)nr + h;
+        if (kind == K_Q4) {
+            UNROLL for (int k = 0; k < 4; k++) {
+                __m512i v = _mm512_loadu_si512((const void *)(q + 64 * k));
+                o[2 * k * nr] = _mm512_and_si512(v, m4);
+                o[(2 * k + 1) * nr] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+        } else {
+            UNROLL for (int k = 0; k < 8; k++)
+                o[k * nr] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(q + 64 * k)), x80);
+        }
+        _mm512_store_ps(df + (gi * nr + h) * 16, x16_scales(rec));
+    }
+}
+
 /* nt tokens (1..4) x nr halves of 16 rows (1 or 2), constants after
  * inlining, over groups [g0, g0 + gn) of the repacked chunk. P[u]: the
  * token's partial sums, [k][h][row]. Each broadcast activation feeds nr
@@ -1153,12 +1299,16 @@ __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int
     _Alignas(64) float df[PF_GC * 32], mf[PF_GC * 32];
     _Alignas(64) float P[PF_TB * 256];
     const int nch = (sh.ng + PF_GC - 1) / PF_GC;
-    for (int r = r0; r < r1; r += 32) {
-        const int rr = r1 - r < 32 ? r1 - r : 32;
+    /* x16: whole blocks, rows outside [r0, r1) computed but not stored */
+    const int x16 = w->layout == COLI__QL_X16;
+    const int rb0 = x16 ? r0 & ~15 : r0, rb1 = x16 ? (r1 + 15) & ~15 : r1;
+    for (int r = rb0; r < rb1; r += 32) {
+        const int rr = rb1 - r < 32 ? rb1 - r : 32;
         const int nr = rr > 16 ? 2 : 1;
         const int pstride = 128 * nr; /* floats of P per token */
         rowset rs;
-        rowset_init(&rs, w, &sh, r, rr, 16 * nr);
+        if (!x16)
+            rowset_init(&rs, w, &sh, r, rr, 16 * nr);
         for (int t0 = 0; t0 < n_tok; t0 += PF_TB) {
             const int tb = n_tok - t0 < PF_TB ? n_tok - t0 : PF_TB;
             memset(P, 0, (size_t)tb * (size_t)pstride * sizeof(float));
@@ -1166,6 +1316,10 @@ __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int
                 const int g0 = ch * PF_GC, gn = sh.ng - g0 < PF_GC ? sh.ng - g0 : PF_GC;
                 if (nch > 1 || t0 == 0) {
                     for (int h = 0; h < nr; h++) {
+                        if (x16) {
+                            x16_repack(w, &sh, r / 16 + h, g0, gn, W, df, nr, h);
+                            continue;
+                        }
                         repack16(&rs, 16 * h, &sh, g0, gn, W, nr, h);
                         repack_scales16(&rs, 16 * h, &sh, g0, gn, df, mf, nr, h);
                     }
@@ -1189,13 +1343,13 @@ __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int
             for (int t = t0; t < t0 + tb; t++) {
                 const float *pk = P + (size_t)(t - t0) * (size_t)pstride;
                 for (int h = 0; h < nr; h++) {
-                    const int n = rr - 16 * h < 16 ? rr - 16 * h : 16;
+                    const int at = r + 16 * h;
                     __m512 v[8];
                     UNROLL for (int k = 0; k < 8; k++)
                         v[k] = _mm512_load_ps(pk + (k * nr + h) * 16);
                     __m512 o = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
                                              _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
-                    _mm512_mask_storeu_ps(y + (size_t)t * ys + (size_t)(r + 16 * h), (__mmask16)((1u << n) - 1), o);
+                    _mm512_mask_storeu_ps(y + (size_t)t * ys + (size_t)at, lanes(r0 - at, r1 - at), o);
                 }
             }
         }
@@ -1216,6 +1370,8 @@ __attribute__((target(T_512))) static void gemm_512(const coli__qmat *w, int r0,
         return;
     if (n_tok >= AVX512_PF_MIN_TOK)
         repacked_512(w, r0, r1, n_tok, p, s, psum, y, y_stride);
+    else if (w->layout == COLI__QL_X16)
+        x16_direct(w, r0, r1, n_tok, p, s, psum, y, y_stride);
     else
         direct_512(w, r0, r1, n_tok, p, s, psum, y, y_stride);
 }

@@ -45,6 +45,9 @@ typedef struct loader {
     coli__pool *pool;         /* quantizing threads (NULL: the caller only) */
     float *rowbuf;            /* their widening scratch (quantize) */
     size_t rowbuf_cap;
+    int x16;                  /* q8/q4 matrices that fit take the x16 layout */
+    uint8_t *qbuf;            /* per thread: QROWS rows in the row layout (x16) */
+    size_t qbuf_cap;
 } loader;
 
 #define QROWS 64
@@ -270,6 +273,9 @@ typedef struct qjob {
     const coli__qmat *w;
     float *rowbuf;        /* per thread: QROWS rows of cols floats */
     atomic_int bad;       /* first row holding a non-finite value, INT_MAX: none */
+    uint8_t *qbuf;        /* x16: per thread, QROWS rows in the row layout; NULL: rows in place */
+    size_t qrow;          /* their bytes per row */
+    atomic_int range;     /* x16: a scale overflowed fp16 */
 } qjob;
 
 static void quantize_blocks(void *arg, int64_t b, int64_t e, int thread)
@@ -284,10 +290,25 @@ static void quantize_blocks(void *arg, int64_t b, int64_t e, int thread)
             coli__mat_row(j->m, r + i, buf + (size_t)i * (size_t)cols);
         coli__qmat view = *w;
         view.rows = n;
-        view.qs = w->qs + (size_t)r * coli__q_row_bytes(w->type, cols);
-        view.d = w->d + (size_t)r * (size_t)(cols / w->group);
-        view.m = w->m ? w->m + (size_t)r * (size_t)(cols / COLI_QK) : NULL;
+        view.layout = COLI__QL_ROWS;
+        if (j->qbuf) { /* quantized in the row layout, then regrouped into place */
+            uint8_t *t = j->qbuf + (size_t)thread * QROWS * j->qrow;
+            view.qs = t;
+            view.d = (const uint16_t *)(const void *)(t + (size_t)n * coli__q_row_bytes(w->type, cols));
+        } else {
+            view.qs = w->qs + (size_t)r * coli__q_row_bytes(w->type, cols);
+            view.d = w->d + (size_t)r * (size_t)(cols / w->group);
+            view.m = w->m ? w->m + (size_t)r * (size_t)(cols / COLI_QK) : NULL;
+        }
         int bad = coli__q_quantize_rows(buf, n, &view);
+        if (j->qbuf) {
+            size_t nd = (size_t)n * (size_t)(cols / w->group);
+            for (size_t i = 0; i < nd; i++)
+                if ((view.d[i] & 0x7c00) == 0x7c00)
+                    atomic_store(&j->range, 1);
+            uint8_t *dst = (uint8_t *)(uintptr_t)w->qs;
+            coli__q_x16_pack(&view, n, dst + (size_t)(r / 16) * coli__q_x16_block_bytes(w->type, w->group, cols));
+        }
         if (bad >= 0) {
             int row = r + bad, cur = atomic_load(&j->bad);
             while (row < cur && !atomic_compare_exchange_weak(&j->bad, &cur, row))
@@ -315,7 +336,19 @@ static coli_status quantize(loader *L, coli__mat *m, const char *file, const cha
         return coli__fail(L->err, COLI_ENOMEM, "out of memory quantizing tensor '%s'", name);
     coli__qmat *w = &m->q;
     *w = coli__mat_at(q, group, rows, cols, buf).q;
-    qjob j = {m, w, L->rowbuf, INT_MAX};
+    qjob j = {m, w, L->rowbuf, INT_MAX, NULL, 0, 0};
+    if (L->x16 && coli__q_x16_fits(q, rows)) {
+        j.qrow = coli__q_row_bytes(q, cols) + (size_t)(cols / group) * sizeof(uint16_t);
+        size_t qneed = (size_t)coli__pool_size(L->pool) * QROWS * j.qrow;
+        if (L->qbuf_cap < qneed) {
+            uint8_t *p = realloc(L->qbuf, qneed);
+            if (!p)
+                return coli__fail(L->err, COLI_ENOMEM, "out of memory quantizing tensor '%s'", name);
+            L->qbuf = p;
+            L->qbuf_cap = qneed;
+        }
+        j.qbuf = L->qbuf;
+    }
     coli__pool_run(L->pool, (rows + QROWS - 1) / QROWS, 1, quantize_blocks, &j);
     int bad = atomic_load(&j.bad);
     if (bad != INT_MAX) {
@@ -325,11 +358,17 @@ static coli_status quantize(loader *L, coli__mat *m, const char *file, const cha
         return nonfinite(L, file, name, cols, (size_t)bad * (size_t)cols + c, row[c]);
     }
     /* Scales that overflow fp16 (docs/formats.md) cannot be represented. */
-    for (size_t i = 0; i < n_d + n_m; i++)
-        if ((w->d[i] & 0x7c00) == 0x7c00)
-            return coli__fail(L->err, COLI_ERANGE,
+    int range = atomic_load(&j.range);
+    for (size_t i = 0; !j.qbuf && i < n_d + n_m; i++)
+        range |= (w->d[i] & 0x7c00) == 0x7c00;
+    if (range)
+        return coli__fail(L->err, COLI_ERANGE,
                               "tensor '%s': values too large for the fp16 scales of %s; load it as bf16 or f32",
                               name, q == COLI_DT_Q8 ? "q8" : q == COLI_DT_Q4 ? "q4" : "q2");
+    if (j.qbuf) {
+        w->layout = COLI__QL_X16;
+        w->d = NULL;
+    }
     m->dt = q;
     m->data = NULL;
     return COLI_OK;
@@ -597,16 +636,17 @@ static coli_status load_layer(loader *L, int l)
 static coli_status load_all(loader *L);
 
 coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
-                               coli_weight_format fmt, int q4_group, int threads, coli__err *err)
+                               coli_weight_format fmt, int q4_group, int threads, int x16, coli__err *err)
 {
     memset(w, 0, sizeof *w);
-    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, NULL, NULL, 0};
+    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, NULL, NULL, 0, x16, NULL, 0};
     coli__err perr;
     if (threads != 1 && coli__pool_create(threads, &L.pool, &perr) != COLI_OK)
         L.pool = NULL; /* quantize on the caller's thread alone */
     coli_status st = load_all(&L);
     coli__pool_free(L.pool);
     free(L.rowbuf);
+    free(L.qbuf);
     return st;
 }
 
@@ -614,7 +654,8 @@ coli_status coli__weights_load_container(coli__weights *w, const coli__config *c
                                          coli__err *err)
 {
     memset(w, 0, sizeof *w);
-    loader L = {w, cfg, NULL, (coli_weight_format)c->weights, c->q4_group, err, c, NULL, NULL, -1, -1, 0, NULL, NULL, 0};
+    loader L = {w,    cfg,  NULL, (coli_weight_format)c->weights, c->q4_group, err, c, NULL, NULL, -1, -1, 0, NULL,
+                NULL, 0,    0,    NULL, 0};
     if (c->n_layers != cfg->n_layers || c->n_experts != (cfg->n_moe_layers ? cfg->n_experts : 0) ||
         c->n_moe != cfg->n_moe_layers)
         return coli__fail(err, COLI_EFORMAT, "%s: %d layers, %d MoE layers of %d experts; config.json says %d, %d, %d",
@@ -628,7 +669,7 @@ coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *
 {
     coli__weights w;
     memset(&w, 0, sizeof w);
-    loader L = {&w, cfg, ts, fmt, q4_group, err, NULL, fn, user, -1, -1, 0, NULL, NULL, 0};
+    loader L = {&w, cfg, ts, fmt, q4_group, err, NULL, fn, user, -1, -1, 0, NULL, NULL, 0, 0, NULL, 0};
     coli_status st = load_all(&L);
     coli__weights_free(&w, cfg);
     return st;
@@ -637,7 +678,7 @@ coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *
 coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_format fmt, int q4_group,
                                        const coli__witem *it, coli__weights *scratch, coli__mat *out, coli__err *err)
 {
-    loader L = {scratch, NULL, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, NULL, NULL, 0};
+    loader L = {scratch, NULL, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, NULL, NULL, 0, 0, NULL, 0};
     coli_status st;
     if (it->is_vec) {
         const coli__tensor *t = NULL;
@@ -831,7 +872,7 @@ int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, c
 coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
                                         coli_weight_format fmt, int q4_group, int l, int e, coli__err *err)
 {
-    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, NULL, NULL, 0};
+    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, NULL, NULL, 0, 0, NULL, 0};
     coli__layer *ly = &w->layers[l];
     coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
     coli_status st = COLI_OK;

@@ -210,7 +210,7 @@ static coli_status m_upload(coli__gpu *g, int dev, const coli__gpu_mat *m, int *
         if (m->dt == COLI_DT_Q2)
             memcpy(p + qs + 2 * nd, m->m, b - qs - 2 * nd);
         t->m.q = (coli__qmat){m->dt, m->group, m->rows, m->cols, p, (const uint16_t *)(p + qs),
-                              m->dt == COLI_DT_Q2 ? (const uint16_t *)(p + qs + 2 * nd) : NULL};
+                              m->dt == COLI_DT_Q2 ? (const uint16_t *)(p + qs + 2 * nd) : NULL, COLI__QL_ROWS};
     }
     t->dev = dev;
     t->bytes = b;

@@ -90,7 +90,7 @@ static void hmat_from(hmat *h, coli__dtype dt, int group, int rows, int cols, co
         h->qs = malloc(coli__q_row_bytes(dt, cols) * (size_t)rows);
         h->d = malloc(n / (size_t)G * 2);
         h->mn = dt == COLI_DT_Q2 ? malloc(n / 32 * 2) : NULL;
-        coli__qmat q = {dt, G, rows, cols, h->qs, h->d, h->mn};
+        coli__qmat q = {dt, G, rows, cols, h->qs, h->d, h->mn, COLI__QL_ROWS};
         coli__qmat wq = q;
         ck_assert_int_lt(coli__q_quantize_rows(src, rows, &wq), 0);
         h->m.q = q;
@@ -233,7 +233,7 @@ START_TEST(test_hand_values)
                 expect[r] += w * x[c];
             }
         }
-        h.m.q = (coli__qmat){dt, 32, rows, cols, h.qs, h.d, h.mn};
+        h.m.q = (coli__qmat){dt, 32, rows, cols, h.qs, h.d, h.mn, COLI__QL_ROWS};
         int hd = upload(g, &h);
         float y[3];
         poison(y, 3);

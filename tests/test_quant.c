@@ -652,6 +652,64 @@ END_TEST
 
 /* Groups whose scale rounds to fp16 zero although they are not all zero:
  * every quant is 0 (lib/quant.c's rule; no division by zero, no NaN). */
+/* The x16 layout byte by byte, from the rules of docs/formats.md ("The x16
+ * layout") applied to the row layout's values (ref_q, ref_dh). */
+START_TEST(test_x16_layout)
+{
+    static const struct {
+        coli__dtype type;
+        int group;
+    } conf[] = {{COLI_DT_Q8, 32}, {COLI_DT_Q4, 32}, {COLI_DT_Q4, 64}, {COLI_DT_Q4, 128}};
+    rng_seed(77);
+    ck_assert(!coli__q_x16_fits(COLI_DT_Q2, 32));
+    ck_assert(!coli__q_x16_fits(COLI_DT_Q4, 40));
+    ck_assert(coli__q_x16_fits(COLI_DT_Q8, 48));
+    for (size_t ci = 0; ci < sizeof conf / sizeof conf[0]; ci++) {
+        const int rows = 32, cols = 384, G = conf[ci].group, per = G / 32;
+        const size_t gb = conf[ci].type == COLI_DT_Q8 ? 32 : 16; /* quant bytes per row and 32 columns */
+        const size_t rec = 32 + (size_t)per * 16 * gb, bb = (size_t)(cols / G) * rec;
+        qbuf b;
+        qbuf_init(&b, conf[ci].type, G, rows, cols);
+        fill_weights(&b, 1);
+        ck_assert_uint_eq(coli__q_x16_block_bytes(b.w.type, G, cols), bb);
+        ck_assert_uint_eq(bb * (rows / 16), coli__q_matrix_bytes(b.w.type, G, rows, cols));
+        uint8_t *xb = malloc(bb * (rows / 16));
+        ck_assert_ptr_nonnull(xb);
+        coli__q_x16_pack(&b.w, rows, xb);
+        coli__qmat xw = b.w;
+        xw.qs = xb;
+        xw.d = NULL;
+        xw.layout = COLI__QL_X16;
+        for (int r = 0; r < rows; r++) {
+            const int i = r % 16;
+            for (int c = 0; c < cols; c++) {
+                const int g = c / 32, k = c % 32;
+                const uint8_t *rb = xb + (size_t)(r / 16) * bb + (size_t)(g / per) * rec;
+                const uint8_t *q = rb + 32 + (size_t)(g % per) * 16 * gb;
+                uint16_t d;
+                memcpy(&d, rb + 2 * i, 2);
+                ck_assert_uint_eq(d, ref_dh(&b.w, r, c));
+                int v;
+                if (conf[ci].type == COLI_DT_Q8) {
+                    v = (int8_t)q[64 * (k / 4) + 4 * i + k % 4];
+                } else {
+                    uint8_t byte = q[64 * (k / 8) + 4 * i + k % 4];
+                    v = (k % 8 < 4 ? byte & 15 : byte >> 4) - 8;
+                }
+                ck_assert_msg(v == ref_q(&b.w, r, c), "group %d row %d col %d: %d, want %d", G, r, c, v,
+                              ref_q(&b.w, r, c));
+            }
+            float a[384], x[384];
+            coli__q_dequantize_row(&b.w, r, a);
+            coli__q_dequantize_row(&xw, r, x);
+            ck_assert(memcmp(a, x, sizeof a) == 0);
+        }
+        free(xb);
+        qbuf_free(&b);
+    }
+}
+END_TEST
+
 START_TEST(test_tiny_groups)
 {
     float x[128];
@@ -1004,7 +1062,7 @@ static void check_table(const coli__qkernels *k)
     /* the brief's list, plus 128, 192, 384 and 640 for more q4/64 and
      * q4/128 shapes (an odd number of scales per row) */
     static const int colsv[] = {32, 64, 96, 128, 160, 192, 224, 256, 288, 384, 640, 1024, 4096 + 32};
-    static const int rowsv[] = {1, 3, 7, 16, 33};
+    static const int rowsv[] = {1, 3, 7, 16, 33, 48};
     static const int tokv[] = {1, 2, 5, 9};
     const coli__qkernels *ref = coli__q_kernels_scalar();
     ck_assert_ptr_nonnull(k);
@@ -1022,6 +1080,17 @@ static void check_table(const coli__qkernels *k)
                 qbuf b;
                 qbuf_init(&b, qconf[c].type, qconf[c].group, rows, cols);
                 fill_weights(&b, rng_int(2));
+                /* the same values in the x16 layout, where they fit */
+                coli__qmat xw = b.w;
+                uint8_t *xb = NULL;
+                if (coli__q_x16_fits(b.w.type, rows)) {
+                    xb = malloc(coli__q_x16_block_bytes(b.w.type, b.w.group, cols) * (size_t)(rows / 16));
+                    ck_assert_ptr_nonnull(xb);
+                    coli__q_x16_pack(&b.w, rows, xb);
+                    xw.qs = xb;
+                    xw.d = xw.m = NULL;
+                    xw.layout = COLI__QL_X16;
+                }
                 for (size_t ti = 0; ti < sizeof tokv / sizeof tokv[0]; ti++) {
                     int n_tok = tokv[ti];
                     acts x;
@@ -1064,6 +1133,16 @@ static void check_table(const coli__qkernels *k)
                                              stride, i / stride, i % stride, (double)yb[i],
                                              fbits(yb[i]), (double)ya[i], fbits(ya[i]));
                     }
+                    if (xb) { /* the x16 layout gives the row layout's bits */
+                        poison(yb, ny);
+                        k->gemm(&xw, r0, r1, n_tok, x.p, x.s, x.psum, yb, stride);
+                        calls++;
+                        for (size_t i = 0; i < ny; i++)
+                            ck_assert_msg(fbits(ya[i]) == fbits(yb[i]),
+                                          "%s x16 vs scalar rows: %s cols %d rows %d n_tok %d r0 %d r1 %d: "
+                                          "y[t=%zu][r=%zu] = %a, scalar %a", k->name, qconf[c].name, cols, rows,
+                                          n_tok, r0, r1, i / stride, i % stride, (double)yb[i], (double)ya[i]);
+                    }
                     /* a batch gives each token the bits it gets alone */
                     for (int t = 0; t < n_tok; t++) {
                         poison(y1, stride);
@@ -1078,6 +1157,7 @@ static void check_table(const coli__qkernels *k)
                     free(y1);
                     acts_free(&x);
                 }
+                free(xb);
                 qbuf_free(&b);
             }
         }
@@ -1502,6 +1582,7 @@ static Suite *quant_suite(void)
     tcase_add_test(tc, test_q8_layout);
     tcase_add_test(tc, test_q4_layout);
     tcase_add_test(tc, test_q2_layout);
+    tcase_add_test(tc, test_x16_layout);
     tcase_add_test(tc, test_tiny_groups);
     tcase_add_test(tc, test_quant_error);
     tcase_add_test(tc, test_quant_rule);
