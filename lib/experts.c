@@ -435,17 +435,12 @@ static coli_status release_host(coli_model *m, struct coli__tier *t)
     return COLI_OK;
 }
 
-coli_status coli__experts_check(const coli__opts *o, coli__err *err)
+coli_status coli__experts_check(const coli__opts *o, int *gpu_on, coli__err *err)
 {
     gpu_conf gc;
-    return resolve(o, &gc, err);
-}
-
-int coli__experts_gpu_asked(const coli__opts *o)
-{
-    gpu_conf gc;
-    coli__err err;
-    return resolve(o, &gc, &err) == COLI_OK && gc.on;
+    COLI_TRY(resolve(o, &gc, err));
+    *gpu_on = gc.on;
+    return COLI_OK;
 }
 
 coli_status coli__experts_open(coli_model *m)

@@ -56,10 +56,9 @@ coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const fl
 
 /* Checks the GPU options and their environment variables, as
  * coli__experts_open will read them: called before the weights load, so
- * that a malformed variable fails at once, not after minutes of loading. */
-coli_status coli__experts_check(const coli__opts *o, coli__err *err);
-/* Whether the options (or the environment) ask for the GPU tier. */
-int coli__experts_gpu_asked(const coli__opts *o);
+ * that a malformed variable fails at once, not after minutes of loading;
+ * *gpu_on: whether they ask for the tier. */
+coli_status coli__experts_check(const coli__opts *o, int *gpu_on, coli__err *err);
 
 /* At model open, after the weights: resolves the GPU options (API, then
  * environment), and when the tier is on places and uploads experts. A bad

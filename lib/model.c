@@ -140,7 +140,8 @@ static coli_status open_model(coli_model *m, const char *dir)
         return coli__fail(&m->err, COLI_ENOENT, "model directory '%s' does not exist", dir);
     if (!S_ISDIR(sb.st_mode))
         return coli__fail(&m->err, COLI_EINVAL, "model path '%s' is not a directory", dir);
-    COLI_TRY(coli__experts_check(&m->opts, &m->err));
+    int gpu_on;
+    COLI_TRY(coli__experts_check(&m->opts, &gpu_on, &m->err));
     COLI_TRY(pick_cpu_kernels(m));
     COLI_TRY(coli__config_load(dir, &m->cfg, &m->err));
     if (coli__cont_present(dir)) {
@@ -149,7 +150,7 @@ static coli_status open_model(coli_model *m, const char *dir)
         COLI_TRY(coli__st_open_dir(dir, &m->ts, &m->err));
         m->wfmt = (coli_weight_format)m->opts.weights;
         /* the x16 layout is the CPU's: matrices a GPU reads keep the rows */
-        int x16 = coli__cpuk_x16(m->cpuk) && !coli__experts_gpu_asked(&m->opts);
+        int x16 = coli__cpuk_x16(m->cpuk) && !gpu_on;
         COLI_TRY(coli__weights_load(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, (int)m->opts.threads,
                                     x16, &m->err));
         if (m->opts.mem_budget_mb > 0 || m->opts.expert_slots > 0)

@@ -82,19 +82,9 @@ void coli__q_x16_pack(const coli__qmat *src, int n, uint8_t *dst)
     }
 }
 
-void coli__q_group(const coli__qmat *w, int r, int g, uint8_t *q, uint16_t *d, uint16_t *m)
+void coli__q_x16_group(const coli__qmat *w, int r, int g, uint8_t *q, uint16_t *d)
 {
-    const int cols = w->cols;
-    const int G = w->type == COLI_DT_Q4 ? w->group : 32;
-    const size_t gb = coli__q_row_bytes(w->type, 32);
-    if (w->layout != COLI__QL_X16) {
-        memcpy(q, w->qs + (size_t)r * coli__q_row_bytes(w->type, cols) + (size_t)g * gb, gb);
-        *d = w->d[(size_t)r * (size_t)(cols / G) + (size_t)(g / (G / 32))];
-        if (m && w->type == COLI_DT_Q2)
-            *m = w->m[(size_t)r * (size_t)(cols / 32) + (size_t)g];
-        return;
-    }
-    const uint8_t *blk = w->qs + (size_t)(r / 16) * coli__q_x16_block_bytes(w->type, w->group, cols);
+    const uint8_t *blk = w->qs + (size_t)(r / 16) * coli__q_x16_block_bytes(w->type, w->group, w->cols);
     const uint8_t *rec, *qs;
     const int i = r % 16;
     locate(w->type, w->group, blk, g, &rec, &qs);

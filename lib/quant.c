@@ -345,7 +345,7 @@ void coli__q_dequantize_row(const coli__qmat *w, int r, float *out)
         uint16_t d;
         coli__qmat row = {w->type, 32, 1, 32, q, &d, NULL, COLI__QL_ROWS};
         for (int g = 0; g < n32; g++) {
-            coli__q_group(w, r, g, q, &d, NULL);
+            coli__q_x16_group(w, r, g, q, &d);
             coli__q_dequantize_row(&row, 0, out + 32 * g);
         }
         return;
@@ -486,7 +486,7 @@ static float dot_row(const coli__qmat *w, int r, const int8_t *p, const float *s
         const uint8_t *qg = x16 ? buf : qr + (size_t)g * gb;
         const int8_t *pg = p + 32 * g;
         if (x16)
-            coli__q_group(w, r, g, buf, &dx, NULL); /* the same values, in the row layout */
+            coli__q_x16_group(w, r, g, buf, &dx); /* the same values, in the row layout */
         float f;
         switch (w->type) {
         case COLI_DT_Q8: {

@@ -43,9 +43,9 @@ size_t coli__q_x16_block_bytes(coli__dtype type, int group, int cols);
 /* Writes rows [0, n) of the row-layout matrix src (n a multiple of 16) as
  * n / 16 x16 blocks at dst. */
 void coli__q_x16_pack(const coli__qmat *src, int n, uint8_t *dst);
-/* The row-layout bytes of 32-column group g of row r of w (either layout):
- * q[coli__q_row_bytes(type, 32)] and its scale *d (q2: and minimum *m). */
-void coli__q_group(const coli__qmat *w, int r, int g, uint8_t *q, uint16_t *d, uint16_t *m);
+/* The row-layout bytes of 32-column group g of row r of the x16 matrix w:
+ * q[coli__q_row_bytes(type, 32)] and its scale *d. */
+void coli__q_x16_group(const coli__qmat *w, int r, int g, uint8_t *q, uint16_t *d);
 
 /* Quantizes n_rows rows of src (row stride cols floats) into the arrays of
  * w (w->qs, w->d, w->m point to writable memory for those rows, i.e. rows

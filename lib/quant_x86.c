@@ -1076,8 +1076,7 @@ __attribute__((target(T_512))) static void repack16(const rowset *rs, int rb, co
 
 /* ---- x16 layout (lib/qlayout.c): 16 rows = 16 lanes ------------------ */
 
-/* Bytes of one record (a scale per row, then its groups' quants) and of a
- * block of 16 rows. */
+/* Bytes of one record: a scale per row, then its groups' quants. */
 static size_t x16_rec(int kind, int gsh)
 {
     return 32 + ((size_t)16 * (kind == K_Q8 ? 32 : 16) << gsh);
@@ -1149,7 +1148,7 @@ __attribute__((target(T_512))) INL void x16_direct_body(int kind, int gsh, const
                                                         const int32_t *psum, float *y, size_t ys)
 {
     const int ng = sh->ng;
-    const size_t bb = (size_t)sh->nd * x16_rec(kind, gsh);
+    const size_t bb = coli__q_x16_block_bytes(w->type, w->group, w->cols);
     for (int b = r0 / 16; 16 * b < r1; b++) {
         const uint8_t *blk = w->qs + (size_t)b * bb;
         const __mmask16 km = lanes(r0 - 16 * b, r1 - 16 * b);
@@ -1195,7 +1194,7 @@ __attribute__((target(T_512))) static void x16_repack(const coli__qmat *w, const
                                                       __m512i *W, float *df, int nr, int h)
 {
     const int kind = sh->kind, gsh = sh->gsh;
-    const uint8_t *blk = w->qs + (size_t)b * (size_t)sh->nd * x16_rec(kind, gsh);
+    const uint8_t *blk = w->qs + (size_t)b * coli__q_x16_block_bytes(w->type, w->group, w->cols);
     const __m512i m4 = _mm512_set1_epi8(0x0F), x80 = _mm512_set1_epi8((char)0x80);
     for (int gi = 0; gi < gn; gi++) {
         const uint8_t *rec, *q;

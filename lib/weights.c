@@ -275,8 +275,17 @@ typedef struct qjob {
     atomic_int bad;       /* first row holding a non-finite value, INT_MAX: none */
     uint8_t *qbuf;        /* x16: per thread, QROWS rows in the row layout; NULL: rows in place */
     size_t qrow;          /* their bytes per row */
-    atomic_int range;     /* x16: a scale overflowed fp16 */
+    atomic_int range;     /* a scale or minimum overflowed fp16 */
 } qjob;
+
+/* Whether any of n fp16 values is an infinity (or NaN): an overflowed scale. */
+static int f16_overflow(const uint16_t *h, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((h[i] & 0x7c00) == 0x7c00)
+            return 1;
+    return 0;
+}
 
 static void quantize_blocks(void *arg, int64_t b, int64_t e, int thread)
 {
@@ -301,11 +310,11 @@ static void quantize_blocks(void *arg, int64_t b, int64_t e, int thread)
             view.m = w->m ? w->m + (size_t)r * (size_t)(cols / COLI_QK) : NULL;
         }
         int bad = coli__q_quantize_rows(buf, n, &view);
+        /* scales that overflow fp16 (docs/formats.md) cannot be represented */
+        if (f16_overflow(view.d, (size_t)n * (size_t)(cols / w->group)) ||
+            (view.m && f16_overflow(view.m, (size_t)n * (size_t)(cols / COLI_QK))))
+            atomic_store(&j->range, 1);
         if (j->qbuf) {
-            size_t nd = (size_t)n * (size_t)(cols / w->group);
-            for (size_t i = 0; i < nd; i++)
-                if ((view.d[i] & 0x7c00) == 0x7c00)
-                    atomic_store(&j->range, 1);
             uint8_t *dst = (uint8_t *)(uintptr_t)w->qs;
             coli__q_x16_pack(&view, n, dst + (size_t)(r / 16) * coli__q_x16_block_bytes(w->type, w->group, cols));
         }
@@ -321,8 +330,6 @@ static coli_status quantize(loader *L, coli__mat *m, const char *file, const cha
 {
     const int rows = m->rows, cols = m->cols;
     int group = q == COLI_DT_Q4 ? L->q4_group : COLI_QK;
-    size_t n_d = (size_t)rows * (size_t)(cols / group);
-    size_t n_m = q == COLI_DT_Q2 ? (size_t)rows * (size_t)(cols / COLI_QK) : 0;
     size_t need = (size_t)coli__pool_size(L->pool) * QROWS * (size_t)cols;
     if (L->rowbuf_cap < need) {
         float *p = realloc(L->rowbuf, need * sizeof(float));
@@ -357,14 +364,10 @@ static coli_status quantize(loader *L, coli__mat *m, const char *file, const cha
         size_t c = coli__first_nonfinite(COLI_DT_F32, row, (size_t)cols);
         return nonfinite(L, file, name, cols, (size_t)bad * (size_t)cols + c, row[c]);
     }
-    /* Scales that overflow fp16 (docs/formats.md) cannot be represented. */
-    int range = atomic_load(&j.range);
-    for (size_t i = 0; !j.qbuf && i < n_d + n_m; i++)
-        range |= (w->d[i] & 0x7c00) == 0x7c00;
-    if (range)
+    if (atomic_load(&j.range))
         return coli__fail(L->err, COLI_ERANGE,
-                              "tensor '%s': values too large for the fp16 scales of %s; load it as bf16 or f32",
-                              name, q == COLI_DT_Q8 ? "q8" : q == COLI_DT_Q4 ? "q4" : "q2");
+                          "tensor '%s': values too large for the fp16 scales of %s; load it as bf16 or f32", name,
+                          q == COLI_DT_Q8 ? "q8" : q == COLI_DT_Q4 ? "q4" : "q2");
     if (j.qbuf) {
         w->layout = COLI__QL_X16;
         w->d = NULL;

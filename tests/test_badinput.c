@@ -584,6 +584,27 @@ START_TEST(test_overflowing_logit_is_an_error)
 }
 END_TEST
 
+/* The same refusal for a matrix of 64 rows, which q8 and q4 quantize
+ * block by block into the x16 layout where the CPU has AVX-512 VNNI (the
+ * lm_head above, 1005 rows, keeps the row layout). */
+START_TEST(test_overflowing_scale_refused_in_both_layouts)
+{
+    const char *oproj = "model.layers.0.self_attn.o_proj.weight"; /* [64, 96] */
+    char *dir = patched_fixture("BF16", oproj, 37 * 96, 96, 3e38f);
+    for (size_t f = 3; f < N_FORMATS; f++) {
+        coli_model *m = NULL;
+        ck_assert_int_eq(open_as(dir, FORMATS[f], &m), COLI_ERANGE);
+        ck_assert_msg(strstr(coli_model_errmsg(m), oproj) && strstr(coli_model_errmsg(m), "fp16 scales"), "%s",
+                      coli_model_errmsg(m));
+        coli_model_free(m);
+    }
+    coli_model *m = NULL;
+    ck_assert_int_eq(open_as(dir, COLI_WEIGHTS_BF16, &m), COLI_OK);
+    coli_model_free(m);
+    done(dir);
+}
+END_TEST
+
 /* The sampler never picks from a NaN or infinite logit, whatever the
  * settings (the logits are altered behind the library's back here). */
 START_TEST(test_sampler_refuses_nonfinite_logits)
@@ -659,6 +680,7 @@ static Suite *suite(void)
     tcase_add_loop_test(nf, test_finite_patch_opens, 0, 3);
     tcase_add_test(nf, test_beyond_bf16_refused_as_bf16);
     tcase_add_test(nf, test_overflowing_logit_is_an_error);
+    tcase_add_test(nf, test_overflowing_scale_refused_in_both_layouts);
     tcase_add_test(nf, test_sampler_refuses_nonfinite_logits);
     suite_add_tcase(s, nf);
     return s;

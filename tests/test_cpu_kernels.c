@@ -66,6 +66,21 @@ static float *run(coli_model *m, int vocab)
     return all;
 }
 
+/* Whether the model holds matrices in the x16 layout (docs/formats.md):
+ * with the avx512 set, the fixtures' q8 and q4 attention matrices (rows a
+ * multiple of 16) take it, and with q2 the q8 output projection where the
+ * vocabulary is a multiple of 16; never with another set or format. */
+static void check_layout(coli_model *m, const char *set, coli_weight_format fmt)
+{
+    coli_model_info info;
+    info.struct_size = sizeof info;
+    ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
+    int q8_head = fmt == COLI_WEIGHTS_Q2 && info.vocab_size % 16 == 0;
+    int want = strncmp(set, "avx512vnni", 10) == 0 && (fmt == COLI_WEIGHTS_Q8 || fmt == COLI_WEIGHTS_Q4 || q8_head);
+    int has = strstr(info.weights_detail, "x16 layout for the CPU") != NULL;
+    ck_assert_msg(has == want, "set %s, weights %d: %s", set, (int)fmt, info.weights_detail);
+}
+
 static const char *kernels_of(coli_model *m)
 {
     coli_model_info info;
@@ -85,6 +100,7 @@ START_TEST(test_same_bits)
     coli_status st = open_set(dir, FORMATS[f].fmt, 1, &m);
     ck_assert_msg(st == COLI_OK, "%s", coli_model_errmsg(m));
     ck_assert_str_eq(kernels_of(m), "scalar, float scalar");
+    check_layout(m, "scalar", FORMATS[f].fmt);
     coli_model_info info;
     info.struct_size = sizeof info;
     ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
@@ -104,6 +120,7 @@ START_TEST(test_same_bits)
         const char *name = kernels_of(m);
         if (SETS[k].name)
             ck_assert_str_eq(name, SETS[k].name);
+        check_layout(m, name, FORMATS[f].fmt);
         float *got = run(m, vocab);
         for (int s = 0; s <= STEPS; s++)
             for (int v = 0; v < vocab; v++) {
