@@ -19,7 +19,7 @@
 
 extern "C" {
 #include "gpu/backend.h"
-#include "quant.h"
+#include "cpu/quant.h"
 }
 
 static double now(void)

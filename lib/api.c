@@ -2,9 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experts.h"
-#include "model.h"
-#include "threadpool.h"
+#include "model/experts.h"
+#include "model/model.h"
+#include "cpu/threadpool.h"
 
 COLI_API unsigned coli_version_number(void)
 {

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "cpu/kernels.h"
 #include "mock_gpu.h"
-#include "silu.h"
+#include "cpu/silu.h"
 
 #define MAXT 4096
 

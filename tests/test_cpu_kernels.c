@@ -15,10 +15,10 @@
 #include <string.h>
 
 #include "colibri/colibri.h"
-#include "cpu.h"
-#include "cpusel.h"
-#include "kernels.h"
-#include "silu.h"
+#include "cpu/cpu.h"
+#include "cpu/cpusel.h"
+#include "cpu/kernels.h"
+#include "cpu/silu.h"
 #include "testutil.h"
 
 #define PROMPT 11
@@ -157,7 +157,7 @@ START_TEST(test_option_bounds)
 }
 END_TEST
 
-/* Every set's SwiGLU is lib/silu.h's, element by element, on random
+/* Every set's SwiGLU is lib/cpu/silu.h's, element by element, on random
  * values and on the edges of its exp (the cut-offs at -87 and 88, their
  * neighbours, zeros, subnormals, infinities, NaN), at every length mod 8. */
 START_TEST(test_swiglu)
@@ -176,7 +176,7 @@ START_TEST(test_swiglu)
         u[i] = i % 5 == 0 ? -r : r * 3.0f;
         want[i] = coli__swiglu(g[i], u[i]);
     }
-    /* the scalar set is lib/silu.h itself: the vector sets are the test */
+    /* the scalar set is lib/cpu/silu.h itself: the vector sets are the test */
     const int sets[] = {COLI__CPUK_AVX2, COLI__CPUK_AVX512};
     for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
         const coli__cpuk *set = coli__cpuk_get(sets[k]);
@@ -190,7 +190,7 @@ START_TEST(test_swiglu)
             coli__swiglu_rows(set, got, u, n);
             for (int i = 0; i < n; i++) {
                 int same = memcmp(&got[i], &want[i], sizeof got[i]) == 0 || (isnan(got[i]) && isnan(want[i]));
-                ck_assert_msg(same, "%s: swiglu(%.9g, %.9g) is %.9g, lib/silu.h says %.9g", coli__cpuk_name(set),
+                ck_assert_msg(same, "%s: swiglu(%.9g, %.9g) is %.9g, lib/cpu/silu.h says %.9g", coli__cpuk_name(set),
                               g[i], u[i], got[i], want[i]);
             }
             if (n < N)

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "colibri/colibri.h"
-#include "experts.h"
+#include "model/experts.h"
 #include "mock_gpu.h"
-#include "model.h"
+#include "model/model.h"
 #include "testutil.h"
 
 #define STEPS 4 /* one prefill of the prompt, then greedy decode steps */

@@ -14,10 +14,10 @@
 #include <string.h>
 
 #include "gpu/backend.h"
-#include "kernels.h"
-#include "quant.h"
-#include "silu.h"
-#include "threadpool.h"
+#include "cpu/kernels.h"
+#include "cpu/quant.h"
+#include "cpu/silu.h"
+#include "cpu/threadpool.h"
 
 static const coli__gpu_ops *ops;
 static coli__pool *pool;
@@ -311,7 +311,7 @@ END_TEST
 
 /* ---- the grouped expert call ------------------------------------------ */
 
-/* The CPU's expert path (lib/forward.c): gate, up, SwiGLU, down. */
+/* The CPU's expert path (lib/model/forward.c): gate, up, SwiGLU, down. */
 static void cpu_expert(const hmat *gate, const hmat *up, const hmat *down, const float *x, int n, float *y)
 {
     int I = gate->m.rows;

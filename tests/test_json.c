@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "io/json.h"
 #include "testutil.h"
 
 /* Parses a NUL-terminated literal; fails the test on error. */

@@ -4,7 +4,7 @@
  * scalar definition, and the public coli_quant_size / coli_quantize /
  * coli_dequantize.
  *
- * Expectations are independent of lib/quant.c: byte layouts are derived by
+ * Expectations are independent of lib/cpu/quant.c: byte layouts are derived by
  * hand in the comments, fp16 values are checked against their definition, and
  * the product is re-implemented here step by step from the contract text. */
 #include <config.h> /* autoconf; <> because lib/config.h shadows "config.h" */
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
-#include "quant.h"
+#include "cpu/kernels.h"
+#include "cpu/quant.h"
 #include "testutil.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -651,7 +651,7 @@ START_TEST(test_q2_layout)
 END_TEST
 
 /* Groups whose scale rounds to fp16 zero although they are not all zero:
- * every quant is 0 (lib/quant.c's rule; no division by zero, no NaN). */
+ * every quant is 0 (lib/cpu/quant.c's rule; no division by zero, no NaN). */
 /* The x16 layout byte by byte, from the rules of docs/formats.md ("The x16
  * layout") applied to the row layout's values (ref_q, ref_dh). */
 START_TEST(test_x16_layout)
@@ -815,7 +815,7 @@ START_TEST(test_quant_rule)
                         amax = fabsf(xg[i]);
                         mx = xg[i];
                     }
-                    /* min and max with -0 below +0 (lib/quant.c's reading of
+                    /* min and max with -0 below +0 (lib/cpu/quant.c's reading of
                      * the contract, which leaves it open) */
                     if (xg[i] < lo || (xg[i] == lo && signbit(xg[i]) && !signbit(lo)))
                         lo = xg[i];
@@ -887,7 +887,7 @@ START_TEST(test_act_hand)
     a[96] = 3.0f;
     a[97] = -1.5f;
     /* group 4: amax below 127/FLT_MAX, t = inf: zeros stay 0, the rest
-     * saturate (lib/quant.c's documented handling) */
+     * saturate (lib/cpu/quant.c's documented handling) */
     a[128] = 1e-38f;
     a[129] = -1e-39f;
     int8_t p[160];

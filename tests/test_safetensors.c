@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "safetensors.h"
+#include "io/safetensors.h"
 #include "testutil.h"
 
 static char *tmpdir;

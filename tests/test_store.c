@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 #include "colibri/colibri.h"
-#include "crc32c.h"
-#include "model.h"
-#include "store.h"
+#include "io/crc32c.h"
+#include "model/model.h"
+#include "store/store.h"
 #include "testutil.h"
 
 #define STEPS 6 /* greedy tokens after the prompt */

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "io/json.h"
 #include "testutil.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "io/tokenizer.h"
+#include "io/unicode.h"
 
 /* ---- small helpers ---------------------------------------------------- */
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""gen-unicode.py - generate lib/unicode_data.h from Python's unicodedata.
+"""gen-unicode.py - generate lib/io/unicode_data.h from Python's unicodedata.
 
-Usage: python3 tools/gen-unicode.py [OUTPUT]   (default lib/unicode_data.h)
+Usage: python3 tools/gen-unicode.py [OUTPUT]   (default lib/io/unicode_data.h)
 
 The generated header is committed; the build never runs this script.
 It holds, as sorted arrays searched with binary search:
@@ -85,7 +85,7 @@ def canonical_decomp(cp):
 
 
 def main():
-    out_path = sys.argv[1] if len(sys.argv) > 1 else 'lib/unicode_data.h'
+    out_path = sys.argv[1] if len(sys.argv) > 1 else 'lib/io/unicode_data.h'
 
     cls = ranges(char_class)
     ccc = ranges(lambda cp: unicodedata.combining(chr(cp)))

@@ -3,22 +3,22 @@
  *
  * Tensors are kept in the bytes of docs/formats.md. Quantized products
  * follow its arithmetic to the bit: activations are quantized on the device
- * exactly as lib/quant.c does, each 32-column group's integer sum is exact,
+ * exactly as lib/cpu/quant.c does, each 32-column group's integer sum is exact,
  * eight lanes per row take the groups g = k mod 8 in increasing order and a
  * butterfly with offsets 4, 2, 1 adds them as step 4 says, and nothing is
  * fused (the file is compiled with --fmad=false / -ffp-contract=off).
  * Kernels use groups of 8 or 32 lanes that divide any wavefront (32 on
  * NVIDIA and RDNA, 64 on GCN/CDNA), so they are wave-size agnostic. */
-#include "compat.h"
+#include "gpu/compat.h"
 
 #include <float.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "../fp16.h"
-#include "../silu.h"
+#include "gpu/backend.h"
+#include "cpu/fp16.h"
+#include "cpu/silu.h"
 
 #ifndef COLI_GPU_TARGETS
 #define COLI_GPU_TARGETS COLI_GPU_VENDOR
@@ -53,7 +53,7 @@
 
 
 /* One 32-lane group per 32-value activation group: the activation
- * quantization of docs/formats.md, as lib/quant.c computes it. The maximum
+ * quantization of docs/formats.md, as lib/cpu/quant.c computes it. The maximum
  * and the sum are exact whatever the order of the lanes. */
 __global__ void k_quantize_act(const float *x, int n_groups, int8_t *p, float *s, int32_t *psum)
 {
@@ -432,7 +432,7 @@ __global__ void k_fgemm(const prod *prods, const float *x)
     }
 }
 
-/* h = swiglu(g, u) elementwise (lib/silu.h, the CPU's very function). */
+/* h = swiglu(g, u) elementwise (lib/cpu/silu.h, the CPU's very function). */
 __global__ void k_swiglu(const float *g, const float *u, float *h, size_t n)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;

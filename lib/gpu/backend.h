@@ -3,7 +3,7 @@
  * The tier knows matrices, not models: it holds tensors in the formats of
  * docs/formats.md on one or more devices and computes products with them,
  * with the same bits as the CPU kernels for q8, q4 and q2. The engine
- * (lib/experts.c) decides what lives where and falls back to the CPU when a
+ * (lib/model/experts.c) decides what lives where and falls back to the CPU when a
  * call fails; every call that can fail returns a status and a message.
  *
  * Implementations: lib/gpu/backend.cu (CUDA or HIP, one source) and
@@ -20,8 +20,8 @@
 extern "C" {
 #endif
 
-#include "../dtype.h"
-#include "../error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 #define COLI_GPU_MAX_DEVICES 16
 

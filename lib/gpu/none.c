@@ -1,6 +1,6 @@
 /* none.c - the GPU tier of a build without one: no devices, and every call
  * that needs a device says that none was compiled in. */
-#include "backend.h"
+#include "gpu/backend.h"
 
 static const char *none_compiled(void)
 {

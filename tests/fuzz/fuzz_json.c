@@ -1,4 +1,4 @@
-/* fuzz_json.c - libFuzzer target for the JSON reader (lib/json.h).
+/* fuzz_json.c - libFuzzer target for the JSON reader (lib/io/json.h).
  *
  * Input: any bytes, parsed as one document. A refused document must come
  * with a message. An accepted one is checked node by node (strings
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fuzzutil.h"
-#include "json.h"
+#include "io/json.h"
 
 /* Objects with more keys are not checked pair by pair (quadratic). */
 #define LOOKUP_CHECK_MAX 64

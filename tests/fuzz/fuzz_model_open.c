@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "fuzzutil.h"
-#include "json.h"
+#include "io/json.h"
 
 #define MAX_FILES 16
 #define NAME_MAX_LEN 64

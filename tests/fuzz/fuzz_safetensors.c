@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "fuzzutil.h"
-#include "json.h"
-#include "safetensors.h"
+#include "io/json.h"
+#include "io/safetensors.h"
 
 /* Element sizes of the safetensors dtypes, as the format defines them. */
 static size_t elsize(const char *name)

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "tokenizer.h"
+#include "io/tokenizer.h"
 
 /* Encodes text[0..n) (valid UTF-8) into *ids, which the caller frees:
  * encoding must succeed (a failure still needs a message, and is allowed

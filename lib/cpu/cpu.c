@@ -1,0 +1,65 @@
+/* cpu.c - instruction-set detection with cpuid and xgetbv (see cpu.h).
+ *
+ * Written with <cpuid.h> rather than __builtin_cpu_supports, whose feature
+ * names differ between compilers (clang 14/15 know no "f16c"). */
+#include <pthread.h>
+
+#include "cpu/cpu.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+
+/* XCR0: the register state the OS saves on a context switch. */
+static unsigned long long xcr0(void)
+{
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((unsigned long long)hi << 32) | lo;
+}
+
+static unsigned detect(void)
+{
+    unsigned a, b, c, d, f = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    if (c & bit_SSE4_2)
+        f |= COLI_CPU_SSE42;
+    /* AVX state (xmm and ymm) must be enabled by the OS: OSXSAVE, then XCR0 bits 1-2 */
+    if (!(c & bit_OSXSAVE) || !(c & bit_AVX) || (xcr0() & 0x6) != 0x6)
+        return f;
+    if (c & bit_FMA)
+        f |= COLI_CPU_FMA;
+    if (c & bit_F16C)
+        f |= COLI_CPU_F16C;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return f;
+    if (b & bit_AVX2)
+        f |= COLI_CPU_AVX2;
+    /* AVX-512 also needs the opmask and zmm state: XCR0 bits 5-7 */
+    if ((b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) && (xcr0() & 0xe0) == 0xe0) {
+        f |= COLI_CPU_AVX512;
+        if (c & bit_AVX512VNNI)
+            f |= COLI_CPU_AVX512VNNI;
+    }
+    return f;
+}
+#else
+static unsigned detect(void)
+{
+    return 0;
+}
+#endif
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static unsigned g_features;
+
+static void init(void)
+{
+    g_features = detect();
+}
+
+unsigned coli__cpu_features(void)
+{
+    pthread_once(&g_once, init);
+    return g_features;
+}

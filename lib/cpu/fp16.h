@@ -1,0 +1,40 @@
+/* fp16.h - bf16 and IEEE binary16 values widened to f32, exactly, one
+ * definition for the CPU and the GPU tier (internal). Scales of the
+ * quantized formats and bf16/f16 weights are decoded through these. */
+#ifndef COLI_FP16_H
+#define COLI_FP16_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu/hostdev.h"
+
+static inline COLI__HD float coli__bf16_bits_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline COLI__HD float coli__f16_bits_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t u;
+    float f;
+    if (e == 0) {
+        /* zero or subnormal: man * 2^-24, exact in f32 */
+        f = (float)man * 5.9604644775390625e-8f;
+        memcpy(&u, &f, sizeof u);
+        u |= sign;
+    } else if (e == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((e + 112u) << 23) | (man << 13);
+    }
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+#endif

@@ -1,0 +1,112 @@
+/* kernels.h - dense compute kernels on float activations (internal).
+ *
+ * Weights are row-major [rows, cols] matrices kept in the dtype they were
+ * loaded in; bf16 and f16 rows are widened to f32 as they are used. A kernel
+ * set (scalar, AVX2+FMA, or AVX-512 VNNI for quantized products) is picked
+ * per model at open (COLI_OPT_CPU_KERNELS); every set gives the same bits. */
+#ifndef COLI_KERNELS_H
+#define COLI_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu/quant.h"
+#include "base/dtype.h"
+#include "cpu/threadpool.h"
+
+typedef struct coli__mat {
+    int rows, cols;
+    coli__dtype dt;   /* COLI_DT_F32, BF16, F16, or a quantized type */
+    const void *data; /* float formats: the row-major values */
+    coli__qmat q;     /* quantized formats: the arrays of docs/formats.md */
+} coli__mat;
+
+/* A kernel set: a quantized table (lib/cpu/quant.h) and the float path. */
+typedef struct coli__cpuk coli__cpuk;
+enum { COLI__CPUK_AUTO = 0, COLI__CPUK_SCALAR = 1, COLI__CPUK_AVX2 = 2, COLI__CPUK_AVX512 = 3 };
+/* The set COLI__CPUK_* (AUTO: the best this CPU has), or NULL when this CPU
+ * or this build lacks it. The sets are made once and never change. */
+const coli__cpuk *coli__cpuk_get(int which);
+/* e.g. "avx512vnni, float avx2" (NULL: the best set). */
+const char *coli__cpuk_name(const coli__cpuk *k);
+/* Whether set k (NULL: the best) has kernels for the x16 layout of q8 and
+ * q4 matrices (lib/cpu/qlayout.c), so that the loader should make it. */
+int coli__cpuk_x16(const coli__cpuk *k);
+/* The COLI_CPU_* bits (lib/cpu/cpu.h) set COLI__CPUK_* needs. */
+unsigned coli__cpuk_needs(int which);
+
+/* In every function below, a NULL kernel set means the best one. */
+
+/* Bytes a product with w reads (the whole matrix), and where they start
+ * (quants, scales and minimums of a quantized matrix are adjacent). */
+uint64_t coli__mat_bytes(const coli__mat *w);
+const void *coli__mat_base(const coli__mat *w);
+/* A rows x cols matrix of type dt whose bytes start at base (NULL: for its
+ * size only): a float matrix's values, or the quantized arrays laid out
+ * as docs/formats.md says (quants, scales, minimums, no gap; group is
+ * the weight group, ignored for float types). */
+coli__mat coli__mat_at(coli__dtype dt, int group, int rows, int cols, const void *base);
+
+float coli__bf16_to_f32(uint16_t v);
+float coli__f16_to_f32(uint16_t v);
+
+/* Widens (or dequantizes) row r of w into out[cols]. */
+void coli__mat_row(const coli__mat *w, int r, float *out);
+
+/* y[t*rows + o] = sum_i w[o,i] * x[t*cols + i] for t < n_tok.
+ * Every output element is computed by one thread in a fixed order, so the
+ * result does not depend on the thread count. Returns COLI_ENOMEM only. */
+coli_status coli__matmul(const coli__cpuk *k, coli__pool *pool, const coli__mat *w, const float *x, int n_tok, float *y);
+
+/* One product of a batch: y[t*w->rows + o] = w[o,:] . x[t*w->cols + :].
+ * With up set (a matrix of w's shape, the up projection of a gated MLP
+ * whose gate is w), y_up gets up's product the same way, and then y
+ * becomes swiglu(y, y_up) (lib/cpu/silu.h) element by element, in the same
+ * hand-out: the SwiGLU costs no serial pass. */
+typedef struct coli__mm {
+    const coli__mat *w;
+    const float *x;
+    int n_tok;
+    float *y;
+    const coli__mat *up; /* NULL: a plain product */
+    float *y_up;
+} coli__mm;
+
+/* Weight bytes one product reads (w, and up when set). */
+uint64_t coli__mm_bytes(const coli__mm *m);
+
+/* Runs several independent products in one hand-out to the threads (the
+ * q/k/v projections, or all routed experts of a layer), which saves a
+ * thread wake-up per matrix. Same results as one coli__matmul each. */
+coli_status coli__matmul_multi(const coli__cpuk *k, coli__pool *pool, const coli__mm *tasks, int n_tasks);
+
+/* Tells the pool's idle workers to prefetch the first max_bytes (0: all)
+ * of each of w[0..n) (NULL entries skipped; at most COLI__POOL_HINTS):
+ * matrices the coming hand-outs read. Speed only. */
+void coli__matmul_hint(coli__pool *pool, const coli__mat *const *w, int n, uint64_t max_bytes);
+
+/* Vector helpers of the forward pass, the same bits in every set. */
+/* y_i = fma(a, x_i, y_i) */
+void coli__axpy(const coli__cpuk *k, float *y, float a, const float *x, int n);
+/* out[p] = (q . k_p) * scale for n rows k_p = kr + p * stride of hd floats,
+ * the product being the float one of docs/formats.md. */
+void coli__attn_scores(const coli__cpuk *k, const float *q, const float *kr, size_t stride, int n, int hd,
+                       float scale, float *out);
+/* out[0..hd) = sum_p w[p] * v_p, rows v_p = v + p * stride: out_i =
+ * fma(w_p, v_p,i, out_i) from 0 in increasing p. */
+void coli__attn_mix(const coli__cpuk *k, float *out, const float *w, const float *v, size_t stride, int n, int hd);
+
+/* g_i = swiglu(g_i, u_i) (lib/cpu/silu.h) for i < n, the same bits in every
+ * set. */
+void coli__swiglu_rows(const coli__cpuk *k, float *g, const float *u, int n);
+
+/* Tests: the float product of n values of w (F32, BF16 or F16) with x, by
+ * the scalar code (simd 0) or the best set (simd 1); the same bits. */
+float coli__dot_for_test(coli__dtype dt, const void *w, const float *x, int n, int simd);
+
+/* Name of the best set's path for float formats ("avx2" or "scalar") and
+ * for quantized ones ("avx512vnni", "avx2" or "scalar"). */
+const char *coli__kernels_name(void);
+const char *coli__qkernels_name(void);
+
+#endif

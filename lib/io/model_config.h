@@ -1,0 +1,63 @@
+/* model_config.h - the model hyper-parameters read from config.json (internal).
+ *
+ * Every architecture is normalised into one description; fields an
+ * architecture does not have take neutral values (no clipping, no window). */
+#ifndef COLI_MODEL_CONFIG_H
+#define COLI_MODEL_CONFIG_H
+
+#include <stdint.h>
+#include "base/error.h"
+
+typedef enum coli__arch {
+    COLI_ARCH_QWEN3_MOE,
+    COLI_ARCH_OLMOE,
+    COLI_ARCH_MIXTRAL
+} coli__arch;
+
+typedef enum coli__qk_norm {
+    COLI_QK_NORM_NONE,
+    COLI_QK_NORM_HEAD, /* Qwen3: RMSNorm of each head vector, weight [head_dim] */
+    COLI_QK_NORM_FULL  /* OLMoE: RMSNorm of the whole projection, weight [heads*head_dim] */
+} coli__qk_norm;
+
+#define COLI_MAX_EOS 8
+
+typedef struct coli__config {
+    coli__arch arch;
+    const char *arch_name;  /* static string, e.g. "Qwen3MoeForCausalLM" */
+    int hidden;
+    int n_layers;
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;
+    int vocab;
+    int inter;              /* dense MLP intermediate size (0 if no dense layers) */
+    int moe_inter;          /* expert intermediate size */
+    int n_experts;
+    int top_k;
+    int norm_topk_prob;     /* renormalise the chosen routing weights */
+    int rot_dim;            /* rotated dimensions of each head (partial rotary) */
+    double rope_theta;
+    float rms_eps;
+    int tie_embeddings;
+    coli__qk_norm qk_norm;
+    float clip_qkv;         /* 0: none */
+    int sliding_window;     /* 0: none */
+    int max_pos;
+    unsigned char *is_moe;  /* n_layers flags */
+    int n_moe_layers;
+    int32_t bos;            /* -1: none */
+    int32_t eos[COLI_MAX_EOS];
+    int n_eos;
+} coli__config;
+
+/* Reads dir/config.json and, where present, dir/generation_config.json for
+ * bos/eos ids. Unknown architectures and unsupported options are refused
+ * with COLI_EUNSUPPORTED naming them. */
+coli_status coli__config_load(const char *dir, coli__config *cfg, coli__err *err);
+void coli__config_free(coli__config *cfg);
+
+/* Joins dir and name into a malloc'd path, or NULL. */
+char *coli__path_join(const char *dir, const char *name);
+
+#endif

@@ -1,0 +1,950 @@
+/* experts.c - the routed experts of a MoE layer on the CPU and the GPU tier.
+ *
+ * At open (coli__experts_open) the GPU options are resolved, experts are
+ * placed whole on devices (lib/model/placement.c) and uploaded. At run time each
+ * device gets its experts' tokens in one ops->experts call; the other
+ * experts, and those of a device whose call failed, run on the CPU with
+ * the same kernels as without a GPU. Outputs are combined in one order,
+ * ascending expert for every token, so placement never changes a bit.
+ *
+ * A failing call is logged once per device and kind of failure, and its
+ * experts are computed on the CPU for that call. After MAX_FAILS failures
+ * in a row a device is given up: its experts run on the CPU from then on
+ * (a device that fails that often would only add the cost of a failed
+ * call to every layer). */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/experts.h"
+#include "model/placement.h"
+#include "cpu/silu.h"
+#include "store/store.h"
+
+#define MAX_FAILS 3
+#define MAXD COLI_GPU_MAX_DEVICES
+
+struct coli__tier {
+    const coli__gpu_ops *ops;
+    coli__gpu *g;
+    int n_dev;
+    coli__gpu_devinfo info[MAXD];
+    int L, E;
+    signed char *dev;     /* [L * E] device of each expert, -1: CPU */
+    int *h;               /* [L * E * 3] gate, up, down handles */
+    unsigned char *host;  /* [L * E] 0: host copies released */
+    uint64_t res_experts[MAXD], res_bytes[MAXD];
+    pthread_mutex_t mu;   /* the failure state and host rebuilds */
+    pthread_mutex_t dev_mu[MAXD]; /* one call at a time on a device */
+    int fails_in_row[MAXD];
+    atomic_int disabled[MAXD];
+    unsigned warned[MAXD]; /* bit -status: that kind of failure was logged */
+    int released;          /* some host copies were released at open */
+    int out_h, out_dev;    /* the output projection, when resident (else -1) */
+    coli__gpu_expert *jobs; /* [n_dev * E] each device's job list, used under dev_mu */
+};
+
+/* ---- the ops table ------------------------------------------------------- */
+
+static const coli__gpu_ops *g_test_ops;
+
+void coli__gpu_set_ops_for_testing(const coli__gpu_ops *ops)
+{
+    g_test_ops = ops;
+}
+
+const coli__gpu_ops *coli__gpu_ops_current(void)
+{
+    return g_test_ops ? g_test_ops : coli__gpu_backend();
+}
+
+/* ---- options and environment ------------------------------------------- */
+
+typedef struct gpu_conf {
+    int on;
+    int devices[MAXD], n_devices; /* n_devices -1: every visible device */
+    int64_t budget;               /* bytes per device; -1: free memory less a reserve */
+    int release_host;
+    int64_t fail_after;
+} gpu_conf;
+
+static coli_status env_bad(coli__err *err, const char *var, const char *v, const char *want)
+{
+    return coli__fail(err, COLI_EINVAL, "environment variable %s: '%s' is not %s", var, v, want);
+}
+
+static coli_status env_flag(const char *var, int *out, coli__err *err)
+{
+    const char *v = getenv(var);
+    if (!v)
+        return COLI_OK;
+    if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+        return env_bad(err, var, v, "0 or 1");
+    *out = v[0] == '1';
+    return COLI_OK;
+}
+
+/* "0,1": distinct ordinals 0..1023, at most MAXD of them (also for
+ * coli_options_set_gpu_devices). */
+int coli__parse_devices(const char *s, int *devs, int *n)
+{
+    int k = 0;
+    const char *p = s;
+    if (!*p)
+        return -1;
+    for (;;) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || v > 1023 || k == MAXD)
+            return -1;
+        for (int i = 0; i < k; i++)
+            if (devs[i] == v)
+                return -1;
+        devs[k++] = (int)v;
+        if (*end == '\0')
+            break;
+        if (*end != ',')
+            return -1;
+        p = end + 1;
+    }
+    *n = k;
+    return 0;
+}
+
+static coli_status env_devices(const char *var, gpu_conf *gc, int single, coli__err *err)
+{
+    const char *v = getenv(var);
+    if (!v)
+        return COLI_OK;
+    int devs[MAXD], n = 0;
+    if (coli__parse_devices(v, devs, &n) != 0 || (single && n != 1))
+        return env_bad(err, var, v, single ? "a device number (e.g. 0)" : "a list of distinct device numbers (e.g. 0,1)");
+    memcpy(gc->devices, devs, sizeof devs);
+    gc->n_devices = n;
+    return COLI_OK;
+}
+
+static coli_status env_gb(const char *var, int64_t *out, coli__err *err)
+{
+    const char *v = getenv(var);
+    if (!v)
+        return COLI_OK;
+    char *end;
+    errno = 0;
+    double g = strtod(v, &end);
+    if (!*v || *end || errno || !isfinite(g) || g < 0 || g > 1048576.0)
+        return env_bad(err, var, v, "a size in GiB between 0 and 1048576 (e.g. 20 or 7.5)");
+    *out = (int64_t)(g * 1073741824.0);
+    return COLI_OK;
+}
+
+static coli_status env_count(const char *var, int64_t *out, coli__err *err)
+{
+    const char *v = getenv(var);
+    if (!v)
+        return COLI_OK;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (!*v || *v == '-' || *v == '+' || *end || errno)
+        return env_bad(err, var, v, "a count of calls (a non-negative integer)");
+    *out = n;
+    return COLI_OK;
+}
+
+/* API options win; what they leave unset comes from the environment. Every
+ * variable that is read is checked, whether the tier is on or not, so that
+ * a typo is found where it is made. */
+static coli_status resolve(const coli__opts *o, gpu_conf *gc, coli__err *err)
+{
+    memset(gc, 0, sizeof *gc);
+    gc->n_devices = -1;
+    gc->budget = -1;
+    gc->fail_after = -1;
+    if (o->gpu >= 0)
+        gc->on = (int)o->gpu;
+    else
+        COLI_TRY(env_flag("COLI_CUDA", &gc->on, err));
+    if (o->n_gpu_devices >= 0) {
+        memcpy(gc->devices, o->gpu_devices, sizeof gc->devices);
+        gc->n_devices = o->n_gpu_devices;
+    } else {
+        COLI_TRY(env_devices("COLI_GPU", gc, 1, err));
+        COLI_TRY(env_devices("COLI_GPUS", gc, 0, err)); /* the list wins over the single one */
+    }
+    if (o->gpu_expert_mb >= 0)
+        gc->budget = o->gpu_expert_mb << 20;
+    else
+        COLI_TRY(env_gb("CUDA_EXPERT_GB", &gc->budget, err));
+    if (o->gpu_release_host >= 0)
+        gc->release_host = (int)o->gpu_release_host;
+    else
+        COLI_TRY(env_flag("CUDA_RELEASE_HOST", &gc->release_host, err));
+    COLI_TRY(env_count("COLI_GPU_FAIL_AFTER", &gc->fail_after, err));
+    return COLI_OK;
+}
+
+/* ---- open ---------------------------------------------------------------- */
+
+static int supported(const coli__mat *w)
+{
+    return w->dt == COLI_DT_F32 || w->dt == COLI_DT_BF16 || w->dt == COLI_DT_Q8 || w->dt == COLI_DT_Q4 ||
+           w->dt == COLI_DT_Q2;
+}
+
+static coli__gpu_mat gpu_mat(const coli__mat *w)
+{
+    coli__gpu_mat g;
+    memset(&g, 0, sizeof g);
+    g.dt = w->dt;
+    g.rows = w->rows;
+    g.cols = w->cols;
+    if (w->dt == COLI_DT_F32 || w->dt == COLI_DT_BF16) {
+        g.data = w->data;
+    } else {
+        g.group = w->q.group;
+        g.qs = w->q.qs;
+        g.d = w->q.d;
+        g.m = w->q.m;
+    }
+    return g;
+}
+
+static void tier_free(struct coli__tier *t)
+{
+    if (!t)
+        return;
+    if (t->g) {
+        for (size_t i = 0; t->h && i < (size_t)t->L * (size_t)t->E * 3; i++)
+            if (t->h[i] >= 0)
+                t->ops->release(t->g, t->h[i]);
+        if (t->out_h >= 0)
+            t->ops->release(t->g, t->out_h);
+        t->ops->free(t->g);
+    }
+    pthread_mutex_destroy(&t->mu);
+    for (int d = 0; d < MAXD; d++)
+        pthread_mutex_destroy(&t->dev_mu[d]);
+    free(t->dev);
+    free(t->h);
+    free(t->host);
+    free(t->jobs);
+    free(t);
+}
+
+/* The tier requested but not usable: a warning, the CPU for every expert. */
+static coli_status cpu_only(coli_model *m, const char *why)
+{
+    snprintf(m->gpu_detail, sizeof m->gpu_detail, "not in use: %.140s", why);
+    coli__log(&m->opts.log, COLI_LOG_WARN, "GPU expert tier requested but %s; every expert runs on the CPU", why);
+    return COLI_OK;
+}
+
+/* Uploads the three matrices of one expert; on failure none stays. A
+ * converted model's expert comes through the store: checked, and read from
+ * disk into buf when streamed (never into a slot of the RAM cache). */
+static coli_status upload_expert(const coli_model *m, struct coli__tier *t, int l, int e, int d, int *h, void *buf,
+                                 coli__err *err)
+{
+    const coli__layer *ly = &m->w.layers[l];
+    coli__mat tmp[3];
+    const coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
+    if (m->store) {
+        COLI_TRY(coli__store_read_into(m->store, l, e, buf, tmp, err));
+        for (int k = 0; k < 3; k++)
+            mats[k] = &tmp[k];
+    }
+    for (int k = 0; k < 3; k++) {
+        coli__gpu_mat gm = gpu_mat(mats[k]);
+        coli_status st = t->ops->upload(t->g, d, &gm, &h[k], err);
+        if (st != COLI_OK) {
+            for (int j = 0; j < k; j++) {
+                t->ops->release(t->g, h[j]);
+                h[j] = -1;
+            }
+            h[k] = -1;
+            return st;
+        }
+    }
+    return COLI_OK;
+}
+
+static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const gpu_conf *gc)
+{
+    size_t n = (size_t)t->L * (size_t)t->E;
+    uint64_t *sizes = calloc(n ? n : 1, sizeof *sizes);
+    int *where = malloc((n ? n : 1) * sizeof *where);
+    if (!sizes || !where) {
+        free(sizes);
+        free(where);
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory placing experts");
+    }
+    for (int l = 0; l < t->L; l++) {
+        const coli__layer *ly = &m->w.layers[l];
+        if (!ly->is_moe)
+            continue;
+        for (int e = 0; e < t->E; e++) {
+            const coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
+            if (!supported(mats[0]) || !supported(mats[1]) || !supported(mats[2]))
+                continue; /* f16 experts stay on the CPU */
+            uint64_t b = 0;
+            for (int k = 0; k < 3; k++) {
+                coli__gpu_mat gm = gpu_mat(mats[k]);
+                b += t->ops->tensor_bytes(&gm);
+            }
+            sizes[(size_t)l * t->E + e] = b;
+        }
+    }
+    uint64_t budgets[MAXD];
+    for (int d = 0; d < t->n_dev; d++) {
+        uint64_t fr = t->info[d].free_bytes;
+        /* reserve for the device's own buffers: 10 % of free memory, at
+         * most 1 GiB; an explicit budget is taken as asked, up to free */
+        uint64_t reserve = fr / 10 < (UINT64_C(1) << 30) ? fr / 10 : (UINT64_C(1) << 30);
+        budgets[d] = gc->budget >= 0 ? ((uint64_t)gc->budget < fr ? (uint64_t)gc->budget : fr) : fr - reserve;
+    }
+    /* hot-first when the store has routing counts (model.coli.hot) */
+    const uint64_t *hot = m->store ? coli__store_counts(m->store) : NULL;
+    int placed = coli__place(sizes, t->L, t->E, budgets, t->n_dev, hot, where, NULL);
+    if (placed < 0) {
+        free(sizes);
+        free(where);
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory placing experts");
+    }
+    int refused = 0;
+    coli__err uerr;
+    coli__err_clear(&uerr);
+    void *buf = NULL;
+    if (m->store && coli__store_streams(m->store) &&
+        posix_memalign(&buf, 4096, coli__store_record_bytes(m->store)) != 0) {
+        free(sizes);
+        free(where);
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory placing experts");
+    }
+    for (int l = 0; l < t->L; l++)
+        for (int e = 0; e < t->E; e++) {
+            size_t i = (size_t)l * t->E + e;
+            int d = where[i];
+            if (d < 0)
+                continue;
+            coli__err one;
+            coli__err_clear(&one);
+            coli_status ust = upload_expert(m, t, l, e, d, &t->h[3 * i], buf, &one);
+            if (ust == COLI_EIO || ust == COLI_EFORMAT) {
+                /* the container, not the device, failed: that is the model's error */
+                free(buf);
+                free(sizes);
+                free(where);
+                m->err = one;
+                return ust;
+            }
+            if (ust != COLI_OK) {
+                if (!refused++)
+                    uerr = one;
+                continue;
+            }
+            t->dev[i] = (signed char)d;
+            t->res_experts[d]++;
+            t->res_bytes[d] += sizes[i];
+        }
+    free(buf);
+    if (refused)
+        coli__log(&m->opts.log, COLI_LOG_WARN, "GPU expert tier: %d experts could not be uploaded (first: %s); they run on the CPU",
+                  refused, uerr.msg);
+    /* Once every expert is resident, the output projection goes where room
+     * is left: after the experts it is the largest matrix a token reads,
+     * and its product on a device has the CPU's bits in the quantized
+     * formats like any other (docs/formats.md). */
+    int all = !refused;
+    for (size_t i = 0; all && i < n; i++)
+        all = sizes[i] == 0 || where[i] >= 0;
+    const coli__mat *out = &m->w.lm_head;
+    if (all && supported(out)) {
+        coli__gpu_mat gm = gpu_mat(out);
+        uint64_t need = t->ops->tensor_bytes(&gm);
+        int best = -1;
+        for (int d = 0; d < t->n_dev; d++)
+            if (budgets[d] >= t->res_bytes[d] + need &&
+                (best < 0 || budgets[d] - t->res_bytes[d] > budgets[best] - t->res_bytes[best]))
+                best = d;
+        coli__err one;
+        coli__err_clear(&one);
+        if (best >= 0 && t->ops->upload(t->g, best, &gm, &t->out_h, &one) == COLI_OK) {
+            t->out_dev = best; /* not counted in res_bytes: those are the experts' */
+        } else {
+            t->out_h = -1;
+            if (best >= 0)
+                coli__log(&m->opts.log, COLI_LOG_INFO, "GPU expert tier: the output projection stays on the CPU: %s",
+                          one.msg);
+        }
+    }
+    free(sizes);
+    free(where);
+    return COLI_OK;
+}
+
+/* CUDA_RELEASE_HOST: drops the host copies of resident experts that the
+ * loader allocated (quantized or converted weights). Weights used as
+ * stored point into the mapped checkpoint: nothing to release there. */
+static coli_status release_host(coli_model *m, struct coli__tier *t)
+{
+    size_t *ix = coli__weights_owned_index(&m->w);
+    if (!ix)
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory releasing host copies of experts");
+    size_t *slots = malloc((size_t)t->L * (size_t)t->E * 3 * sizeof *slots), n_slots = 0;
+    if (!slots) {
+        free(ix);
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory releasing host copies of experts");
+    }
+    uint64_t freed = 0;
+    int mapped = 0;
+    for (int l = 0; l < t->L; l++)
+        for (int e = 0; e < t->E; e++) {
+            size_t i = (size_t)l * t->E + e;
+            if (t->dev[i] < 0)
+                continue;
+            coli__layer *ly = &m->w.layers[l];
+            coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
+            for (int k = 0; k < 3; k++) {
+                uint64_t b = coli__mat_bytes(mats[k]);
+                if (coli__weights_release_mat(&m->w, ix, m->w.n_owned, mats[k], &slots[n_slots])) {
+                    n_slots++;
+                    t->released = 1;
+                    freed += b;
+                    t->host[i] = 0;
+                } else {
+                    mapped = 1;
+                }
+            }
+        }
+    /* freed only now: the search needs the allocations' addresses */
+    for (size_t k = 0; k < n_slots; k++)
+        coli__weights_free_owned(&m->w, slots[k]);
+    free(slots);
+    free(ix);
+    coli__log(&m->opts.log, COLI_LOG_INFO, "GPU expert tier: released %llu MiB of host copies%s",
+              (unsigned long long)(freed >> 20),
+              mapped ? "; weights used as stored are mapped from the checkpoint and have no copy to release" : "");
+    return COLI_OK;
+}
+
+coli_status coli__experts_check(const coli__opts *o, int *gpu_on, coli__err *err)
+{
+    gpu_conf gc;
+    COLI_TRY(resolve(o, &gc, err));
+    *gpu_on = gc.on;
+    return COLI_OK;
+}
+
+coli_status coli__experts_open(coli_model *m)
+{
+    gpu_conf gc;
+    COLI_TRY(resolve(&m->opts, &gc, &m->err));
+    snprintf(m->gpu_detail, sizeof m->gpu_detail, "off");
+    if (!gc.on)
+        return COLI_OK;
+    if (m->cfg.n_moe_layers == 0 || m->cfg.n_experts == 0)
+        return cpu_only(m, "the model has no routed experts");
+    const coli__gpu_ops *ops = coli__gpu_ops_current();
+    if (strcmp(ops->compiled(), "none") == 0)
+        return cpu_only(m, "this libcolibri was built without a GPU tier (configure --with-cuda or --with-hip)");
+    coli__err e;
+    coli__err_clear(&e);
+    int seen = 0;
+    if (ops->probe(NULL, 0, &seen, &e) != COLI_OK || seen == 0) {
+        char why[COLI_ERRMSG_MAX + 64];
+        snprintf(why, sizeof why, "no GPU device is visible%s%s", e.msg[0] ? ": " : "", e.msg);
+        return cpu_only(m, why);
+    }
+    coli__gpu_params p;
+    int all[MAXD];
+    if (gc.n_devices < 0) {
+        gc.n_devices = seen < MAXD ? seen : MAXD;
+        for (int d = 0; d < gc.n_devices; d++)
+            all[d] = d;
+        p.devices = all;
+    } else {
+        for (int d = 0; d < gc.n_devices; d++)
+            if (gc.devices[d] >= seen) {
+                char why[128];
+                snprintf(why, sizeof why, "device %d was asked for and %d %s visible", gc.devices[d], seen,
+                         seen == 1 ? "is" : "are");
+                return cpu_only(m, why);
+            }
+        p.devices = gc.devices;
+    }
+    p.n_devices = gc.n_devices;
+    p.fail_after = gc.fail_after;
+
+    struct coli__tier *t = calloc(1, sizeof *t);
+    if (!t)
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory for the GPU expert tier");
+    pthread_mutex_init(&t->mu, NULL);
+    for (int d = 0; d < MAXD; d++)
+        pthread_mutex_init(&t->dev_mu[d], NULL);
+    t->ops = ops;
+    t->L = m->cfg.n_layers;
+    t->E = m->cfg.n_experts;
+    size_t n = (size_t)t->L * (size_t)t->E;
+    t->dev = malloc(n);
+    t->h = malloc(3 * n * sizeof *t->h);
+    t->host = malloc(n);
+    if (!t->dev || !t->h || !t->host) {
+        tier_free(t);
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory for the GPU expert tier");
+    }
+    memset(t->dev, -1, n);
+    memset(t->h, -1, 3 * n * sizeof *t->h);
+    memset(t->host, 1, n);
+    t->out_h = t->out_dev = -1;
+    if (ops->init(&p, &t->g, &e) != COLI_OK) {
+        t->g = NULL;
+        tier_free(t);
+        char why[COLI_ERRMSG_MAX + 32];
+        snprintf(why, sizeof why, "it failed to start: %s", e.msg);
+        return cpu_only(m, why);
+    }
+    t->n_dev = ops->n_devices(t->g);
+    /* a device's call lists at most every expert of a layer once */
+    t->jobs = malloc((size_t)(t->n_dev > 0 ? t->n_dev : 1) * (size_t)t->E * sizeof *t->jobs);
+    if (!t->jobs) {
+        tier_free(t);
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory for the GPU expert tier");
+    }
+    for (int d = 0; d < t->n_dev; d++)
+        if (ops->device_info(t->g, d, &t->info[d], &e) != COLI_OK) {
+            tier_free(t);
+            char why[COLI_ERRMSG_MAX + 32];
+            snprintf(why, sizeof why, "a device could not be queried: %s", e.msg);
+            return cpu_only(m, why);
+        }
+    coli_status st = place_and_upload(m, t, &gc);
+    if (st == COLI_OK && gc.release_host)
+        st = release_host(m, t);
+    if (st != COLI_OK) {
+        tier_free(t);
+        return st;
+    }
+    uint64_t placed = 0, bytes = 0;
+    for (int d = 0; d < t->n_dev; d++) {
+        placed += t->res_experts[d];
+        bytes += t->res_bytes[d];
+    }
+    snprintf(m->gpu_detail, sizeof m->gpu_detail, "%s, %d device%s, %llu of %llu experts (%llu MiB)%s",
+             ops->compiled(), t->n_dev, t->n_dev == 1 ? "" : "s", (unsigned long long)placed,
+             (unsigned long long)m->cfg.n_moe_layers * (unsigned long long)m->cfg.n_experts,
+             (unsigned long long)(bytes >> 20), gc.release_host ? ", host copies released" : "");
+    if (t->out_h >= 0) {
+        size_t len = strlen(m->gpu_detail);
+        snprintf(m->gpu_detail + len, sizeof m->gpu_detail - len, ", output projection on device %d",
+                 t->info[t->out_dev].ordinal);
+    }
+    coli__log(&m->opts.log, COLI_LOG_INFO, "GPU expert tier: %s", m->gpu_detail);
+    m->gpu = t;
+    return COLI_OK;
+}
+
+void coli__experts_close(coli_model *m)
+{
+    tier_free(m->gpu);
+    m->gpu = NULL;
+}
+
+const char *coli__experts_detail(const coli_model *m)
+{
+    return m->gpu_detail[0] ? m->gpu_detail : "off";
+}
+
+/* ---- run ------------------------------------------------------------------- */
+
+#define COLI_MAX_ACTIVE 64 /* experts handed to the threads at once */
+
+typedef struct cpu_batch {
+    coli__mm tg[COLI_MAX_ACTIVE], td[COLI_MAX_ACTIVE]; /* gate with up, down */
+    coli__mat em[COLI_MAX_ACTIVE][3]; /* experts lent by the store */
+    int ref[COLI_MAX_ACTIVE];
+    int nt;
+    coli__store *store;
+    const coli__cpuk *k; /* the model's kernel set */
+} cpu_batch;
+
+static void give_back(cpu_batch *b)
+{
+    for (int i = 0; i < b->nt; i++)
+        coli__store_put(b->store, b->ref[i]);
+    b->nt = 0;
+}
+
+/* gate and up of the batch's experts with their SwiGLU, then their down
+ * projections: two hand-outs. */
+static coli_status flush(coli__pool *pool, cpu_batch *b)
+{
+    if (b->nt == 0)
+        return COLI_OK;
+    /* the first rows of every gate and up, for workers waiting to start */
+    const coli__mat *gu[COLI__POOL_HINTS];
+    int nh = 0;
+    for (int i = 0; i < b->nt && nh + 2 <= COLI__POOL_HINTS; i++) {
+        gu[nh++] = b->tg[i].w;
+        gu[nh++] = b->tg[i].up;
+    }
+    coli__matmul_hint(pool, gu, nh, 16384);
+    coli_status st = coli__matmul_multi(b->k, pool, b->tg, b->nt);
+    if (st == COLI_OK)
+        st = coli__matmul_multi(b->k, pool, b->td, b->nt);
+    give_back(b);
+    return st;
+}
+
+/* The host copy of a resident expert, rebuilt from the checkpoint if it
+ * was released. */
+static coli_status ensure_host(const coli_model *m, struct coli__tier *t, int l, int e)
+{
+    size_t i = (size_t)l * t->E + e;
+    coli_status st = COLI_OK;
+    pthread_mutex_lock(&t->mu);
+    if (!t->host[i]) {
+        coli_model *mm = (coli_model *)m; /* the tier owns this part of the weights */
+        coli__err err;
+        coli__err_clear(&err);
+        st = coli__weights_reload_expert(&mm->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, l, e, &err);
+        if (st == COLI_OK)
+            t->host[i] = 1;
+        else
+            coli__log(&m->opts.log, COLI_LOG_ERROR, "GPU expert tier: rebuilding the host copy of layer %d expert %d: %s",
+                      l, e, err.msg);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+/* A call on device d worked: its run of failures ends. */
+static void note_success(struct coli__tier *t, int d)
+{
+    pthread_mutex_lock(&t->mu);
+    t->fails_in_row[d] = 0;
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Records a failed call on device d; logs the first of each kind. */
+static void note_failure(const coli_model *m, struct coli__tier *t, int d, coli_status st, const char *msg)
+{
+    unsigned bit = 1u << ((unsigned)-st & 31u);
+    pthread_mutex_lock(&t->mu);
+    int warn = !(t->warned[d] & bit);
+    t->warned[d] |= bit;
+    int give_up = ++t->fails_in_row[d] >= MAX_FAILS && !atomic_load(&t->disabled[d]);
+    if (give_up)
+        atomic_store(&t->disabled[d], 1);
+    pthread_mutex_unlock(&t->mu);
+    if (warn)
+        coli__log(&m->opts.log, COLI_LOG_WARN,
+                  "GPU device %d (%s): %s (%s); its experts ran on the CPU (once per kind of failure)",
+                  t->info[d].ordinal, t->info[d].name, msg, coli_status_name(st));
+    if (give_up)
+        coli__log(&m->opts.log, COLI_LOG_WARN,
+                  "GPU device %d (%s): %d failed calls in a row; its experts run on the CPU from now on",
+                  t->info[d].ordinal, t->info[d].name, MAX_FAILS);
+}
+
+/* The three matrices of expert e for the CPU, from the store when the
+ * model has one: without waiting while the batch holds slots (it is run
+ * and gives them back first), so that contexts never wait on each other
+ * while holding slots. */
+static coli_status cpu_expert(const coli_model *m, int l, int e, coli__pool *pool, cpu_batch *b, coli__err *err)
+{
+    const coli__layer *ly = &m->w.layers[l];
+    int i = b->nt;
+    b->ref[i] = -1;
+    if (!m->store) {
+        b->em[i][0] = ly->e_gate[e];
+        b->em[i][1] = ly->e_up[e];
+        b->em[i][2] = ly->e_down[e];
+        return COLI_OK;
+    }
+    coli_status st = coli__store_get(m->store, l, e, b->nt == 0, b->em[i], &b->ref[i], err);
+    if (st != COLI_ENOSPC)
+        return st;
+    COLI_TRY(flush(pool, b));
+    return coli__store_get(m->store, l, e, 1, b->em[0], &b->ref[0], err);
+}
+
+coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, uint64_t *read,
+                              coli__experts_counts *counts, coli__err *err)
+{
+    const coli__config *c = &m->cfg;
+    const coli__layer *ly = &m->w.layers[l];
+    const int H = c->hidden, E = c->n_experts, K = c->top_k, I = c->moe_inter, S = io->S;
+    struct coli__tier *t = m->gpu;
+    const int n_dev = t ? t->n_dev : 0, cpu = n_dev; /* group n_dev is the CPU */
+
+    /* The canonical order: routed pairs by ascending expert, then token. */
+    int n = 0;
+    for (int e = 0; e < E; e++) {
+        int n0 = n;
+        for (int s = 0; s < S; s++)
+            for (int j = 0; j < K; j++)
+                if (io->sel[(size_t)s * K + j] == e)
+                    io->rows[n++] = s * K + j;
+        if (n > n0)
+            *read += coli__mat_bytes(&ly->e_gate[e]) + coli__mat_bytes(&ly->e_up[e]) +
+                     coli__mat_bytes(&ly->e_down[e]);
+    }
+    if (counts)
+        counts->pairs += (uint64_t)n;
+    if (m->store)
+        for (int s = 0; s < S; s++)
+            coli__store_routed(m->store, l, io->sel + (size_t)s * K, K, S == 1);
+    /* devices given up, as of now: another context may give one up meanwhile */
+    int off[MAXD];
+    for (int d = 0; d < n_dev; d++)
+        off[d] = atomic_load(&t->disabled[d]);
+#define GROUP(e) (t && t->dev[(size_t)l * E + (e)] >= 0 && !off[t->dev[(size_t)l * E + (e)]] \
+                      ? t->dev[(size_t)l * E + (e)] : cpu)
+    /* Rows laid out by group (device 0, 1, ..., then the CPU), each expert's
+     * rows together: one contiguous block per device call. */
+    int lo[MAXD + 1], hi[MAXD + 1];
+    int at = 0;
+    for (int gi = 0; gi <= n_dev; gi++) {
+        lo[gi] = at;
+        for (int r = 0; r < n; r++) {
+            int pair = io->rows[r];
+            if (GROUP(io->sel[pair]) != gi)
+                continue;
+            io->pos[pair] = at;
+            if (gi != cpu || S > 1) /* one token on the CPU reads xn itself */
+                memcpy(io->xe + (size_t)at * H, io->xn + (size_t)(pair / K) * H, (size_t)H * sizeof(float));
+            at++;
+        }
+        hi[gi] = at;
+    }
+    if (m->store) {
+        /* every read the CPU's share needs starts now, before the devices
+         * run theirs; each get below then waits only for its own record;
+         * reads for the next layer's predicted experts queue behind */
+        int want[COLI_MAX_ACTIVE], nw = 0;
+        for (int r = 0; r < n;) {
+            int e = io->sel[io->rows[r]];
+            while (r < n && io->sel[io->rows[r]] == e)
+                r++;
+            if (GROUP(e) == cpu && nw < COLI_MAX_ACTIVE)
+                want[nw++] = e;
+        }
+        coli__store_want(m->store, l, want, nw);
+        if (io->n_pred > 0)
+            coli__store_prefetch(m->store, io->pred_layer, io->pred, io->n_pred);
+    }
+    /* One call per device with its experts in ascending order. */
+    int failed[MAXD + 1] = {0};
+    for (int d = 0; d < n_dev; d++) {
+        if (hi[d] == lo[d])
+            continue;
+        coli__err derr;
+        coli__err_clear(&derr);
+        pthread_mutex_lock(&t->dev_mu[d]);
+        coli__gpu_expert *jobs = t->jobs + (size_t)d * E;
+        int nj = 0, prev = -1;
+        for (int r = 0; r < n; r++) {
+            int e = io->sel[io->rows[r]];
+            if (GROUP(e) != d)
+                continue;
+            if (e != prev) {
+                const int *h = &t->h[3 * ((size_t)l * E + e)];
+                jobs[nj++] = (coli__gpu_expert){h[0], h[1], h[2], 0};
+                prev = e;
+            }
+            jobs[nj - 1].n_rows++;
+        }
+        coli_status st = t->ops->experts(t->g, d, jobs, nj, io->xe + (size_t)lo[d] * H, io->ye + (size_t)lo[d] * H,
+                                         &derr);
+        pthread_mutex_unlock(&t->dev_mu[d]);
+        if (st == COLI_OK) {
+            note_success(t, d);
+            if (counts)
+                counts->dev_pairs[d] += (uint64_t)(hi[d] - lo[d]);
+        } else {
+            note_failure(m, t, d, st, derr.msg[0] ? derr.msg : coli_strerror(st));
+            failed[d] = 1;
+            if (counts)
+                counts->dev_fallback[d] += (uint64_t)(hi[d] - lo[d]);
+        }
+    }
+    /* The CPU's experts, and those of devices that failed, ascending. */
+    cpu_batch b;
+    b.nt = 0;
+    b.store = m->store;
+    b.k = m->cpuk;
+    for (int r = 0; r < n;) {
+        int e = io->sel[io->rows[r]], r0 = r;
+        while (r < n && io->sel[io->rows[r]] == e)
+            r++;
+        int gi = GROUP(e);
+        if (gi != cpu && !failed[gi])
+            continue;
+        /* resident here, but failed or given up: its host copy may be gone */
+        if (t && t->released && t->dev[(size_t)l * E + e] >= 0) {
+            coli_status st = ensure_host(m, t, l, e);
+            if (st != COLI_OK) {
+                give_back(&b);
+                return coli__fail(err, st, "layer %d expert %d: its host copy could not be rebuilt", l, e);
+            }
+        }
+        if (b.nt == COLI_MAX_ACTIVE) {
+            coli_status st = flush(pool, &b);
+            if (st != COLI_OK)
+                return coli__fail(err, st, "layer %d: %s", l, coli_strerror(st));
+        }
+        coli_status st = cpu_expert(m, l, e, pool, &b, err);
+        if (st != COLI_OK) {
+            give_back(&b);
+            return st;
+        }
+        const coli__mat *em = b.em[b.nt];
+        int p0 = io->pos[io->rows[r0]], cnt = r - r0;
+        const float *xe = gi == cpu && S == 1 ? io->xn : io->xe + (size_t)p0 * H;
+        float *g = io->g + (size_t)p0 * I, *u = io->u + (size_t)p0 * I;
+        b.tg[b.nt] = (coli__mm){&em[0], xe, cnt, g, &em[1], u};
+        b.td[b.nt] = (coli__mm){&em[2], g, cnt, io->ye + (size_t)p0 * H, NULL, NULL};
+        b.nt++;
+    }
+#undef GROUP
+    coli_status fst = flush(pool, &b);
+    if (fst != COLI_OK)
+        return coli__fail(err, fst, "layer %d: %s", l, coli_strerror(fst));
+    /* Weighted sum per token, experts in ascending order, wherever they ran. */
+    memset(io->out, 0, (size_t)S * H * sizeof(float));
+    for (int r = 0; r < n; r++) {
+        int pair = io->rows[r];
+        coli__axpy(m->cpuk, io->out + (size_t)(pair / K) * H, io->wts[pair], io->ye + (size_t)io->pos[pair] * H,
+                   H);
+    }
+    return COLI_OK;
+}
+
+/* ---- public: devices and statistics ------------------------------------- */
+
+COLI_API const char *coli_gpu_tier(void)
+{
+    return coli__gpu_ops_current()->compiled();
+}
+
+COLI_API coli_status coli_gpu_count(int *n)
+{
+    if (!n)
+        return COLI_EINVAL;
+    coli__err err;
+    return coli__gpu_ops_current()->probe(NULL, 0, n, &err);
+}
+
+COLI_API coli_status coli_gpu_device_get(int index, coli_gpu_device *info)
+{
+    if (!info || info->struct_size < sizeof info->struct_size || index < 0)
+        return COLI_EINVAL;
+    coli__gpu_devinfo all[MAXD];
+    int n = 0;
+    coli__err err;
+    COLI_TRY(coli__gpu_ops_current()->probe(all, MAXD, &n, &err));
+    if (index >= n || index >= MAXD)
+        return COLI_ERANGE;
+    coli_gpu_device full;
+    memset(&full, 0, sizeof full);
+    full.ordinal = all[index].ordinal;
+    memcpy(full.name, all[index].name, sizeof full.name);
+    memcpy(full.arch, all[index].arch, sizeof full.arch);
+    full.name[sizeof full.name - 1] = full.arch[sizeof full.arch - 1] = 0;
+    full.wave = all[index].wave;
+    full.free_bytes = all[index].free_bytes;
+    full.total_bytes = all[index].total_bytes;
+    size_t want = info->struct_size < sizeof full ? info->struct_size : sizeof full;
+    full.struct_size = want;
+    memcpy(info, &full, want);
+    return COLI_OK;
+}
+
+COLI_API int coli_model_gpu_devices(const coli_model *m)
+{
+    return m && m->ok && m->gpu ? m->gpu->n_dev : 0;
+}
+
+int coli__experts_lookahead(const coli_model *m)
+{
+    return m->store && coli__store_streams(m->store) && m->opts.prefetch != 0;
+}
+
+coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const float *x, float *logits)
+{
+    struct coli__tier *t = m->gpu;
+    if (t && t->out_h >= 0 && !atomic_load(&t->disabled[t->out_dev])) {
+        int d = t->out_dev;
+        coli__err err;
+        coli__err_clear(&err);
+        pthread_mutex_lock(&t->dev_mu[d]);
+        coli_status st = t->ops->matmul(t->g, t->out_h, x, 1, logits, &err);
+        pthread_mutex_unlock(&t->dev_mu[d]);
+        if (st == COLI_OK) {
+            note_success(t, d);
+            return COLI_OK;
+        }
+        note_failure(m, t, d, st, err.msg[0] ? err.msg : coli_strerror(st));
+    }
+    return coli__matmul(m->cpuk, pool, &m->w.lm_head, x, 1, logits);
+}
+
+const signed char *coli__experts_placement(const coli_model *m)
+{
+    return m->gpu ? m->gpu->dev : NULL;
+}
+
+int coli__experts_n_devices(const coli_model *m)
+{
+    return m->gpu ? m->gpu->n_dev : 0;
+}
+
+coli_status coli__experts_dev_stats(const coli_model *m, int dev, const coli__experts_counts *cnt,
+                                    coli_gpu_stats *out)
+{
+    struct coli__tier *t = m->gpu;
+    if (!out || out->struct_size < sizeof out->struct_size)
+        return COLI_EINVAL;
+    if (!t || dev < 0 || dev >= t->n_dev)
+        return COLI_ERANGE;
+    coli_gpu_stats full;
+    memset(&full, 0, sizeof full);
+    full.ordinal = t->info[dev].ordinal;
+    memcpy(full.name, t->info[dev].name, sizeof full.name);
+    full.name[sizeof full.name - 1] = 0;
+    full.usable = !atomic_load(&t->disabled[dev]);
+    full.resident_experts = t->res_experts[dev];
+    full.resident_bytes = t->res_bytes[dev];
+    coli__gpu_stats gs;
+    memset(&gs, 0, sizeof gs);
+    coli__err err;
+    pthread_mutex_lock(&t->dev_mu[dev]);
+    coli_status st = t->ops->stats(t->g, dev, &gs, &err);
+    pthread_mutex_unlock(&t->dev_mu[dev]);
+    if (st == COLI_OK) {
+        full.calls = gs.calls;
+        full.rows = gs.rows;
+        full.failures = gs.failures;
+        full.h2d_ns = gs.h2d_ns;
+        full.kernel_ns = gs.kernel_ns;
+        full.d2h_ns = gs.d2h_ns;
+        full.h2d_bytes = gs.h2d_bytes;
+        full.d2h_bytes = gs.d2h_bytes;
+    }
+    full.routed_pairs = cnt->pairs;
+    full.gpu_pairs = cnt->dev_pairs[dev];
+    full.fallback_pairs = cnt->dev_fallback[dev];
+    full.gpu_expert_hit_rate = cnt->pairs ? (double)cnt->dev_pairs[dev] / (double)cnt->pairs : 0.0;
+    size_t want = out->struct_size < sizeof full ? out->struct_size : sizeof full;
+    full.struct_size = want;
+    memcpy(out, &full, want);
+    return COLI_OK;
+}

@@ -1,0 +1,433 @@
+/* model.c - opening a model directory, model info, tokenizer calls. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "store/container.h"
+#include "cpu/cpu.h"
+#include "cpu/cpusel.h"
+#include "model/experts.h"
+#include "io/json.h"
+#include "model/model.h"
+#include "store/store.h"
+
+/* Once open, a model is shared by threads: failures of calls on it (tokenize,
+ * context creation...) go to a per-thread message, tagged with the model it
+ * is about, instead of the model's own buffer. */
+static _Thread_local struct {
+    const coli_model *m;
+    coli__err err;
+} tl_err;
+
+coli__err *coli__model_err(const coli_model *m)
+{
+    tl_err.m = m;
+    coli__err_clear(&tl_err.err);
+    return &tl_err.err;
+}
+
+/* Fails the model: the message goes to the handle and to the log. */
+static coli_status model_fail(coli_model *m, coli_status st)
+{
+    coli__log(&m->opts.log, COLI_LOG_ERROR, "%s", m->err.msg);
+    return st;
+}
+
+/* eos from tokenizer_config.json when the config files name none. */
+static coli_status eos_from_tokenizer_config(coli_model *m)
+{
+    char *path = coli__path_join(m->dir, "tokenizer_config.json");
+    if (!path)
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory");
+    coli__json_doc *doc = NULL;
+    coli_status st = coli__json_parse_file(path, &doc, &m->err);
+    free(path);
+    if (st == COLI_ENOENT) {
+        coli__err_clear(&m->err);
+        return COLI_OK;
+    }
+    if (st != COLI_OK)
+        return st;
+    const coli__json *e = coli__json_get(coli__json_root(doc), "eos_token");
+    const char *s = NULL;
+    if (e && e->type == COLI_JSON_STRING)
+        s = e->str;
+    else if (e && e->type == COLI_JSON_OBJECT)
+        s = coli__json_get_str(e, "content", NULL);
+    int32_t id = s ? coli__tok_find(m->tok, s) : -1;
+    if (id >= 0)
+        m->cfg.eos[m->cfg.n_eos++] = id;
+    coli__json_free(doc);
+    return COLI_OK;
+}
+
+static const char *dt_name(coli__dtype dt)
+{
+    static const char *const names[] = {"f32", "f16", "bf16", "?", "q8", "q4", "q2"};
+    return dt <= COLI_DT_Q2 ? names[dt] : "?";
+}
+
+/* Which format each kind of matrix ended up in (layer 0 speaks for all). */
+static void describe_weights(coli_model *m)
+{
+    const coli__weights *w = &m->w;
+    const coli__layer *ly = &w->layers[0];
+    int moe = -1, dense = -1;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        if (m->w.layers[l].is_moe && moe < 0)
+            moe = l;
+        if (!m->w.layers[l].is_moe && dense < 0)
+            dense = l;
+    }
+    size_t n = (size_t)snprintf(m->weights_detail, sizeof m->weights_detail, "attention %s", dt_name(ly->wq.dt));
+    if (moe >= 0 && n < sizeof m->weights_detail)
+        n += (size_t)snprintf(m->weights_detail + n, sizeof m->weights_detail - n, ", experts %s, router %s",
+                              dt_name(w->layers[moe].e_gate[0].dt), dt_name(w->layers[moe].router.dt));
+    if (dense >= 0 && n < sizeof m->weights_detail)
+        n += (size_t)snprintf(m->weights_detail + n, sizeof m->weights_detail - n, ", dense mlp %s",
+                              dt_name(w->layers[dense].gate.dt));
+    if (n < sizeof m->weights_detail)
+        n += (size_t)snprintf(m->weights_detail + n, sizeof m->weights_detail - n,
+                              ", embedding %s, output %s, norms f32", dt_name(w->embed.dt), dt_name(w->lm_head.dt));
+    /* docs/formats.md, "The x16 layout" */
+    const coli__mat *probe[] = {&ly->wq, moe >= 0 ? &w->layers[moe].e_gate[0] : &ly->wq, &w->lm_head};
+    int x16 = 0;
+    for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++)
+        x16 |= coli__dtype_is_quant(probe[i]->dt) && probe[i]->q.layout == COLI__QL_X16;
+    if (x16 && n < sizeof m->weights_detail)
+        snprintf(m->weights_detail + n, sizeof m->weights_detail - n, "; x16 layout for the CPU");
+}
+
+static const char *fmt_name(int f)
+{
+    static const char *const names[] = {"auto", "f32", "bf16", "q8", "q4", "q2"};
+    return f >= 0 && f <= COLI_WEIGHTS_Q2 ? names[f] : "?";
+}
+
+/* A converted model: the weights are mapped, nothing is converted; the
+ * store decides where experts live. */
+static coli_status open_container(coli_model *m, const char *dir)
+{
+    COLI_TRY(coli__cont_open(dir, &m->cont, &m->err));
+    const coli__container *c = m->cont;
+    if (m->opts.weights != COLI_WEIGHTS_AUTO && m->opts.weights != c->weights)
+        return coli__fail(&m->err, COLI_EINVAL,
+                          "option weights: %s holds %s weights, %s was asked for; omit the option or convert again",
+                          c->path, fmt_name(c->weights), fmt_name((int)m->opts.weights));
+    if (m->opts.weights == COLI_WEIGHTS_Q4 && m->opts.q4_group != c->q4_group)
+        return coli__fail(&m->err, COLI_EINVAL, "option q4_group: %s holds q4 weights in groups of %d, not %d",
+                          c->path, c->q4_group, (int)m->opts.q4_group);
+    m->wfmt = (coli_weight_format)c->weights;
+    m->opts.q4_group = c->q4_group;
+    COLI_TRY(coli__weights_load_container(&m->w, &m->cfg, c, &m->err));
+    coli__store_conf sc = {(uint64_t)m->opts.mem_budget_mb << 20, m->opts.expert_slots, (int)m->opts.prefetch,
+                           (int)m->opts.io_threads, (int)m->opts.hotset, m->cfg.top_k, m->opts.log, dir};
+    return coli__store_open(c, &sc, &m->store, &m->err);
+}
+
+static coli_status pick_cpu_kernels(coli_model *m)
+{
+    COLI_TRY(coli__cpusel_pick(m->opts.cpu_kernels, getenv("COLI_CPU"), coli__cpu_features(), &m->cpuk, &m->err));
+    coli__log(&m->opts.log, COLI_LOG_DEBUG, "CPU kernels: %s", coli__cpuk_name(m->cpuk));
+    return COLI_OK;
+}
+
+static coli_status open_model(coli_model *m, const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return coli__fail(&m->err, COLI_ENOENT, "model directory '%s' does not exist", dir);
+    if (!S_ISDIR(sb.st_mode))
+        return coli__fail(&m->err, COLI_EINVAL, "model path '%s' is not a directory", dir);
+    int gpu_on;
+    COLI_TRY(coli__experts_check(&m->opts, &gpu_on, &m->err));
+    COLI_TRY(pick_cpu_kernels(m));
+    COLI_TRY(coli__config_load(dir, &m->cfg, &m->err));
+    if (coli__cont_present(dir)) {
+        COLI_TRY(open_container(m, dir));
+    } else {
+        COLI_TRY(coli__st_open_dir(dir, &m->ts, &m->err));
+        m->wfmt = (coli_weight_format)m->opts.weights;
+        /* the x16 layout is the CPU's: matrices a GPU reads keep the rows */
+        int x16 = coli__cpuk_x16(m->cpuk) && !gpu_on;
+        COLI_TRY(coli__weights_load(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, (int)m->opts.threads,
+                                    x16, &m->err));
+        if (m->opts.mem_budget_mb > 0 || m->opts.expert_slots > 0)
+            coli__log(&m->opts.log, COLI_LOG_WARN,
+                      "%s: a memory budget applies to converted models (coli convert); this checkpoint is loaded whole",
+                      dir);
+    }
+    describe_weights(m);
+    COLI_TRY(coli__experts_open(m));
+    if (m->store)
+        COLI_TRY(coli__store_warm(m->store, m->gpu ? coli__experts_placement(m) : NULL, &m->err));
+
+    char *tpath = coli__path_join(dir, "tokenizer.json");
+    if (!tpath)
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory");
+    coli_status st = coli__tok_load(tpath, &m->tok, &m->err);
+    if (st == COLI_ENOENT) {
+        coli__log(&m->opts.log, COLI_LOG_WARN, "%s: not found; the model works on token ids only", tpath);
+        coli__err_clear(&m->err);
+        st = COLI_OK;
+    }
+    free(tpath);
+    COLI_TRY(st);
+    if (m->tok && coli__tok_vocab_size(m->tok) > (size_t)m->cfg.vocab)
+        return coli__fail(&m->err, COLI_EFORMAT,
+                          "%s/tokenizer.json: %zu token ids exceed config.json vocab_size %d", dir,
+                          coli__tok_vocab_size(m->tok), m->cfg.vocab);
+    if (m->tok && m->cfg.n_eos == 0)
+        COLI_TRY(eos_from_tokenizer_config(m));
+    coli__log(&m->opts.log, COLI_LOG_INFO,
+              "%s: %s, %d layers (%d MoE), %d experts (%d active), %llu MiB of weights", dir,
+              m->cfg.arch_name, m->cfg.n_layers, m->cfg.n_moe_layers, m->cfg.n_experts, m->cfg.top_k,
+              (unsigned long long)(m->w.bytes >> 20));
+    return COLI_OK;
+}
+
+COLI_API coli_status coli_model_open(const char *dir, const coli_options *opts, coli_model **out)
+{
+    if (!out)
+        return COLI_EINVAL;
+    coli_model *m = calloc(1, sizeof *m);
+    *out = m;
+    if (!m)
+        return COLI_ENOMEM;
+    if (opts)
+        m->opts = opts->o;
+    else
+        coli__opts_default(&m->opts);
+    if (!dir)
+        return model_fail(m, coli__fail(&m->err, COLI_EINVAL, "model directory is NULL"));
+    m->dir = strdup(dir);
+    if (!m->dir)
+        return model_fail(m, coli__fail(&m->err, COLI_ENOMEM, "out of memory"));
+    coli_status st = open_model(m, dir);
+    if (st != COLI_OK) {
+        /* Keep only the message: release what was loaded. */
+        coli__experts_close(m);
+        coli__store_close(m->store);
+        m->store = NULL;
+        coli__weights_free(&m->w, &m->cfg);
+        coli__cont_close(m->cont);
+        m->cont = NULL;
+        coli__tok_free(m->tok);
+        m->tok = NULL;
+        coli__st_close(m->ts);
+        m->ts = NULL;
+        coli__config_free(&m->cfg);
+        return model_fail(m, st);
+    }
+    m->ok = 1;
+    return COLI_OK;
+}
+
+COLI_API void coli_model_free(coli_model *m)
+{
+    if (!m)
+        return;
+    coli__experts_close(m);
+    coli__store_close(m->store);
+    coli__weights_free(&m->w, &m->cfg);
+    coli__cont_close(m->cont);
+    coli__tok_free(m->tok);
+    coli__st_close(m->ts);
+    coli__config_free(&m->cfg);
+    free(m->dir);
+    free(m);
+}
+
+COLI_API const char *coli_model_errmsg(const coli_model *m)
+{
+    if (!m)
+        return "model handle is NULL";
+    if (m->ok)
+        return tl_err.m == m ? tl_err.err.msg : "";
+    return m->err.msg;
+}
+
+static coli_status usable(const coli_model *m)
+{
+    if (!m)
+        return COLI_EINVAL;
+    if (!m->ok)
+        return COLI_ESTATE;
+    return COLI_OK;
+}
+
+static void info_fill(const coli_model *m, coli_model_info *info);
+
+COLI_API coli_status coli_model_get_info(const coli_model *m, coli_model_info *info)
+{
+    COLI_TRY(usable(m));
+    if (!info || info->struct_size < sizeof info->struct_size)
+        return COLI_EINVAL;
+    /* Callers built against an older, shorter struct get its prefix. */
+    size_t want = info->struct_size < sizeof(coli_model_info) ? info->struct_size : sizeof(coli_model_info);
+    coli_model_info full;
+    memset(&full, 0, sizeof full);
+    info_fill(m, &full);
+    full.struct_size = want;
+    memcpy(info, &full, want);
+    return COLI_OK;
+}
+
+static void info_fill(const coli_model *m, coli_model_info *info)
+{
+    const coli__config *c = &m->cfg;
+    info->architecture = c->arch_name;
+    info->n_layers = c->n_layers;
+    info->n_moe_layers = c->n_moe_layers;
+    info->hidden_size = c->hidden;
+    info->n_heads = c->n_heads;
+    info->n_kv_heads = c->n_kv_heads;
+    info->head_dim = c->head_dim;
+    info->vocab_size = c->vocab;
+    info->n_experts = c->n_experts;
+    info->n_experts_active = c->top_k;
+    info->moe_intermediate_size = c->moe_inter;
+    info->max_positions = c->max_pos;
+    info->n_params_total = m->w.n_params_total;
+    info->n_params_active = m->w.n_params_active;
+    info->weight_bytes = m->w.bytes;
+    /* The format asked for; AUTO resolves to the checkpoint's one format. */
+    static const char *const names[] = {"auto", "f32", "bf16", "q8", "q4", "q2"};
+    const int *n = m->w.n_by_dt;
+    info->weights = m->wfmt;
+    info->weights_name = names[m->wfmt];
+    if (m->wfmt == COLI_WEIGHTS_AUTO) {
+        int kinds = (n[COLI_DT_F32] > 0) + (n[COLI_DT_BF16] > 0) + (n[COLI_DT_F16] > 0);
+        info->weights_name = kinds > 1 ? "mixed" : n[COLI_DT_F32] ? "f32" : n[COLI_DT_BF16] ? "bf16" : "f16";
+        info->weights = kinds > 1 || n[COLI_DT_F16] ? COLI_WEIGHTS_AUTO
+                        : n[COLI_DT_F32]            ? COLI_WEIGHTS_F32
+                                                    : COLI_WEIGHTS_BF16;
+    }
+    info->weights_detail = m->weights_detail;
+    info->gpu_devices = coli__experts_n_devices(m);
+    info->gpu_detail = coli__experts_detail(m);
+    info->store_detail = m->store ? coli__store_detail(m->store) : "resident: every expert loaded at open";
+    info->bos_id = c->bos;
+    info->eos_id = c->n_eos > 0 ? c->eos[0] : -1;
+    info->cpu_kernels = coli__cpuk_name(m->cpuk);
+}
+
+COLI_API coli_status coli_model_weight_bytes(const coli_model *m, coli_weight_format fmt, uint64_t *total,
+                                             uint64_t *active)
+{
+    COLI_TRY(usable(m));
+    if (fmt < COLI_WEIGHTS_AUTO || fmt > COLI_WEIGHTS_Q2)
+        return COLI_EINVAL;
+    uint64_t t, a;
+    coli__weights_bytes(&m->w, &m->cfg, fmt, (int)m->opts.q4_group, &t, &a);
+    if (total)
+        *total = t;
+    if (active)
+        *active = a;
+    return COLI_OK;
+}
+
+COLI_API int coli_model_is_eos(const coli_model *m, int32_t id)
+{
+    if (usable(m) != COLI_OK)
+        return 0;
+    for (int i = 0; i < m->cfg.n_eos; i++)
+        if (m->cfg.eos[i] == id)
+            return 1;
+    return 0;
+}
+
+static coli_status need_tokenizer(coli_model *m)
+{
+    COLI_TRY(usable(m));
+    if (!m->tok)
+        return coli__fail(coli__model_err(m), COLI_ESTATE, "%s: the model has no tokenizer.json", m->dir);
+    return COLI_OK;
+}
+
+COLI_API coli_status coli_tokenize(coli_model *m, const char *text, size_t len, int add_special,
+                                   int32_t *ids, size_t cap, size_t *n_ids)
+{
+    COLI_TRY(need_tokenizer(m));
+    coli__err *err = coli__model_err(m);
+    if ((!text && len) || (!ids && cap) || !n_ids)
+        return coli__fail(err, COLI_EINVAL, "coli_tokenize: NULL argument");
+    coli__ids v = {0};
+    coli_status st = coli__tok_encode(m->tok, text ? text : "", len, add_special, &v, err);
+    if (st == COLI_OK) {
+        *n_ids = v.n;
+        size_t k = v.n < cap ? v.n : cap;
+        if (k > 0)
+            memcpy(ids, v.v, k * sizeof *ids);
+        if (v.n > cap)
+            st = coli__fail(err, COLI_ENOSPC, "coli_tokenize: %zu ids do not fit in %zu", v.n, cap);
+    }
+    coli__ids_free(&v);
+    return st;
+}
+
+COLI_API coli_status coli_detokenize(coli_model *m, const int32_t *ids, size_t n_ids, int skip_special,
+                                     char *buf, size_t cap, size_t *len)
+{
+    COLI_TRY(need_tokenizer(m));
+    coli__err *err = coli__model_err(m);
+    if ((!ids && n_ids) || (!buf && cap) || !len)
+        return coli__fail(err, COLI_EINVAL, "coli_detokenize: NULL argument");
+    /* Ids the model has but the tokenizer lacks (a padded vocab_size) have
+     * no text: leave them out; ids outside the model's vocabulary stay an
+     * error of the tokenizer's. */
+    size_t n_tok = coli__tok_vocab_size(m->tok), n_pad = 0;
+#define IS_PADDING(id) ((id) >= 0 && (size_t)(id) >= n_tok && (id) < m->cfg.vocab)
+    for (size_t k = 0; k < n_ids; k++)
+        n_pad += IS_PADDING(ids[k]);
+    int32_t *kept = NULL;
+    if (n_pad) {
+        if (!(kept = malloc((n_ids - n_pad + 1) * sizeof *kept)))
+            return coli__fail(err, COLI_ENOMEM, "coli_detokenize: out of memory for %zu ids", n_ids);
+        size_t j = 0;
+        for (size_t k = 0; k < n_ids; k++)
+            if (!IS_PADDING(ids[k]))
+                kept[j++] = ids[k];
+#undef IS_PADDING
+        ids = kept;
+        n_ids = j;
+    }
+    coli__buf b = {0};
+    coli_status st = coli__tok_decode(m->tok, ids, n_ids, skip_special, &b, err);
+    free(kept);
+    if (st == COLI_OK) {
+        /* snprintf-like: the text and its NUL must fit */
+        *len = b.n;
+        if (cap > 0) {
+            size_t k = b.n < cap ? b.n : cap - 1;
+            if (k > 0)
+                memcpy(buf, b.p, k);
+            buf[k] = '\0';
+        }
+        if (b.n >= cap)
+            st = coli__fail(err, COLI_ENOSPC, "coli_detokenize: %zu bytes and a NUL do not fit in %zu", b.n, cap);
+    }
+    coli__buf_free(&b);
+    return st;
+}
+
+COLI_API coli_status coli_model_store_stats(const coli_model *m, coli_store_stats *stats)
+{
+    COLI_TRY(usable(m));
+    if (!stats || stats->struct_size < sizeof stats->struct_size)
+        return COLI_EINVAL;
+    coli_store_stats full;
+    memset(&full, 0, sizeof full);
+    if (m->store) {
+        coli__store_stats(m->store, &full);
+    } else {
+        full.mode = COLI_STORE_RESIDENT;
+        full.experts = (uint64_t)m->cfg.n_moe_layers * (uint64_t)m->cfg.n_experts;
+        full.slots = full.experts;
+    }
+    size_t want = stats->struct_size < sizeof full ? stats->struct_size : sizeof full;
+    full.struct_size = want;
+    memcpy(stats, &full, want);
+    return COLI_OK;
+}

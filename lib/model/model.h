@@ -1,0 +1,180 @@
+/* model.h - a loaded model: config, mapped tensors, weights in the chosen
+ * format, tokenizer (internal). A model is read-only once open, so many
+ * contexts may use it at once. */
+#ifndef COLI_MODEL_H
+#define COLI_MODEL_H
+
+#include "io/model_config.h"
+#include "base/error.h"
+#include "cpu/kernels.h"
+#include "base/log.h"
+#include "io/safetensors.h"
+#include "io/tokenizer.h"
+
+typedef struct coli__layer {
+    coli__mat wq, wk, wv, wo;
+    float *attn_norm, *ffn_norm;     /* [hidden], widened to f32 */
+    float *q_norm, *k_norm;          /* NULL when the architecture has none */
+    int is_moe;
+    coli__mat gate, up, down;        /* dense MLP */
+    coli__mat router;                /* [n_experts, hidden] */
+    coli__mat *e_gate, *e_up, *e_down; /* n_experts each */
+} coli__layer;
+
+/* How a matrix is treated by the quantized load formats (docs/formats.md). */
+typedef enum coli__mat_kind {
+    COLI_MAT_BIG = 0,  /* attention, dense MLP, experts: the chosen format */
+    COLI_MAT_OUT = 1,  /* output projection: q8 under any quantized format */
+    COLI_MAT_KEEP = 2  /* router, embedding: as stored */
+} coli__mat_kind;
+
+/* How much of a matrix one token reads. */
+typedef enum coli__mat_role {
+    COLI_ROLE_DENSE = 0,   /* all of it */
+    COLI_ROLE_EXPERT = 1,  /* top_k of n_experts such matrices */
+    COLI_ROLE_EMBED = 2,   /* one row */
+    COLI_ROLE_TIED_OUT = 3 /* the tied output projection (no tensor of its own) */
+} coli__mat_role;
+
+/* One matrix of the checkpoint, for sizing it in any format. */
+typedef struct coli__matrec {
+    int rows, cols;
+    uint8_t kind, stored_size, role;
+} coli__matrec;
+
+/* A block of memory: an allocation of the loader, or a mapped region. */
+typedef struct coli__block {
+    void *p;
+    size_t size;
+} coli__block;
+
+typedef struct coli__weights {
+    coli__mat embed;                 /* [vocab, hidden] */
+    coli__mat lm_head;               /* [vocab, hidden]; the embedding when tied */
+    float *final_norm;
+    coli__layer *layers;
+    coli__block *owned;              /* allocations made while loading; size 0: malloc'd */
+    size_t n_owned, cap_owned;
+    coli__block *regions;            /* mapped regions holding the others */
+    size_t n_regions, cap_regions;
+    char *arena;                     /* the free end of the region shared by small ones */
+    size_t arena_left;
+    uint64_t bytes;                  /* bytes of weights as held, norms included */
+    int64_t n_params_total, n_params_active;
+    int64_t n_vec_params;            /* norm vectors: always f32 */
+    coli__matrec *recs;              /* every matrix, for coli__weights_bytes */
+    size_t n_recs, cap_recs;
+    int n_by_dt[8];                  /* matrices held in each coli__dtype */
+} coli__weights;
+
+/* Options as resolved at open; contexts inherit them. */
+typedef struct coli__opts {
+    int64_t weights;
+    int64_t threads;
+    int64_t context;
+    int64_t mem_budget_mb;
+    int64_t q4_group;
+    coli__logger log;
+    /* GPU expert tier; -1: not set, the environment decides (lib/model/experts.c) */
+    int64_t gpu;                     /* 0 off, 1 on */
+    int64_t gpu_expert_mb;           /* VRAM for experts per device, MiB */
+    int64_t gpu_release_host;        /* 0 or 1 */
+    int gpu_devices[16];             /* COLI_GPU_MAX_DEVICES ordinals */
+    int n_gpu_devices;               /* -1: not set */
+    /* the expert store of converted models (lib/store/store.c) */
+    int64_t expert_slots;            /* 0: from mem_budget_mb */
+    int64_t prefetch;
+    int64_t io_threads;
+    int64_t hotset;
+    int64_t cpu_kernels;             /* 0: COLI_CPU decides, else the best set */
+} coli__opts;
+
+struct coli_options {
+    coli__opts o;
+};
+
+struct coli_model {
+    coli__err err;
+    int ok;                          /* 0: open failed; only errmsg and free work */
+    char *dir;
+    coli__opts opts;
+    coli__config cfg;
+    coli__tensor_set *ts;
+    coli__tokenizer *tok;
+    coli__weights w;
+    coli_weight_format wfmt;
+    char weights_detail[192];        /* for coli_model_info */
+    struct coli__container *cont;    /* a converted model's model.coli; NULL: a checkpoint */
+    struct coli__store *store;       /* its experts in host memory; NULL: a checkpoint */
+    struct coli__tier *gpu;          /* GPU expert tier; NULL: every expert on the CPU */
+    char gpu_detail[160];            /* why or how the tier is used, for coli_model_info */
+    const coli__cpuk *cpuk;          /* CPU kernel set (COLI_OPT_CPU_KERNELS) */
+};
+
+/* The checkpoint's name of expert e's gate (which 0), up (1) or down (2)
+ * in layer l, written to name[cap]. */
+const char *coli__weights_expert_name(const coli__config *c, int l, int e, int which, char *name, size_t cap);
+
+/* One tensor of a conversion plan (coli__weights_plan). */
+typedef struct coli__witem {
+    const char *name;          /* as the container names it */
+    const char *src;           /* the checkpoint tensor it is made from */
+    int rows, cols;            /* a vector: 1 row of cols values */
+    int is_vec;
+    coli__mat_kind kind;
+    coli__mat_role role;
+    coli__dtype stored, target;
+    int layer, expert, which;  /* expert -1: not an expert; which: 0 gate, 1 up, 2 down */
+} coli__witem;
+typedef coli_status (*coli__witem_fn)(void *user, const coli__witem *it, coli__err *err);
+
+struct coli__container;
+
+/* Loads every weight of cfg from ts in format fmt, checking names and
+ * shapes; quantization uses threads threads (0: every online core; the
+ * same bytes for any); x16: q8 and q4 matrices that fit take the x16
+ * layout (lib/cpu/qlayout.c), for the CPU only. */
+coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
+                               coli_weight_format fmt, int q4_group, int threads, int x16, coli__err *err);
+void coli__weights_free(coli__weights *w, const coli__config *cfg);
+/* Points every weight of cfg into a container's mapping (docs/container.md):
+ * nothing is converted; names, shapes and dtypes are checked. */
+coli_status coli__weights_load_container(coli__weights *w, const coli__config *cfg, const struct coli__container *c,
+                                         coli__err *err);
+/* Walks the tensors coli__weights_load would load, in its order, checking
+ * each against ts and calling fn with it; nothing is converted. */
+coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *ts, coli_weight_format fmt,
+                               int q4_group, coli__witem_fn fn, void *user, coli__err *err);
+/* Makes one planned tensor as the loader would: *out's memory belongs to
+ * scratch (free it with coli__weights_free(scratch, NULL)) or to ts. */
+coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_format fmt, int q4_group,
+                                       const coli__witem *it, coli__weights *scratch, coli__mat *out,
+                                       coli__err *err);
+/* When the loader allocated matrix *mat's host copy (1): sets its data (or
+ * q.qs) to NULL and *slot to its entry of w->owned, for the caller to free
+ * once done searching; 0 when it points into the checkpoint's mapping,
+ * which costs no memory of its own. index: from coli__weights_owned_index
+ * (allocations by address), n its length. */
+int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, coli__mat *mat, size_t *slot);
+size_t *coli__weights_owned_index(const coli__weights *w);
+/* Gives back allocation w->owned[slot] (its pages, when it lies in a
+ * region) and sets the entry to NULL. */
+void coli__weights_free_owned(coli__weights *w, size_t slot);
+/* Loads again the matrices of expert e of layer l whose host copy was
+ * released, from the checkpoint, exactly as at open. */
+coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
+                                        coli_weight_format fmt, int q4_group, int l, int e, coli__err *err);
+/* The in-memory dtype of a matrix of this kind when loaded in fmt. */
+coli__dtype coli__weights_target(coli_weight_format fmt, coli__mat_kind kind, coli__dtype stored, int cols,
+                                 int q4_group);
+/* Bytes all weights would take in fmt, and the bytes one token reads. */
+void coli__weights_bytes(const coli__weights *w, const coli__config *cfg, coli_weight_format fmt, int q4_group,
+                         uint64_t *total, uint64_t *active);
+
+void coli__opts_default(coli__opts *o);
+
+/* The message buffer for a failing call on an open model, private to the
+ * calling thread (coli_model_errmsg reads it back on the same thread). */
+coli__err *coli__model_err(const coli_model *m);
+
+#endif

@@ -1,0 +1,309 @@
+/* sampler.c - repetition penalty, greedy, temperature, top-k, top-p and
+ * min-p sampling.
+ *
+ * The random stream is xoshiro256** seeded through splitmix64, so a seed
+ * gives the same tokens on every platform. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/sampler.h"
+
+typedef struct cand {
+    float p;
+    int32_t id;
+} cand;
+
+struct coli_sampler {
+    coli_sampler_params p;
+    uint64_t s[4];
+    cand *c;        /* vocab-sized scratch */
+    size_t cap;
+    float *pen;     /* penalised copy of the logits */
+    uint8_t *mark;  /* tokens already penalised in this step */
+    size_t pen_cap;
+    int32_t *hist;  /* ring of the last p.repeat_last_n tokens seen */
+    size_t n_hist, head;
+};
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t next_u64(coli_sampler *r)
+{
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double next_unit(coli_sampler *r)
+{
+    return (double)(next_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+COLI_API void coli_sampling_default(coli_sampling *s)
+{
+    if (!s)
+        return;
+    s->temperature = 0.0f;
+    s->top_k = 0;
+    s->top_p = 1.0f;
+    s->seed = 0;
+}
+
+COLI_API void coli_sampler_params_init(coli_sampler_params *p, size_t struct_size)
+{
+    coli_sampler_params d;
+    memset(&d, 0, sizeof d);
+    d.temperature = 0.0f;
+    d.top_k = 0;
+    d.top_p = 1.0f;
+    d.min_p = 0.0f;
+    d.repeat_penalty = 1.0f;
+    d.repeat_last_n = 64;
+    d.seed = 0;
+    coli__init_sized(p, &d, sizeof d, struct_size);
+}
+
+static void reseed(coli_sampler *s)
+{
+    uint64_t x = s->p.seed;
+    for (int i = 0; i < 4; i++)
+        s->s[i] = splitmix64(&x);
+}
+
+COLI_API coli_status coli_sampler_create_v2(const coli_sampler_params *params, coli_sampler **out)
+{
+    if (!out)
+        return COLI_EINVAL;
+    *out = NULL;
+    coli_sampler_params p;
+    coli_sampler_params_init(&p, sizeof p);
+    if (params) {
+        /* every field of this version must be there */
+        if (params->struct_size < sizeof p)
+            return COLI_EINVAL;
+        p = *params;
+        p.struct_size = sizeof p;
+    }
+    if (!isfinite(p.temperature) || !(p.top_p > 0.0f) || !isfinite(p.top_p) || !(p.min_p >= 0.0f) ||
+        !(p.min_p <= 1.0f) || !(p.repeat_penalty > 0.0f) || !isfinite(p.repeat_penalty) ||
+        p.repeat_last_n < 0 || p.repeat_last_n > (1 << 20))
+        return COLI_EINVAL;
+    coli_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return COLI_ENOMEM;
+    s->p = p;
+    if (p.repeat_penalty != 1.0f && p.repeat_last_n > 0 &&
+        !(s->hist = malloc((size_t)p.repeat_last_n * sizeof *s->hist))) {
+        free(s);
+        return COLI_ENOMEM;
+    }
+    reseed(s);
+    *out = s;
+    return COLI_OK;
+}
+
+COLI_API coli_status coli_sampler_create(const coli_sampling *params, coli_sampler **out)
+{
+    coli_sampler_params p;
+    coli_sampler_params_init(&p, sizeof p);
+    if (params) {
+        p.temperature = params->temperature;
+        p.top_k = params->top_k;
+        p.top_p = params->top_p;
+        p.seed = params->seed;
+    }
+    return coli_sampler_create_v2(&p, out);
+}
+
+COLI_API void coli_sampler_free(coli_sampler *s)
+{
+    if (!s)
+        return;
+    free(s->c);
+    free(s->pen);
+    free(s->mark);
+    free(s->hist);
+    free(s);
+}
+
+/* Remembers a token for the repetition penalty (a no-op when it is off). */
+static void remember(coli_sampler *s, int32_t tok)
+{
+    if (!s->hist)
+        return;
+    size_t n = (size_t)s->p.repeat_last_n;
+    s->hist[s->head] = tok;
+    s->head = (s->head + 1) % n;
+    if (s->n_hist < n)
+        s->n_hist++;
+}
+
+COLI_API coli_status coli_sampler_accept(coli_sampler *s, const int32_t *tokens, size_t n)
+{
+    if (!s || (!tokens && n))
+        return COLI_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0)
+            return COLI_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        remember(s, tokens[i]);
+    return COLI_OK;
+}
+
+COLI_API void coli_sampler_reset(coli_sampler *s)
+{
+    if (!s)
+        return;
+    s->n_hist = s->head = 0;
+    reseed(s);
+}
+
+static int32_t argmax(const float *v, size_t n)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return (int32_t)best;
+}
+
+/* Descending by probability; ties by lower id, so the order is total. */
+static int by_prob_desc(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->p != y->p)
+        return x->p > y->p ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The logits with the repetition penalty applied, or logits itself when
+ * it is off or nothing is remembered yet. NULL if memory runs out. */
+static const float *penalised(coli_sampler *s, const float *logits, size_t n)
+{
+    if (!s->hist || s->n_hist == 0)
+        return logits;
+    if (s->pen_cap < n) {
+        float *pen = realloc(s->pen, n * sizeof *pen);
+        if (!pen)
+            return NULL;
+        s->pen = pen;
+        uint8_t *mark = realloc(s->mark, n);
+        if (!mark)
+            return NULL;
+        s->mark = mark;
+        memset(s->mark, 0, n);
+        s->pen_cap = n;
+    }
+    memcpy(s->pen, logits, n * sizeof *s->pen);
+    float r = s->p.repeat_penalty;
+    for (size_t i = 0; i < s->n_hist; i++) {
+        int32_t t = s->hist[i];
+        if ((size_t)t >= n || s->mark[t])
+            continue;
+        s->mark[t] = 1; /* each distinct token once */
+        s->pen[t] = s->pen[t] > 0.0f ? s->pen[t] / r : s->pen[t] * r;
+    }
+    for (size_t i = 0; i < s->n_hist; i++)
+        if ((size_t)s->hist[i] < n)
+            s->mark[s->hist[i]] = 0;
+    return s->pen;
+}
+
+static coli_status pick(coli_sampler *s, const float *logits, size_t n, int32_t *token)
+{
+    if (s->p.temperature <= 0.0f || s->p.top_k == 1) {
+        *token = argmax(logits, n);
+        return COLI_OK;
+    }
+    if (s->cap < n) {
+        cand *c = realloc(s->c, n * sizeof *c);
+        if (!c)
+            return COLI_ENOMEM;
+        s->c = c;
+        s->cap = n;
+    }
+    cand *c = s->c;
+    float mx = logits[argmax(logits, n)];
+    for (size_t i = 0; i < n; i++) {
+        c[i].p = expf((logits[i] - mx) / s->p.temperature);
+        c[i].id = (int32_t)i;
+    }
+    size_t m = n;
+    if (s->p.top_k > 0 || s->p.top_p < 1.0f || s->p.min_p > 0.0f) {
+        qsort(c, n, sizeof *c, by_prob_desc);
+        if (s->p.top_k > 0 && (size_t)s->p.top_k < m)
+            m = (size_t)s->p.top_k;
+        if (s->p.top_p < 1.0f) {
+            double kept = 0, run = 0;
+            for (size_t i = 0; i < m; i++)
+                kept += c[i].p;
+            size_t i = 0;
+            while (i < m) {
+                run += c[i++].p;
+                if (run >= s->p.top_p * kept)
+                    break;
+            }
+            m = i;
+        }
+        if (s->p.min_p > 0.0f) {
+            /* c[0] is the most likely token; it always stays */
+            float floor_p = s->p.min_p * c[0].p;
+            size_t i = 1;
+            while (i < m && c[i].p >= floor_p)
+                i++;
+            m = i;
+        }
+    }
+    double sum = 0;
+    for (size_t i = 0; i < m; i++)
+        sum += c[i].p;
+    double u = next_unit(s) * sum, run = 0;
+    for (size_t i = 0; i < m; i++) {
+        run += c[i].p;
+        if (u < run) {
+            *token = c[i].id;
+            return COLI_OK;
+        }
+    }
+    *token = c[m - 1].id;
+    return COLI_OK;
+}
+
+coli_status coli__sample_logits(coli_sampler *s, const float *logits, size_t n, int32_t *token,
+                                coli__err *err)
+{
+    if (n == 0)
+        return coli__fail(err, COLI_EINVAL, "sampling: empty vocabulary");
+    /* NaN would make the order of the candidates meaningless */
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(logits[i]))
+            return coli__fail(err, COLI_ERANGE, "sampling: the logit of token id %zu is %s", i,
+                              isnan(logits[i]) ? "NaN" : "infinite");
+    const float *l = penalised(s, logits, n);
+    if (!l)
+        return coli__fail(err, COLI_ENOMEM, "sampling: out of memory for the repetition penalty");
+    coli_status st = pick(s, l, n, token);
+    if (st != COLI_OK)
+        return coli__fail(err, st, "sampling: out of memory for %zu candidates", n);
+    remember(s, *token);
+    return COLI_OK;
+}
