@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io/families.h"
+#include "io/model_config.h"
 #include "io/safetensors.h"
 #include "testutil.h"
 
@@ -650,6 +652,84 @@ START_TEST(test_index_corrupt_shard)
 }
 END_TEST
 
+/* ---- the families table (lib/io/families.c) -------------------------- */
+
+/* Every row is found by its architecture and its model_type, names its
+ * pieces and every tensor role. */
+START_TEST(test_family_rows)
+{
+    ck_assert_uint_ge(coli__n_families, 3);
+    for (size_t i = 0; i < coli__n_families; i++) {
+        const coli__family *f = &coli__families[i];
+        ck_assert_ptr_nonnull(f->arch);
+        ck_assert_ptr_nonnull(f->model_type);
+        ck_assert_ptr_eq(coli__family_find(f->arch, NULL), f);
+        ck_assert_ptr_eq(coli__family_find(NULL, f->model_type), f);
+        ck_assert_ptr_nonnull(f->parse);
+        ck_assert(f->rms_eps > 0 && f->rope_theta > 0);
+        ck_assert_uint_lt((unsigned)f->attn, COLI_ATTN_KINDS);
+        ck_assert_uint_lt((unsigned)f->router, COLI_ROUTER_KINDS);
+        ck_assert_uint_lt((unsigned)f->moe, COLI_MOE_KINDS);
+        ck_assert_uint_lt((unsigned)f->mlp, COLI_MLP_KINDS);
+        ck_assert_ptr_nonnull(f->names->layers);
+        ck_assert_ptr_nonnull(f->names->experts);
+        for (int t = 0; t < COLI_T_COUNT; t++)
+            ck_assert_msg(f->names->name[t] != NULL, "%s: tensor role %d has no name", f->arch, t);
+    }
+    ck_assert_ptr_null(coli__family_find("GPTNeoXForCausalLM", NULL));
+    ck_assert_ptr_null(coli__family_find(NULL, "gpt_neox"));
+    /* architectures decides when given, whatever model_type says */
+    ck_assert_ptr_null(coli__family_find("GPTNeoXForCausalLM", "qwen3_moe"));
+}
+END_TEST
+
+static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral"};
+
+/* Each fixture's config.json picks its row, and the tensors the row names
+ * for layer 0 and expert 0 are in its checkpoint. */
+START_TEST(test_family_names_resolve)
+{
+    char *dir = tu_path(tu_data_dir(), FIXTURES[_i]);
+    coli__config cfg;
+    coli__err err = {{0}};
+    ck_assert_msg(coli__config_load(dir, &cfg, &err) == COLI_OK, "%s", err.msg);
+    ck_assert_ptr_nonnull(cfg.family);
+    ck_assert_str_eq(cfg.arch_name, cfg.family->arch);
+    coli__tensor_set *ts = NULL;
+    ck_assert_msg(coli__st_open_dir(dir, &ts, &err) == COLI_OK, "%s", err.msg);
+    for (int t = 0; t < COLI_T_COUNT; t++) {
+        int want = 1;
+        if (t == COLI_T_LM_HEAD)
+            want = !cfg.tie_embeddings;
+        else if (t == COLI_T_BQ || t == COLI_T_BK || t == COLI_T_BV)
+            want = cfg.attn.bias;
+        else if (t == COLI_T_Q_NORM || t == COLI_T_K_NORM)
+            want = cfg.attn.qk_norm != COLI_QK_NORM_NONE;
+        else if (t == COLI_T_GATE || t == COLI_T_UP || t == COLI_T_DOWN)
+            want = !cfg.is_moe[0];
+        else if (t >= COLI_T_ROUTER)
+            want = cfg.is_moe[0];
+        char name[256];
+        coli__tensor_name(cfg.family, (coli__tname)t, 0, 0, name, sizeof name);
+        if (want)
+            ck_assert_msg(coli__st_find(ts, name) != NULL, "%s: '%s' is not in the checkpoint", FIXTURES[_i],
+                          name);
+    }
+    /* the layer and expert numbers land where the checkpoint has them */
+    char name[256];
+    int last = cfg.n_layers - 1;
+    if (cfg.is_moe[last]) {
+        coli__tensor_name(cfg.family, COLI_T_E_DOWN, last, cfg.n_experts - 1, name, sizeof name);
+        ck_assert_msg(coli__st_find(ts, name) != NULL, "%s: '%s' is not in the checkpoint", FIXTURES[_i], name);
+        ck_assert_ptr_null(coli__st_find(ts, coli__tensor_name(cfg.family, COLI_T_E_DOWN, last, cfg.n_experts,
+                                                               name, sizeof name)));
+    }
+    coli__st_close(ts);
+    coli__config_free(&cfg);
+    free(dir);
+}
+END_TEST
+
 static Suite *st_suite(void)
 {
     Suite *s = suite_create("safetensors");
@@ -686,6 +766,11 @@ static Suite *st_suite(void)
     tcase_add_test(tc, test_index_duplicate_tensor);
     tcase_add_test(tc, test_index_malformed);
     tcase_add_test(tc, test_index_corrupt_shard);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("families");
+    tcase_add_test(tc, test_family_rows);
+    tcase_add_loop_test(tc, test_family_names_resolve, 0, (int)(sizeof FIXTURES / sizeof FIXTURES[0]));
     suite_add_tcase(s, tc);
     return s;
 }

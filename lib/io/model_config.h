@@ -1,18 +1,14 @@
 /* model_config.h - the model hyper-parameters read from config.json (internal).
  *
  * Every architecture is normalised into one description; fields an
- * architecture does not have take neutral values (no clipping, no window). */
+ * architecture does not have take neutral values (no clipping, no window).
+ * What differs between families is their row in lib/io/families.c. */
 #ifndef COLI_MODEL_CONFIG_H
 #define COLI_MODEL_CONFIG_H
 
 #include <stdint.h>
 #include "base/error.h"
-
-typedef enum coli__arch {
-    COLI_ARCH_QWEN3_MOE,
-    COLI_ARCH_OLMOE,
-    COLI_ARCH_MIXTRAL
-} coli__arch;
+#include "io/families.h"
 
 typedef enum coli__qk_norm {
     COLI_QK_NORM_NONE,
@@ -20,10 +16,23 @@ typedef enum coli__qk_norm {
     COLI_QK_NORM_FULL  /* OLMoE: RMSNorm of the whole projection, weight [heads*head_dim] */
 } coli__qk_norm;
 
+/* The options of the attention piece (lib/model/attention.c). */
+typedef struct coli__attn_opts {
+    coli__qk_norm qk_norm;
+    float clip_qkv;         /* 0: none */
+    int sliding_window;     /* 0: none */
+    int bias;               /* q, k and v projections add a bias (no family yet: attention_bias is refused) */
+} coli__attn_opts;
+
+/* The options of the router piece (lib/model/router.c). */
+typedef struct coli__router_opts {
+    int norm_topk_prob;     /* renormalise the chosen routing weights */
+} coli__router_opts;
+
 #define COLI_MAX_EOS 8
 
 typedef struct coli__config {
-    coli__arch arch;
+    const coli__family *family; /* its row in lib/io/families.c */
     const char *arch_name;  /* static string, e.g. "Qwen3MoeForCausalLM" */
     int hidden;
     int n_layers;
@@ -35,14 +44,12 @@ typedef struct coli__config {
     int moe_inter;          /* expert intermediate size */
     int n_experts;
     int top_k;
-    int norm_topk_prob;     /* renormalise the chosen routing weights */
     int rot_dim;            /* rotated dimensions of each head (partial rotary) */
     double rope_theta;
     float rms_eps;
     int tie_embeddings;
-    coli__qk_norm qk_norm;
-    float clip_qkv;         /* 0: none */
-    int sliding_window;     /* 0: none */
+    coli__attn_opts attn;
+    coli__router_opts router;
     int max_pos;
     unsigned char *is_moe;  /* n_layers flags */
     int n_moe_layers;

@@ -3,18 +3,9 @@
 #define COLI_FORWARD_H
 
 #include "model/experts.h"
+#include "model/kv.h"
 #include "model/model.h"
 #include "cpu/threadpool.h"
-
-/* Keys and values of every layer for positions [0, n_ctx). */
-typedef struct coli__kv {
-    int n_ctx;
-    int kv_dim;
-    float *k, *v; /* [layer][pos][kv_dim] */
-} coli__kv;
-
-coli_status coli__kv_init(coli__kv *kv, const coli__config *cfg, int n_ctx, coli__err *err);
-void coli__kv_free(coli__kv *kv);
 
 /* Scratch memory reused across calls; grown on demand. */
 typedef struct coli__scratch {

@@ -10,6 +10,7 @@
 #include "model/experts.h"
 #include "io/json.h"
 #include "model/model.h"
+#include "model/pieces.h"
 #include "store/store.h"
 
 /* Once open, a model is shared by threads: failures of calls on it (tokenize,
@@ -144,6 +145,7 @@ static coli_status open_model(coli_model *m, const char *dir)
     COLI_TRY(coli__experts_check(&m->opts, &gpu_on, &m->err));
     COLI_TRY(pick_cpu_kernels(m));
     COLI_TRY(coli__config_load(dir, &m->cfg, &m->err));
+    COLI_TRY(coli__pieces_pick(&m->cfg, &m->pieces, &m->err));
     if (coli__cont_present(dir)) {
         COLI_TRY(open_container(m, dir));
     } else {

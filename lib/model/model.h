@@ -15,6 +15,7 @@ typedef struct coli__layer {
     coli__mat wq, wk, wv, wo;
     float *attn_norm, *ffn_norm;     /* [hidden], widened to f32 */
     float *q_norm, *k_norm;          /* NULL when the architecture has none */
+    float *bq, *bk, *bv;             /* q/k/v biases; NULL unless cfg.attn.bias */
     int is_moe;
     coli__mat gate, up, down;        /* dense MLP */
     coli__mat router;                /* [n_experts, hidden] */
@@ -67,6 +68,15 @@ typedef struct coli__weights {
     int n_by_dt[8];                  /* matrices held in each coli__dtype */
 } coli__weights;
 
+/* The decoder's pieces of the model's family (lib/model/pieces.h),
+ * chosen once at open. */
+typedef struct coli__pieces {
+    const struct coli__attn_piece *attn;
+    const struct coli__router_piece *router;
+    const struct coli__ffn_piece *moe; /* the feed-forward of MoE layers */
+    const struct coli__ffn_piece *mlp; /* of dense layers */
+} coli__pieces;
+
 /* Options as resolved at open; contexts inherit them. */
 typedef struct coli__opts {
     int64_t weights;
@@ -109,6 +119,7 @@ struct coli_model {
     struct coli__tier *gpu;          /* GPU expert tier; NULL: every expert on the CPU */
     char gpu_detail[160];            /* why or how the tier is used, for coli_model_info */
     const coli__cpuk *cpuk;          /* CPU kernel set (COLI_OPT_CPU_KERNELS) */
+    coli__pieces pieces;             /* of cfg.family */
 };
 
 /* The checkpoint's name of expert e's gate (which 0), up (1) or down (2)

@@ -1,7 +1,8 @@
 /* weights.c - from mapped tensors to the matrices the forward pass reads.
  *
- * Names follow the published checkpoints (model.layers.N.self_attn.q_proj,
- * mlp.experts.E.gate_proj, Mixtral's block_sparse_moe.experts.E.w1/w2/w3).
+ * Names are the family's (lib/io/families.c), as the published checkpoints
+ * have them (model.layers.N.self_attn.q_proj, mlp.experts.E.gate_proj,
+ * Mixtral's block_sparse_moe.experts.E.w1/w2/w3).
  * Every shape is checked against config.json before anything is used. In
  * AUTO format matrices point into the mapping (no copy); F32 widens, BF16
  * narrows and Q8/Q4/Q2 quantize into owned memory (docs/formats.md says
@@ -567,16 +568,14 @@ static coli_status load_vec_hf(loader *L, const coli__tensor *t, float **out, co
 #define DENSE COLI_ROLE_DENSE
 #define EXPERT COLI_ROLE_EXPERT
 
-#define NAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
+/* Tensor t of layer l (expert e) as the model's family names it
+ * (lib/io/families.c), in the caller's name[]. */
+#define NAME(t, l, e) coli__tensor_name(c->family, (t), (l), (e), name, sizeof name)
 
 /* The checkpoint's name of expert e's gate (which 0), up (1) or down (2). */
 const char *coli__weights_expert_name(const coli__config *c, int l, int e, int which, char *name, size_t cap)
 {
-    static const char *const hf[] = {"gate_proj", "up_proj", "down_proj"}, *const mx[] = {"w1", "w3", "w2"};
-    int mixtral = c->arch == COLI_ARCH_MIXTRAL;
-    snprintf(name, cap, "model.layers.%d.%s.experts.%d.%s.weight", l, mixtral ? "block_sparse_moe" : "mlp", e,
-             mixtral ? mx[which] : hf[which]);
-    return name;
+    return coli__tensor_name(c->family, (coli__tname)(COLI_T_E_GATE + which), l, e, name, cap);
 }
 
 static coli_status load_layer(loader *L, int l)
@@ -585,33 +584,35 @@ static coli_status load_layer(loader *L, int l)
     coli__layer *ly = &L->w->layers[l];
     char name[256];
     const int H = c->hidden, q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
-    const char *p = "model.layers";
 
-    COLI_TRY(load_vec(L, &ly->attn_norm, NAME("%s.%d.input_layernorm.weight", p, l), H));
-    COLI_TRY(load_vec(L, &ly->ffn_norm, NAME("%s.%d.post_attention_layernorm.weight", p, l), H));
-    COLI_TRY(load_mat(L, &ly->wq, NAME("%s.%d.self_attn.q_proj.weight", p, l), q, H, BIG, DENSE));
-    COLI_TRY(load_mat(L, &ly->wk, NAME("%s.%d.self_attn.k_proj.weight", p, l), kv, H, BIG, DENSE));
-    COLI_TRY(load_mat(L, &ly->wv, NAME("%s.%d.self_attn.v_proj.weight", p, l), kv, H, BIG, DENSE));
-    COLI_TRY(load_mat(L, &ly->wo, NAME("%s.%d.self_attn.o_proj.weight", p, l), H, q, BIG, DENSE));
-    if (c->qk_norm == COLI_QK_NORM_HEAD) {
-        COLI_TRY(load_vec(L, &ly->q_norm, NAME("%s.%d.self_attn.q_norm.weight", p, l), c->head_dim));
-        COLI_TRY(load_vec(L, &ly->k_norm, NAME("%s.%d.self_attn.k_norm.weight", p, l), c->head_dim));
-    } else if (c->qk_norm == COLI_QK_NORM_FULL) {
-        COLI_TRY(load_vec(L, &ly->q_norm, NAME("%s.%d.self_attn.q_norm.weight", p, l), q));
-        COLI_TRY(load_vec(L, &ly->k_norm, NAME("%s.%d.self_attn.k_norm.weight", p, l), kv));
+    COLI_TRY(load_vec(L, &ly->attn_norm, NAME(COLI_T_ATTN_NORM, l, 0), H));
+    COLI_TRY(load_vec(L, &ly->ffn_norm, NAME(COLI_T_FFN_NORM, l, 0), H));
+    COLI_TRY(load_mat(L, &ly->wq, NAME(COLI_T_WQ, l, 0), q, H, BIG, DENSE));
+    COLI_TRY(load_mat(L, &ly->wk, NAME(COLI_T_WK, l, 0), kv, H, BIG, DENSE));
+    COLI_TRY(load_mat(L, &ly->wv, NAME(COLI_T_WV, l, 0), kv, H, BIG, DENSE));
+    COLI_TRY(load_mat(L, &ly->wo, NAME(COLI_T_WO, l, 0), H, q, BIG, DENSE));
+    if (c->attn.bias) {
+        COLI_TRY(load_vec(L, &ly->bq, NAME(COLI_T_BQ, l, 0), q));
+        COLI_TRY(load_vec(L, &ly->bk, NAME(COLI_T_BK, l, 0), kv));
+        COLI_TRY(load_vec(L, &ly->bv, NAME(COLI_T_BV, l, 0), kv));
+    }
+    if (c->attn.qk_norm == COLI_QK_NORM_HEAD) {
+        COLI_TRY(load_vec(L, &ly->q_norm, NAME(COLI_T_Q_NORM, l, 0), c->head_dim));
+        COLI_TRY(load_vec(L, &ly->k_norm, NAME(COLI_T_K_NORM, l, 0), c->head_dim));
+    } else if (c->attn.qk_norm == COLI_QK_NORM_FULL) {
+        COLI_TRY(load_vec(L, &ly->q_norm, NAME(COLI_T_Q_NORM, l, 0), q));
+        COLI_TRY(load_vec(L, &ly->k_norm, NAME(COLI_T_K_NORM, l, 0), kv));
     }
 
     ly->is_moe = c->is_moe[l];
     if (!ly->is_moe) {
-        COLI_TRY(load_mat(L, &ly->gate, NAME("%s.%d.mlp.gate_proj.weight", p, l), c->inter, H, BIG, DENSE));
-        COLI_TRY(load_mat(L, &ly->up, NAME("%s.%d.mlp.up_proj.weight", p, l), c->inter, H, BIG, DENSE));
-        COLI_TRY(load_mat(L, &ly->down, NAME("%s.%d.mlp.down_proj.weight", p, l), H, c->inter, BIG, DENSE));
+        COLI_TRY(load_mat(L, &ly->gate, NAME(COLI_T_GATE, l, 0), c->inter, H, BIG, DENSE));
+        COLI_TRY(load_mat(L, &ly->up, NAME(COLI_T_UP, l, 0), c->inter, H, BIG, DENSE));
+        COLI_TRY(load_mat(L, &ly->down, NAME(COLI_T_DOWN, l, 0), H, c->inter, BIG, DENSE));
         return COLI_OK;
     }
     const int E = c->n_experts, I = c->moe_inter;
-    int mixtral = c->arch == COLI_ARCH_MIXTRAL;
-    const char *blk = mixtral ? "block_sparse_moe" : "mlp";
-    COLI_TRY(load_mat(L, &ly->router, NAME("%s.%d.%s.gate.weight", p, l, blk), E, H, KEEP, DENSE));
+    COLI_TRY(load_mat(L, &ly->router, NAME(COLI_T_ROUTER, l, 0), E, H, KEEP, DENSE));
     ly->e_gate = calloc((size_t)E * 3, sizeof(coli__mat));
     if (!ly->e_gate)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory for layer %d experts", l);
@@ -621,14 +622,11 @@ static coli_status load_layer(loader *L, int l)
     for (int e = 0; e < E; e++) {
         L->expert = e;
         L->which = 0;
-        COLI_TRY(load_mat(L, &ly->e_gate[e], coli__weights_expert_name(c, l, e, 0, name, sizeof name), I, H,
-                          BIG, EXPERT));
+        COLI_TRY(load_mat(L, &ly->e_gate[e], NAME(COLI_T_E_GATE, l, e), I, H, BIG, EXPERT));
         L->which = 1;
-        COLI_TRY(load_mat(L, &ly->e_up[e], coli__weights_expert_name(c, l, e, 1, name, sizeof name), I, H,
-                          BIG, EXPERT));
+        COLI_TRY(load_mat(L, &ly->e_up[e], NAME(COLI_T_E_UP, l, e), I, H, BIG, EXPERT));
         L->which = 2;
-        COLI_TRY(load_mat(L, &ly->e_down[e], coli__weights_expert_name(c, l, e, 2, name, sizeof name), H, I,
-                          BIG, EXPERT));
+        COLI_TRY(load_mat(L, &ly->e_down[e], NAME(COLI_T_E_DOWN, l, e), H, I, BIG, EXPERT));
     }
     L->expert = -1;
     /* top_k of the layer's experts run for each token */
@@ -711,28 +709,33 @@ static coli_status load_all(loader *L)
     coli__weights *w = L->w;
     const coli__config *cfg = L->cfg;
     const int H = cfg->hidden, V = cfg->vocab;
+    /* the family's names of the model's own tensors (lib/io/families.c) */
+    const char *const embed = cfg->family->names->name[COLI_T_EMBED];
+    const char *const out = cfg->family->names->name[COLI_T_LM_HEAD];
+    char tied[256];
+    snprintf(tied, sizeof tied, "%s (tied)", out);
     w->layers = calloc((size_t)cfg->n_layers, sizeof *w->layers);
     if (!w->layers)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory for %d layers", cfg->n_layers);
-    COLI_TRY(load_mat(L, &w->embed, "model.embed_tokens.weight", V, H, KEEP, COLI_ROLE_EMBED));
+    COLI_TRY(load_mat(L, &w->embed, embed, V, H, KEEP, COLI_ROLE_EMBED));
     for (int l = 0; l < cfg->n_layers; l++)
         COLI_TRY(load_layer(L, l));
-    COLI_TRY(load_vec(L, &w->final_norm, "model.norm.weight", H));
+    COLI_TRY(load_vec(L, &w->final_norm, cfg->family->names->name[COLI_T_FINAL_NORM], H));
     if (L->cont) {
-        const coli__cont_tensor *t = coli__cont_find(L->cont, "lm_head.weight");
+        const coli__cont_tensor *t = coli__cont_find(L->cont, out);
         if (cfg->tie_embeddings && (!t || t->role == COLI_ROLE_TIED_OUT)) {
             w->lm_head = w->embed;
             w->n_params_active += (int64_t)V * H - H;
             if (!t)
                 return record(L, V, H, COLI_MAT_OUT, 0, COLI_ROLE_TIED_OUT);
-            COLI_TRY(cont_mat(L, &w->lm_head, "lm_head.weight", V, H, COLI_MAT_OUT, COLI_ROLE_TIED_OUT));
+            COLI_TRY(cont_mat(L, &w->lm_head, out, V, H, COLI_MAT_OUT, COLI_ROLE_TIED_OUT));
             w->bytes += coli__mat_bytes(&w->lm_head);
             w->n_by_dt[w->lm_head.dt]++;
             return COLI_OK;
         }
-        return load_mat(L, &w->lm_head, "lm_head.weight", V, H, COLI_MAT_OUT, DENSE);
+        return load_mat(L, &w->lm_head, out, V, H, COLI_MAT_OUT, DENSE);
     }
-    if (cfg->tie_embeddings && !coli__st_find(L->ts, "lm_head.weight")) {
+    if (cfg->tie_embeddings && !coli__st_find(L->ts, out)) {
         /* The output layer reads the whole embedding matrix; quantized
          * formats get their own q8 copy of it for speed. */
         coli__dtype stored = w->embed.dt;
@@ -742,16 +745,16 @@ static coli_status load_all(loader *L)
         w->n_params_active += (int64_t)V * H - H;
         if (L->plan)
             return target == stored ? COLI_OK
-                                    : plan_item(L, "lm_head.weight", "model.embed_tokens.weight", V, H, 0,
-                                                COLI_MAT_OUT, COLI_ROLE_TIED_OUT, stored, target);
+                                    : plan_item(L, out, embed, V, H, 0, COLI_MAT_OUT, COLI_ROLE_TIED_OUT, stored,
+                                                target);
         if (target != stored) {
-            const char *file = coli__st_find(L->ts, "model.embed_tokens.weight")->file;
-            COLI_TRY(convert(L, &w->lm_head, file, "lm_head.weight (tied)", target));
+            const char *file = coli__st_find(L->ts, embed)->file;
+            COLI_TRY(convert(L, &w->lm_head, file, tied, target));
             w->bytes += coli__mat_bytes(&w->lm_head);
             w->n_by_dt[target]++;
         }
     } else {
-        COLI_TRY(load_mat(L, &w->lm_head, "lm_head.weight", V, H, COLI_MAT_OUT, DENSE));
+        COLI_TRY(load_mat(L, &w->lm_head, out, V, H, COLI_MAT_OUT, DENSE));
     }
     return COLI_OK;
 }

@@ -1,0 +1,195 @@
+/* families.c - one row per model family: its names, its own config.json
+ * fields, its tensors and its pieces. */
+#include <float.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "io/config_read.h"
+#include "io/families.h"
+#include "io/model_config.h"
+
+/* ---- tensor names ---------------------------------------------------- */
+
+/* transformers' names for Qwen3-MoE and OLMoE (and most llama-like MoE). */
+static const coli__tensor_names hf_moe = {
+    .layers = "model.layers",
+    .experts = "mlp.experts",
+    .name = {
+        [COLI_T_EMBED] = "model.embed_tokens.weight",
+        [COLI_T_FINAL_NORM] = "model.norm.weight",
+        [COLI_T_LM_HEAD] = "lm_head.weight",
+        [COLI_T_ATTN_NORM] = "input_layernorm.weight",
+        [COLI_T_FFN_NORM] = "post_attention_layernorm.weight",
+        [COLI_T_WQ] = "self_attn.q_proj.weight",
+        [COLI_T_WK] = "self_attn.k_proj.weight",
+        [COLI_T_WV] = "self_attn.v_proj.weight",
+        [COLI_T_WO] = "self_attn.o_proj.weight",
+        [COLI_T_BQ] = "self_attn.q_proj.bias",
+        [COLI_T_BK] = "self_attn.k_proj.bias",
+        [COLI_T_BV] = "self_attn.v_proj.bias",
+        [COLI_T_Q_NORM] = "self_attn.q_norm.weight",
+        [COLI_T_K_NORM] = "self_attn.k_norm.weight",
+        [COLI_T_GATE] = "mlp.gate_proj.weight",
+        [COLI_T_UP] = "mlp.up_proj.weight",
+        [COLI_T_DOWN] = "mlp.down_proj.weight",
+        [COLI_T_ROUTER] = "mlp.gate.weight",
+        [COLI_T_E_GATE] = "gate_proj.weight",
+        [COLI_T_E_UP] = "up_proj.weight",
+        [COLI_T_E_DOWN] = "down_proj.weight",
+    },
+};
+
+/* Mixtral's block_sparse_moe with experts w1 (gate), w3 (up), w2 (down). */
+static const coli__tensor_names mixtral = {
+    .layers = "model.layers",
+    .experts = "block_sparse_moe.experts",
+    .name = {
+        [COLI_T_EMBED] = "model.embed_tokens.weight",
+        [COLI_T_FINAL_NORM] = "model.norm.weight",
+        [COLI_T_LM_HEAD] = "lm_head.weight",
+        [COLI_T_ATTN_NORM] = "input_layernorm.weight",
+        [COLI_T_FFN_NORM] = "post_attention_layernorm.weight",
+        [COLI_T_WQ] = "self_attn.q_proj.weight",
+        [COLI_T_WK] = "self_attn.k_proj.weight",
+        [COLI_T_WV] = "self_attn.v_proj.weight",
+        [COLI_T_WO] = "self_attn.o_proj.weight",
+        [COLI_T_BQ] = "self_attn.q_proj.bias",
+        [COLI_T_BK] = "self_attn.k_proj.bias",
+        [COLI_T_BV] = "self_attn.v_proj.bias",
+        [COLI_T_Q_NORM] = "self_attn.q_norm.weight",
+        [COLI_T_K_NORM] = "self_attn.k_norm.weight",
+        [COLI_T_GATE] = "mlp.gate_proj.weight",
+        [COLI_T_UP] = "mlp.up_proj.weight",
+        [COLI_T_DOWN] = "mlp.down_proj.weight",
+        [COLI_T_ROUTER] = "block_sparse_moe.gate.weight",
+        [COLI_T_E_GATE] = "w1.weight",
+        [COLI_T_E_UP] = "w3.weight",
+        [COLI_T_E_DOWN] = "w2.weight",
+    },
+};
+
+const char *coli__tensor_name(const coli__family *f, coli__tname t, int l, int e, char *name, size_t cap)
+{
+    const coli__tensor_names *n = f->names;
+    if (t < COLI_T_FIRST_LAYER)
+        snprintf(name, cap, "%s", n->name[t]);
+    else if (t < COLI_T_FIRST_EXPERT)
+        snprintf(name, cap, "%s.%d.%s", n->layers, l, n->name[t]);
+    else
+        snprintf(name, cap, "%s.%d.%s.%d.%s", n->layers, l, n->experts, e, n->name[t]);
+    return name;
+}
+
+/* ---- the fields of each family --------------------------------------- */
+
+static coli_status parse_qwen3_moe(coli__cfg_reader *r, coli__config *c)
+{
+    const coli__json *root = r->root;
+    int step = 1;
+    /* Published configs say num_experts; transformers 5 writes num_local_experts. */
+    COLI_TRY(coli__cfg_int(r, coli__json_get(root, "num_experts") ? "num_experts" : "num_local_experts", 1, 0, 0,
+                           1 << 16, &c->n_experts));
+    COLI_TRY(coli__cfg_int(r, "num_experts_per_tok", 1, 0, 1, 1 << 16, &c->top_k));
+    COLI_TRY(coli__cfg_int(r, "moe_intermediate_size", 1, 0, 1, COLI__DIM_MAX, &c->moe_inter));
+    COLI_TRY(coli__cfg_int(r, "intermediate_size", 0, 0, 0, COLI__DIM_MAX, &c->inter));
+    COLI_TRY(coli__cfg_int(r, "decoder_sparse_step", 0, 1, 0, 4096, &step));
+    COLI_TRY(coli__cfg_bool(r, "norm_topk_prob", 0, &c->router.norm_topk_prob));
+    COLI_TRY(coli__cfg_refuse_true(r, "use_sliding_window"));
+    c->attn.qk_norm = COLI_QK_NORM_HEAD;
+    for (int l = 0; l < c->n_layers; l++)
+        c->is_moe[l] = c->n_experts > 0 && step > 0 && (l + 1) % step == 0;
+    const coli__json *only = coli__json_get(root, "mlp_only_layers");
+    if (only && only->type != COLI_JSON_NULL) {
+        if (only->type != COLI_JSON_ARRAY)
+            return coli__fail(r->err, COLI_EFORMAT, "%s: mlp_only_layers must be a list", r->file);
+        for (size_t i = 0; i < only->len; i++) {
+            const coli__json *e = &only->items[i];
+            if (e->type != COLI_JSON_NUMBER || !e->is_int || e->integer < 0)
+                return coli__fail(r->err, COLI_EFORMAT, "%s: mlp_only_layers must hold layer indices", r->file);
+            if (e->integer < c->n_layers)
+                c->is_moe[e->integer] = 0;
+        }
+    }
+    return COLI_OK;
+}
+
+static coli_status parse_olmoe(coli__cfg_reader *r, coli__config *c)
+{
+    double clip = 0;
+    COLI_TRY(coli__cfg_int(r, "num_experts", 1, 0, 1, 1 << 16, &c->n_experts));
+    COLI_TRY(coli__cfg_int(r, "num_experts_per_tok", 1, 0, 1, 1 << 16, &c->top_k));
+    COLI_TRY(coli__cfg_int(r, "intermediate_size", 1, 0, 1, COLI__DIM_MAX, &c->moe_inter));
+    COLI_TRY(coli__cfg_bool(r, "norm_topk_prob", 0, &c->router.norm_topk_prob));
+    COLI_TRY(coli__cfg_num(r, r->root, "clip_qkv", 0, &clip));
+    if (clip < 0 || clip > FLT_MAX)
+        return coli__fail(r->err, COLI_ERANGE, "%s: clip_qkv = %g is outside [0, FLT_MAX]", r->file, clip);
+    c->attn.clip_qkv = (float)clip;
+    c->attn.qk_norm = COLI_QK_NORM_FULL;
+    memset(c->is_moe, 1, (size_t)c->n_layers);
+    return COLI_OK;
+}
+
+static coli_status parse_mixtral(coli__cfg_reader *r, coli__config *c)
+{
+    COLI_TRY(coli__cfg_int(r, "num_local_experts", 1, 0, 1, 1 << 16, &c->n_experts));
+    COLI_TRY(coli__cfg_int(r, "num_experts_per_tok", 1, 0, 1, 1 << 16, &c->top_k));
+    COLI_TRY(coli__cfg_int(r, "intermediate_size", 1, 0, 1, COLI__DIM_MAX, &c->moe_inter));
+    COLI_TRY(coli__cfg_int(r, "sliding_window", 0, 0, 0, 1 << 24, &c->attn.sliding_window));
+    c->router.norm_topk_prob = 1;
+    c->attn.qk_norm = COLI_QK_NORM_NONE;
+    memset(c->is_moe, 1, (size_t)c->n_layers);
+    return COLI_OK;
+}
+
+/* ---- the table ------------------------------------------------------- */
+
+const coli__family coli__families[] = {
+    {
+        .arch = "Qwen3MoeForCausalLM",
+        .model_type = "qwen3_moe",
+        .rms_eps = 1e-6,
+        .rope_theta = 10000.0,
+        .parse = parse_qwen3_moe,
+        .names = &hf_moe,
+        .attn = COLI_ATTN_GQA,
+        .router = COLI_ROUTER_SOFTMAX_TOPK,
+        .moe = COLI_MOE_ROUTED,
+        .mlp = COLI_MLP_SWIGLU,
+    },
+    {
+        .arch = "OlmoeForCausalLM",
+        .model_type = "olmoe",
+        .rms_eps = 1e-5,
+        .rope_theta = 10000.0,
+        .parse = parse_olmoe,
+        .names = &hf_moe,
+        .attn = COLI_ATTN_GQA,
+        .router = COLI_ROUTER_SOFTMAX_TOPK,
+        .moe = COLI_MOE_ROUTED,
+        .mlp = COLI_MLP_SWIGLU,
+    },
+    {
+        .arch = "MixtralForCausalLM",
+        .model_type = "mixtral",
+        .rms_eps = 1e-5,
+        .rope_theta = 1e6,
+        .parse = parse_mixtral,
+        .names = &mixtral,
+        .attn = COLI_ATTN_GQA,
+        .router = COLI_ROUTER_SOFTMAX_TOPK,
+        .moe = COLI_MOE_ROUTED,
+        .mlp = COLI_MLP_SWIGLU,
+    },
+};
+
+const size_t coli__n_families = sizeof coli__families / sizeof coli__families[0];
+
+const coli__family *coli__family_find(const char *arch, const char *model_type)
+{
+    for (size_t i = 0; i < coli__n_families; i++) {
+        const coli__family *f = &coli__families[i];
+        if (arch ? strcmp(arch, f->arch) == 0 : model_type && strcmp(model_type, f->model_type) == 0)
+            return f;
+    }
+    return NULL;
+}

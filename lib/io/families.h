@@ -1,0 +1,106 @@
+/* families.h - the model families we run, one row each (internal).
+ *
+ * A row says how config.json names the family, reads the fields that are
+ * the family's own, names its tensors, and which pieces of the decoder it
+ * is made of. The pieces are enums here (io/ sits below model/);
+ * lib/model/pieces.c maps each to its code at model open. Adding a family
+ * is one row in lib/io/families.c, plus pieces where it needs new ones. */
+#ifndef COLI_FAMILIES_H
+#define COLI_FAMILIES_H
+
+#include <stddef.h>
+#include "base/error.h"
+
+/* The attention of every layer. */
+typedef enum coli__attn_kind {
+    COLI_ATTN_GQA, /* grouped-query attention (lib/model/attention.c) */
+    COLI_ATTN_KINDS
+} coli__attn_kind;
+
+/* How a MoE layer picks its experts. */
+typedef enum coli__router_kind {
+    COLI_ROUTER_SOFTMAX_TOPK, /* softmax, top-k, optional renormalisation (lib/model/router.c) */
+    COLI_ROUTER_KINDS
+} coli__router_kind;
+
+/* The feed-forward of a MoE layer. */
+typedef enum coli__moe_kind {
+    COLI_MOE_ROUTED, /* routed experts only (lib/model/ffn.c); shared experts would be a second kind */
+    COLI_MOE_KINDS
+} coli__moe_kind;
+
+/* The feed-forward of a dense layer. */
+typedef enum coli__mlp_kind {
+    COLI_MLP_SWIGLU, /* down(silu(gate x) * up x) (lib/model/ffn.c) */
+    COLI_MLP_KINDS
+} coli__mlp_kind;
+
+/* The tensors of a family, by role. */
+typedef enum coli__tname {
+    /* of the model: the name as it stands */
+    COLI_T_EMBED,
+    COLI_T_FINAL_NORM,
+    COLI_T_LM_HEAD,
+    /* of layer l: <layers>.<l>.<name> */
+    COLI_T_ATTN_NORM,
+    COLI_T_FFN_NORM,
+    COLI_T_WQ,
+    COLI_T_WK,
+    COLI_T_WV,
+    COLI_T_WO,
+    COLI_T_BQ, /* the q/k/v biases of an attention that has them */
+    COLI_T_BK,
+    COLI_T_BV,
+    COLI_T_Q_NORM,
+    COLI_T_K_NORM,
+    COLI_T_GATE, /* the dense MLP */
+    COLI_T_UP,
+    COLI_T_DOWN,
+    COLI_T_ROUTER,
+    /* of expert e of layer l: <layers>.<l>.<experts>.<e>.<name> */
+    COLI_T_E_GATE,
+    COLI_T_E_UP,
+    COLI_T_E_DOWN,
+    COLI_T_COUNT
+} coli__tname;
+
+#define COLI_T_FIRST_LAYER COLI_T_ATTN_NORM
+#define COLI_T_FIRST_EXPERT COLI_T_E_GATE
+
+typedef struct coli__tensor_names {
+    const char *layers;  /* "model.layers" */
+    const char *experts; /* "mlp.experts" */
+    const char *name[COLI_T_COUNT];
+} coli__tensor_names;
+
+struct coli__cfg_reader;
+struct coli__config;
+
+typedef struct coli__family {
+    const char *arch;       /* config.json's architectures[0], e.g. "Qwen3MoeForCausalLM" */
+    const char *model_type; /* its model_type, used when no architectures are given */
+    double rms_eps;         /* rms_norm_eps and rope_theta when config.json omits them */
+    double rope_theta;
+    /* Reads the family's own fields (experts, which layers are MoE, the
+     * attention's and router's options) once the common ones are read and
+     * cfg->is_moe is allocated. */
+    coli_status (*parse)(struct coli__cfg_reader *r, struct coli__config *cfg);
+    const coli__tensor_names *names;
+    coli__attn_kind attn;
+    coli__router_kind router;
+    coli__moe_kind moe;
+    coli__mlp_kind mlp;
+} coli__family;
+
+extern const coli__family coli__families[];
+extern const size_t coli__n_families;
+
+/* The row whose architecture is arch, or (arch NULL) whose model_type is
+ * model_type; NULL when there is none. */
+const coli__family *coli__family_find(const char *arch, const char *model_type);
+
+/* Tensor t of family f (of layer l, expert e where it has them), written
+ * to name[cap]; returns name. */
+const char *coli__tensor_name(const coli__family *f, coli__tname t, int l, int e, char *name, size_t cap);
+
+#endif

@@ -1,0 +1,146 @@
+/* attention.c - grouped-query attention: q/k/v projections, the family's
+ * q/k norm (per head or over the whole projection), clipping, RoPE, the
+ * KV cache, causal softmax attention (optionally within a sliding window)
+ * and the output projection. Each option is a field of the config's attn,
+ * not a branch elsewhere. */
+#include <math.h>
+#include <string.h>
+
+#include "model/norm.h"
+#include "model/pieces.h"
+#include "model/rope.h"
+
+typedef struct attn_job {
+    const coli__config *c;
+    const float *q;       /* [S, nh*hd] */
+    float *out;           /* [S, nh*hd] */
+    const float *kc, *vc; /* this layer's cache: [n_ctx, kv_dim] */
+    int kv_dim, pos0, S;
+    float *scores;        /* per thread: n_ctx */
+    int n_ctx;
+    const coli__cpuk *k;  /* the model's kernel set */
+} attn_job;
+
+static void attn_task(void *arg, int64_t b, int64_t e, int thread)
+{
+    attn_job *j = arg;
+    const coli__config *c = j->c;
+    const int hd = c->head_dim, nh = c->n_heads, group = nh / c->n_kv_heads;
+    const int window = c->attn.sliding_window;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *sc = j->scores + (size_t)thread * (size_t)j->n_ctx;
+    for (int64_t it = b; it < e; it++) {
+        int t = (int)(it / nh), h = (int)(it % nh);
+        int pos = j->pos0 + t;
+        int lo = 0;
+        if (window > 0 && pos - window + 1 > 0)
+            lo = pos - window + 1;
+        const float *q = j->q + (size_t)t * (size_t)(nh * hd) + (size_t)h * hd;
+        const float *kbase = j->kc + (size_t)(h / group) * hd;
+        const float *vbase = j->vc + (size_t)(h / group) * hd;
+        int n = pos - lo + 1;
+        coli__attn_scores(j->k, q, kbase + (size_t)lo * j->kv_dim, (size_t)j->kv_dim, n, hd, scale, sc);
+        float mx = -INFINITY;
+        for (int p = 0; p < n; p++)
+            mx = sc[p] > mx ? sc[p] : mx;
+        float sum = 0;
+        for (int p = 0; p < n; p++) {
+            sc[p] = expf(sc[p] - mx);
+            sum += sc[p];
+        }
+        float inv = 1.0f / sum;
+        for (int p = 0; p < n; p++)
+            sc[p] *= inv;
+        float *o = j->out + (size_t)t * (size_t)(nh * hd) + (size_t)h * hd;
+        coli__attn_mix(j->k, o, sc, vbase + (size_t)lo * j->kv_dim, (size_t)j->kv_dim, n, hd);
+    }
+}
+
+static void add(float *v, const float *bias, int n)
+{
+    for (int i = 0; i < n; i++)
+        v[i] += bias[i];
+}
+
+static void clip(float *v, int n, float m)
+{
+    for (int i = 0; i < n; i++)
+        v[i] = v[i] < -m ? -m : v[i] > m ? m : v[i];
+}
+
+/* One token's q [nh*hd] and k [nkv*hd] after the projections. */
+static void qk_norm(const coli__config *c, const coli__layer *ly, float *q, float *k)
+{
+    const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    switch (c->attn.qk_norm) {
+    case COLI_QK_NORM_FULL:
+        coli__rmsnorm(q, q, ly->q_norm, nh * hd, c->rms_eps);
+        coli__rmsnorm(k, k, ly->k_norm, nkv * hd, c->rms_eps);
+        break;
+    case COLI_QK_NORM_HEAD:
+        for (int h = 0; h < nh; h++)
+            coli__rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, ly->q_norm, hd, c->rms_eps);
+        for (int h = 0; h < nkv; h++)
+            coli__rmsnorm(k + (size_t)h * hd, k + (size_t)h * hd, ly->k_norm, hd, c->rms_eps);
+        break;
+    case COLI_QK_NORM_NONE:
+        break;
+    }
+}
+
+static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__mat *then)
+{
+    const coli__config *c = &b->m->cfg;
+    coli__kv *kv = b->kv;
+    const int S = b->S, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    const int QD = nh * hd, KVD = nkv * hd;
+    coli__mm qkv[3] = {
+        {.w = &ly->wq, .x = b->xn, .n_tok = S, .y = b->q},
+        {.w = &ly->wk, .x = b->xn, .n_tok = S, .y = b->k},
+        {.w = &ly->wv, .x = b->xn, .n_tok = S, .y = b->v},
+    };
+    COLI_TRY(coli__pass_mm_multi(b, qkv, 3));
+    for (int t = 0; t < S; t++) {
+        float *q = b->q + (size_t)t * QD, *k = b->k + (size_t)t * KVD, *v = b->v + (size_t)t * KVD;
+        if (c->attn.bias) { /* nn.Linear's bias, after the product */
+            add(q, ly->bq, QD);
+            add(k, ly->bk, KVD);
+            add(v, ly->bv, KVD);
+        }
+        qk_norm(c, ly, q, k);
+        if (c->attn.clip_qkv > 0) {
+            clip(q, QD, c->attn.clip_qkv);
+            clip(k, KVD, c->attn.clip_qkv);
+            clip(v, KVD, c->attn.clip_qkv);
+        }
+        for (int h = 0; h < nh; h++)
+            coli__rope(q + (size_t)h * hd, c->rot_dim, b->rope + (size_t)t * hd);
+        for (int h = 0; h < nkv; h++)
+            coli__rope(k + (size_t)h * hd, c->rot_dim, b->rope + (size_t)t * hd);
+        size_t at = ((size_t)l * kv->n_ctx + (size_t)(b->pos0 + t)) * (size_t)KVD;
+        memcpy(kv->k + at, k, (size_t)KVD * sizeof(float));
+        memcpy(kv->v + at, v, (size_t)KVD * sizeof(float));
+    }
+    attn_job aj = {
+        .c = c,
+        .q = b->q,
+        .out = b->att,
+        .kc = kv->k + (size_t)l * kv->n_ctx * KVD,
+        .vc = kv->v + (size_t)l * kv->n_ctx * KVD,
+        .kv_dim = KVD,
+        .pos0 = b->pos0,
+        .S = S,
+        .scores = b->scores,
+        .n_ctx = kv->n_ctx,
+        .k = b->m->cpuk,
+    };
+    const coli__mat *after[2] = {&ly->wo, then};
+    coli__matmul_hint(b->pool, after, 2, 0);
+    coli__pool_run(b->pool, (int64_t)S * nh, 1, attn_task, &aj);
+    return coli__pass_mm(b, &ly->wo, b->att, S, b->o);
+}
+
+const coli__attn_piece coli__attn_gqa = {
+    .name = "grouped-query attention",
+    .run = gqa,
+};

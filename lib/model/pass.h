@@ -1,0 +1,37 @@
+/* pass.h - one forward pass over a chunk of tokens, as the decoder's
+ * pieces see it (internal). lib/model/forward.c lays out the buffers and
+ * runs the layers; the pieces (lib/model/pieces.h) read and write here. */
+#ifndef COLI_PASS_H
+#define COLI_PASS_H
+
+#include "cpu/threadpool.h"
+#include "model/experts.h"
+#include "model/kv.h"
+#include "model/model.h"
+
+typedef struct coli__pass {
+    const struct coli_model *m;
+    coli__kv *kv;
+    coli__pool *pool;
+    int S, pos0; /* tokens in the chunk, and the position of the first */
+    /* [S, hidden]: the hidden states, their norm, a sublayer's output */
+    float *x, *xn, *o;
+    /* attention: q, k, v, the heads' outputs, per thread scores, the
+     * chunk's RoPE tables [S, head_dim] */
+    float *q, *k, *v, *att, *scores, *rope;
+    /* feed-forward: gate and up rows, router logits, experts' in and out
+     * rows, routing weights */
+    float *g, *u, *rl, *xe, *ye, *wts;
+    int *sel, *rows, *pos, *pred;
+    int pred_layer, n_pred; /* the lookahead's guess for the next MoE layer */
+    uint64_t read;          /* weight bytes read by this pass */
+    coli__experts_counts *counts;
+    coli__err *err;
+} coli__pass;
+
+/* Products on the pass's threads that also count the weight bytes they
+ * read. */
+coli_status coli__pass_mm(coli__pass *b, const coli__mat *w, const float *x, int n, float *y);
+coli_status coli__pass_mm_multi(coli__pass *b, const coli__mm *t, int n);
+
+#endif

@@ -1,0 +1,68 @@
+/* router.c - the router of Qwen3-MoE, OLMoE and Mixtral: softmax over
+ * every expert's logit, the top_k largest, and (router.norm_topk_prob)
+ * their weights renormalised to sum to one, in transformers' order. */
+#include <math.h>
+
+#include "model/pieces.h"
+
+/* Top-k of router probabilities, highest first; ties keep the lower index. */
+static void topk(const float *prob, int n, int k, int *sel, float *w)
+{
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < n; e++) {
+            int taken = 0;
+            for (int q = 0; q < j; q++)
+                taken |= sel[q] == e;
+            if (!taken && (best < 0 || prob[e] > prob[best]))
+                best = e;
+        }
+        sel[j] = best;
+        w[j] = prob[best];
+    }
+}
+
+static coli_status route(coli__pass *b, const coli__layer *ly, int *sel_all, float *w_all)
+{
+    const coli__config *c = &b->m->cfg;
+    const int E = c->n_experts, K = c->top_k;
+    COLI_TRY(coli__pass_mm(b, &ly->router, b->xn, b->S, b->rl));
+    for (int t = 0; t < b->S; t++) {
+        float *rl = b->rl + (size_t)t * E;
+        float mx = -INFINITY, sum = 0;
+        for (int e = 0; e < E; e++)
+            mx = rl[e] > mx ? rl[e] : mx;
+        for (int e = 0; e < E; e++) {
+            rl[e] = expf(rl[e] - mx);
+            sum += rl[e];
+        }
+        for (int e = 0; e < E; e++)
+            rl[e] /= sum;
+        int *sel = sel_all + (size_t)t * K;
+        float *w = w_all + (size_t)t * K;
+        topk(rl, E, K, sel, w);
+        if (c->router.norm_topk_prob) {
+            float s = 0;
+            for (int j = 0; j < K; j++)
+                s += w[j];
+            for (int j = 0; j < K; j++)
+                w[j] /= s;
+        }
+    }
+    return COLI_OK;
+}
+
+static coli_status guess(const coli_model *m, coli__pool *pool, const coli__layer *ly, const float *xn, float *rl,
+                         int *sel, float *w)
+{
+    COLI_TRY(coli__matmul(m->cpuk, pool, &ly->router, xn, 1, rl));
+    /* the largest logits are the largest probabilities */
+    topk(rl, m->cfg.n_experts, m->cfg.top_k, sel, w);
+    return COLI_OK;
+}
+
+const coli__router_piece coli__router_softmax_topk = {
+    .name = "softmax top-k",
+    .route = route,
+    .guess = guess,
+};
