@@ -108,5 +108,9 @@ float coli__dot_for_test(coli__dtype dt, const void *w, const float *x, int n, i
  * for quantized ones ("avx512vnni", "avx2" or "scalar"). */
 const char *coli__kernels_name(void);
 const char *coli__qkernels_name(void);
+/* The fastest quantized table (lib/cpu/quant.h) this CPU has, whatever
+ * the float path: AVX-512 VNNI, AVX2, else scalar. Made here, above the
+ * tables, which never choose among themselves. */
+const coli__qkernels *coli__q_kernels_best(void);
 
 #endif
