@@ -1,4 +1,6 @@
-/* kernels.c - matrix-vector kernels for f32, bf16 and f16 weights. */
+/* kernels.c - matrix-vector kernels for f32, bf16 and f16 weights, and the
+ * kernel sets: the one place above every quantized table (lib/cpu/quant.h)
+ * that chooses among them. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -416,6 +418,14 @@ int coli__cpuk_x16(const coli__cpuk *k)
 const char *coli__qkernels_name(void)
 {
     return or_best(NULL)->q->name;
+}
+
+const coli__qkernels *coli__q_kernels_best(void)
+{
+    const coli__qkernels *k = coli__q_kernels_avx512();
+    if (!k)
+        k = coli__q_kernels_avx2();
+    return k ? k : coli__q_kernels_scalar();
 }
 
 void coli__mat_row(const coli__mat *w, int r, float *out)

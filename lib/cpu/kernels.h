@@ -56,7 +56,8 @@ void coli__mat_row(const coli__mat *w, int r, float *out);
 /* y[t*rows + o] = sum_i w[o,i] * x[t*cols + i] for t < n_tok.
  * Every output element is computed by one thread in a fixed order, so the
  * result does not depend on the thread count. Returns COLI_ENOMEM only. */
-coli_status coli__matmul(const coli__cpuk *k, coli__pool *pool, const coli__mat *w, const float *x, int n_tok, float *y);
+coli_status coli__matmul(const coli__cpuk *k, coli__pool *pool, const coli__mat *w, const float *x, int n_tok,
+                         float *y);
 
 /* One product of a batch: y[t*w->rows + o] = w[o,:] . x[t*w->cols + :].
  * With up set (a matrix of w's shape, the up projection of a gated MLP
@@ -108,5 +109,9 @@ float coli__dot_for_test(coli__dtype dt, const void *w, const float *x, int n, i
  * for quantized ones ("avx512vnni", "avx2" or "scalar"). */
 const char *coli__kernels_name(void);
 const char *coli__qkernels_name(void);
+/* The fastest quantized table (lib/cpu/quant.h) this CPU has, whatever
+ * the float path: AVX-512 VNNI, AVX2, else scalar. Made here, above the
+ * tables, which never choose among themselves. */
+const coli__qkernels *coli__q_kernels_best(void);
 
 #endif

@@ -1,12 +1,45 @@
-/* qlayout.c - the x16 layout of q8 and q4 matrices (internal): the same
- * quants and scales as the row layout of docs/formats.md, regrouped so
- * that one 64-byte vector holds 4 weights of each of 16 rows. A CPU kernel
- * then adds 16 rows' products at once with no horizontal sums, reading
- * one sequential stream. Only the CPU reads it; the tiers exchange the
- * row layout. */
+/* qlayout.c - where the bytes of a quantized matrix lie (internal): the
+ * sizes of the row layout of docs/formats.md, and the x16 layout of q8 and
+ * q4 matrices: the same quants and scales, regrouped so that one 64-byte
+ * vector holds 4 weights of each of 16 rows. A CPU kernel then adds 16
+ * rows' products at once with no horizontal sums, reading one sequential
+ * stream. Only the CPU reads it; the tiers exchange the row layout.
+ *
+ * The bottom of the quantized formats: it calls nothing of quant.c,
+ * quant_x86.c or kernels.c, which all call it. */
 #include <string.h>
 
 #include "cpu/quant.h"
+
+/* ---- the row layout ------------------------------------------------------- */
+
+size_t coli__q_row_bytes(coli__dtype type, int cols)
+{
+    size_t c = (size_t)cols;
+    switch (type) {
+    case COLI_DT_Q8:
+        return c;
+    case COLI_DT_Q4:
+        return c / 2;
+    case COLI_DT_Q2:
+        return c / 4;
+    default:
+        return 0;
+    }
+}
+
+size_t coli__q_matrix_bytes(coli__dtype type, int group, int rows, int cols)
+{
+    size_t r = (size_t)rows, c = (size_t)cols;
+    size_t n = r * coli__q_row_bytes(type, cols);
+    n += r * (c / (size_t)coli__q_scale_group(type, group)) * sizeof(uint16_t);
+    if (type == COLI_DT_Q2)
+        n += r * (c / COLI_QK) * sizeof(uint16_t);
+    return n;
+}
+
+/* ---- the x16 layout ------------------------------------------------------- */
+
 
 int coli__q_x16_fits(coli__dtype type, int rows)
 {

@@ -1,16 +1,20 @@
-/* quant.c - the quantized formats q8, q4, q2: checks, sizes, quantization,
+/* quant.c - the quantized formats q8, q4, q2: checks, quantization,
  * dequantization, activation quantization, the scalar product (the
  * definition every SIMD kernel is tested against bit for bit) and the public
- * coli_quant_size / coli_quantize / coli_dequantize.
+ * coli_quant_size / coli_quantize / coli_dequantize. Sizes and layouts are
+ * below it (qlayout.c); the SIMD tables above it (quant_x86.c) and the
+ * choice among the tables at the top (kernels.c).
  *
  * docs/formats.md is the contract. Its arithmetic is binary32 with one
  * rounding per operation: every product and sum below is written as its own
  * expression or assigned to its own variable, so the result does not depend
  * on -ffp-contract (the build's -std=c11 already means "off" for GCC).
  *
- * Rounding to nearest, ties to even, uses nearbyintf(), which follows the
- * current rounding mode: we rely on the default floating-point environment
- * (round to nearest), which the library never changes. */
+ * Rounding to nearest, ties to even, adds and subtracts 1.5 * 2^23 (the
+ * activations' rounding, shared with the GPU tier, is lib/cpu/qround.h),
+ * which follows the current rounding mode: we rely on the default
+ * floating-point environment (round to nearest), which the library never
+ * changes. */
 /* Belt and braces: GCC contracts a*b+c into an FMA even across statements
  * under -ffp-contract=fast (its default outside ISO mode, e.g. -std=gnu11
  * with -march=haswell), and ignores the standard pragma; clang honours the
@@ -24,10 +28,11 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/fp16.h"
+#include "cpu/qround.h"
 #include "cpu/quant.h"
 
 /* ---- fp16 ----------------------------------------------------------------- */
@@ -66,7 +71,7 @@ uint16_t coli__f32_to_f16(float f)
     return (uint16_t)(sign | q);
 }
 
-/* ---- checks and sizes ----------------------------------------------------- */
+/* ---- checks --------------------------------------------------------------- */
 
 static const char *qtype_name(coli__dtype t)
 {
@@ -80,12 +85,6 @@ static const char *qtype_name(coli__dtype t)
     default:
         return "?";
     }
-}
-
-/* The group of the scales d: q4's G, else 32. */
-static int scale_group(coli__dtype type, int group)
-{
-    return type == COLI_DT_Q4 ? group : COLI_QK;
 }
 
 coli_status coli__q_check(coli__dtype type, int group, int cols, const char *what, coli__err *err)
@@ -111,46 +110,7 @@ coli_status coli__q_check(coli__dtype type, int group, int cols, const char *wha
     return COLI_OK;
 }
 
-size_t coli__q_row_bytes(coli__dtype type, int cols)
-{
-    size_t c = (size_t)cols;
-    switch (type) {
-    case COLI_DT_Q8:
-        return c;
-    case COLI_DT_Q4:
-        return c / 2;
-    case COLI_DT_Q2:
-        return c / 4;
-    default:
-        return 0;
-    }
-}
-
-size_t coli__q_matrix_bytes(coli__dtype type, int group, int rows, int cols)
-{
-    size_t r = (size_t)rows, c = (size_t)cols;
-    size_t n = r * coli__q_row_bytes(type, cols);
-    n += r * (c / (size_t)scale_group(type, group)) * sizeof(uint16_t);
-    if (type == COLI_DT_Q2)
-        n += r * (c / COLI_QK) * sizeof(uint16_t);
-    return n;
-}
-
 /* ---- quantization --------------------------------------------------------- */
-
-/* rne(v) clamped to [lo, hi]; NaN gives 0, so that the output is defined
- * even for the unsupported inputs that could produce it. */
-static int rne_clamp(float v, float lo, float hi)
-{
-    float r = nearbyintf(v);
-    if (isnan(r))
-        return 0;
-    if (r < lo)
-        r = lo;
-    if (r > hi)
-        r = hi;
-    return (int)r;
-}
 
 /* q[i] = clamp(rne(x[i] / D), lo, hi) for 32 values, lo and hi integers.
  * Clamping before rounding gives the same integers (rne is monotonic and
@@ -203,7 +163,7 @@ static int quantize_q8_group(const float *x, uint8_t *qs, uint16_t *d)
     memcpy(xv, x, sizeof xv);
     float amax = amax_32(xv);
     uint16_t h = coli__f32_to_f16(amax / 127.0f);
-    float D = coli__f16_to_f32(h);
+    float D = coli__f16_bits_to_f32(h);
     *d = amax == 0.0f ? 0 : h;
     int8_t q[32];
     if (amax != 0.0f && D != 0.0f)
@@ -234,7 +194,7 @@ static int quantize_q4_group(const float *x, int G, uint8_t *qs, uint16_t *d)
         }
     }
     uint16_t h = coli__f32_to_f16(mx / -8.0f);
-    float D = coli__f16_to_f32(h);
+    float D = coli__f16_bits_to_f32(h);
     *d = mx == 0.0f ? 0 : h;
     for (int k = 0; k < G / 32; k++) {
         int8_t q[32];
@@ -271,14 +231,14 @@ static int quantize_q2_group(const float *x, uint8_t *qs, uint16_t *d, uint16_t 
     memcpy(&lo, &blo, sizeof lo);
     memcpy(&hi, &bhi, sizeof hi);
     uint16_t hm = coli__f32_to_f16(lo);
-    float M = coli__f16_to_f32(hm);
+    float M = coli__f16_bits_to_f32(hm);
     *m = hm;
     uint16_t hd = 0;
     float D = 0.0f;
     if (hi != lo) {
         float range = hi - lo;
         hd = coli__f32_to_f16(range / 3.0f);
-        D = coli__f16_to_f32(hd);
+        D = coli__f16_bits_to_f32(hd);
     }
     *d = hd;
     int8_t q[32];
@@ -299,7 +259,7 @@ static int quantize_q2_group(const float *x, uint8_t *qs, uint16_t *d, uint16_t 
 int coli__q_quantize_rows(const float *src, int n_rows, coli__qmat *w)
 {
     int cols = w->cols;
-    int G = scale_group(w->type, w->group);
+    int G = coli__q_scale_group(w->type, w->group);
     size_t rb = coli__q_row_bytes(w->type, cols);
     int ng = cols / G, n32 = cols / COLI_QK;
     uint8_t *qs = (uint8_t *)w->qs;
@@ -338,7 +298,7 @@ int coli__q_quantize_rows(const float *src, int n_rows, coli__qmat *w)
 void coli__q_dequantize_row(const coli__qmat *w, int r, float *out)
 {
     int cols = w->cols;
-    int G = scale_group(w->type, w->group);
+    int G = coli__q_scale_group(w->type, w->group);
     int ng = cols / G, n32 = cols / COLI_QK;
     if (w->layout == COLI__QL_X16) { /* q8 and q4 only: one group at a time */
         uint8_t q[32];
@@ -355,13 +315,13 @@ void coli__q_dequantize_row(const coli__qmat *w, int r, float *out)
     switch (w->type) {
     case COLI_DT_Q8:
         for (int c = 0; c < cols; c++) {
-            float D = coli__f16_to_f32(dr[c / COLI_QK]);
+            float D = coli__f16_bits_to_f32(dr[c / COLI_QK]);
             out[c] = D * (float)(int8_t)qr[c];
         }
         break;
     case COLI_DT_Q4:
         for (int c = 0; c < cols; c++) {
-            float D = coli__f16_to_f32(dr[c / G]);
+            float D = coli__f16_bits_to_f32(dr[c / G]);
             int k = c / 32, i = c % 32;
             uint8_t byte = qr[16 * k + (i & 15)];
             int u = i < 16 ? (byte & 15) : (byte >> 4);
@@ -372,8 +332,8 @@ void coli__q_dequantize_row(const coli__qmat *w, int r, float *out)
         const uint16_t *mr = w->m + (size_t)r * (size_t)n32;
         for (int c = 0; c < cols; c++) {
             int g = c / 32, i = c % 32;
-            float D = coli__f16_to_f32(dr[g]);
-            float M = coli__f16_to_f32(mr[g]);
+            float D = coli__f16_bits_to_f32(dr[g]);
+            float M = coli__f16_bits_to_f32(mr[g]);
             int q = (qr[8 * g + (i & 7)] >> (2 * (i >> 3))) & 3;
             float dq = D * (float)q; /* w = d * q + m: two roundings */
             out[c] = dq + M;
@@ -392,35 +352,24 @@ void coli__q_quantize_act(const float *a, int cols, int8_t *p, float *s, int32_t
         int8_t *pg = p + COLI_QK * g;
         float amax = amax_32(x);
         int32_t sum = 0;
+        s[g] = coli__qact_scale(amax);
         if (amax == 0.0f) {
-            s[g] = 0.0f;
             memset(pg, 0, COLI_QK);
         } else {
-            float t = 127.0f / amax;
-            s[g] = amax / 127.0f;
-            if (t <= FLT_MAX) {
-                /* |a_i * t| <= 127 up to one rounding, so rne gives at most
-                 * 127 in magnitude. rne of |v| < 2^22 is (v + 1.5*2^23) -
-                 * 1.5*2^23 in the default rounding mode: exact, and cheap
-                 * and vectorisable, unlike nearbyintf. */
+            float t = coli__qact_mul(amax);
+            if (coli__qact_finite(t)) {
                 float xv[COLI_QK]; /* local copies: no aliasing, so it vectorises */
                 int8_t qv[COLI_QK];
                 memcpy(xv, x, sizeof xv);
                 for (int i = 0; i < COLI_QK; i++) {
-                    float v = xv[i] * t;
-                    float big = v + 0x1.8p23f;
-                    float r = big - 0x1.8p23f;
-                    int q = (int)r;
+                    int q = coli__qact_round(xv[i], t);
                     qv[i] = (int8_t)q;
                     sum += q;
                 }
                 memcpy(pg, qv, sizeof qv);
             } else {
-                /* amax < 127 / FLT_MAX: t = inf. Zeros give 0 * inf = NaN,
-                 * taken as 0; the other values saturate at +-127. */
                 for (int i = 0; i < COLI_QK; i++) {
-                    float v = x[i] * t;
-                    int q = rne_clamp(v, -127.0f, 127.0f);
+                    int q = coli__qact_round_inf(x[i], t);
                     pg[i] = (int8_t)q;
                     sum += q;
                 }
@@ -472,7 +421,7 @@ static float dot_row(const coli__qmat *w, int r, const int8_t *p, const float *s
 {
     int cols = w->cols;
     int n = cols / COLI_QK;
-    int G = scale_group(w->type, w->group);
+    int G = coli__q_scale_group(w->type, w->group);
     int per = G / COLI_QK; /* 32-column groups per scale */
     size_t gb = coli__q_row_bytes(w->type, COLI_QK);
     const int x16 = w->layout == COLI__QL_X16;
@@ -490,20 +439,20 @@ static float dot_row(const coli__qmat *w, int r, const int8_t *p, const float *s
         float f;
         switch (w->type) {
         case COLI_DT_Q8: {
-            float D = coli__f16_to_f32(x16 ? dx : dr[g]);
+            float D = coli__f16_bits_to_f32(x16 ? dx : dr[g]);
             float ds = D * s[g];
             f = (float)isum_q8(qg, pg) * ds; /* f32(isum) is exact */
             break;
         }
         case COLI_DT_Q4: {
-            float D = coli__f16_to_f32(x16 ? dx : dr[g / per]);
+            float D = coli__f16_bits_to_f32(x16 ? dx : dr[g / per]);
             float ds = D * s[g];
             f = (float)isum_q4(qg, pg) * ds;
             break;
         }
         case COLI_DT_Q2: {
-            float D = coli__f16_to_f32(dr[g]);
-            float M = coli__f16_to_f32(mr[g]);
+            float D = coli__f16_bits_to_f32(dr[g]);
+            float M = coli__f16_bits_to_f32(mr[g]);
             float ds = D * s[g];
             float ms = M * s[g];
             float f1 = (float)isum_q2(qg, pg) * ds;
@@ -547,25 +496,6 @@ static const coli__qkernels g_scalar = {"scalar", gemm_scalar};
 const coli__qkernels *coli__q_kernels_scalar(void)
 {
     return &g_scalar;
-}
-
-static pthread_once_t g_best_once = PTHREAD_ONCE_INIT;
-static const coli__qkernels *g_best;
-
-static void pick_best(void)
-{
-    const coli__qkernels *k = coli__q_kernels_avx512();
-    if (!k)
-        k = coli__q_kernels_avx2();
-    if (!k)
-        k = &g_scalar;
-    g_best = k;
-}
-
-const coli__qkernels *coli__q_kernels_best(void)
-{
-    pthread_once(&g_best_once, pick_best);
-    return g_best;
 }
 
 /* ---- public API ------------------------------------------------------------ */

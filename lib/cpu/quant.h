@@ -1,7 +1,11 @@
 /* quant.h - the quantized formats q8, q4, q2 and their integer-dot kernels
  * (internal). docs/formats.md is the contract: byte layout, quantization
  * rounding, activation quantization, and the exact order of the arithmetic
- * of a product. Every kernel table below must give bit-identical results. */
+ * of a product. Every kernel table below must give bit-identical results.
+ *
+ * The files call downward only, bottom first: qlayout.c (sizes, layouts),
+ * quant.c (the definition and the scalar table), quant_x86.c (the SIMD
+ * tables); lib/cpu/kernels.c above them picks a table. */
 #ifndef COLI_QUANT_H
 #define COLI_QUANT_H
 
@@ -27,9 +31,14 @@ typedef struct coli__qmat {
 /* Layouts of the same values (docs/formats.md, "The x16 layout"). */
 enum { COLI__QL_ROWS = 0, COLI__QL_X16 = 1 };
 
-/* COLI_OK if type/group/cols make a valid quantized matrix; else COLI_EINVAL
- * with a message naming what is wrong (what names the tensor). */
-coli_status coli__q_check(coli__dtype type, int group, int cols, const char *what, coli__err *err);
+/* The group of the scales d: q4's group, else 32. */
+static inline int coli__q_scale_group(coli__dtype type, int group)
+{
+    return type == COLI_DT_Q4 ? group : COLI_QK;
+}
+
+/* ---- sizes and layouts (lib/cpu/qlayout.c, the bottom) ---- */
+
 /* Bytes of quants per row. */
 size_t coli__q_row_bytes(coli__dtype type, int cols);
 /* Total bytes of qs + d + m for a matrix. */
@@ -47,6 +56,12 @@ void coli__q_x16_pack(const coli__qmat *src, int n, uint8_t *dst);
  * q[coli__q_row_bytes(type, 32)] and its scale *d. */
 void coli__q_x16_group(const coli__qmat *w, int r, int g, uint8_t *q, uint16_t *d);
 
+/* ---- the definition (lib/cpu/quant.c) ---- */
+
+/* COLI_OK if type/group/cols make a valid quantized matrix; else COLI_EINVAL
+ * with a message naming what is wrong (what names the tensor). */
+coli_status coli__q_check(coli__dtype type, int group, int cols, const char *what, coli__err *err);
+
 /* Quantizes n_rows rows of src (row stride cols floats) into the arrays of
  * w (w->qs, w->d, w->m point to writable memory for those rows, i.e. rows
  * [0, n_rows) of w are written; w->type, group, cols set). Returns the
@@ -56,9 +71,8 @@ int coli__q_quantize_rows(const float *src, int n_rows, coli__qmat *w);
 /* Writes the f32 values of row r of w into out[cols]. */
 void coli__q_dequantize_row(const coli__qmat *w, int r, float *out);
 
-/* fp16 <-> f32 (round to nearest even). */
+/* f32 -> fp16 (round to nearest even); the way back is lib/cpu/fp16.h. */
 uint16_t coli__f32_to_f16(float f);
-float coli__f16_to_f32(uint16_t h); /* declared in kernels.h as well */
 
 /* Quantizes one activation row a[cols] (cols % 32 == 0): p[cols] int8,
  * s[cols/32] scales, psum[cols/32] group sums of p. */
@@ -77,13 +91,13 @@ typedef struct coli__qkernels {
     coli__qgemm_fn gemm;       /* handles all three types */
 } coli__qkernels;
 
-/* The portable definition. */
+/* The portable definition (quant.c). */
 const coli__qkernels *coli__q_kernels_scalar(void);
-/* SIMD tables, or NULL when this CPU (or this build) lacks the instructions. */
+/* SIMD tables (quant_x86.c), or NULL when this CPU (or this build) lacks
+ * the instructions. They fall back on the scalar table, never the other way:
+ * the choice among the tables is made above them (lib/cpu/kernels.h). */
 const coli__qkernels *coli__q_kernels_avx2(void);
 const coli__qkernels *coli__q_kernels_avx512(void);
-/* The fastest table this CPU supports (decided once). */
-const coli__qkernels *coli__q_kernels_best(void);
 
 /* The scalar definition of one product, for tests. */
 float coli__q_dot_ref(const coli__qmat *w, int r, const int8_t *p, const float *s, const int32_t *psum);

@@ -821,8 +821,10 @@ __attribute__((target(T_512))) INL void blk4(int kind, int gsh, int ng, const ui
                     x[r][h] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo[h]), hi, ahi[h]);
                 }
             /* lane L: [a g L, a g 4+L, b g L, b g 4+L] */
-            __m512i ta = _mm512_add_epi32(_mm512_unpacklo_epi32(x[0][0], x[0][1]), _mm512_unpackhi_epi32(x[0][0], x[0][1]));
-            __m512i tb = _mm512_add_epi32(_mm512_unpacklo_epi32(x[1][0], x[1][1]), _mm512_unpackhi_epi32(x[1][0], x[1][1]));
+            __m512i ta = _mm512_add_epi32(_mm512_unpacklo_epi32(x[0][0], x[0][1]),
+                                          _mm512_unpackhi_epi32(x[0][0], x[0][1]));
+            __m512i tb = _mm512_add_epi32(_mm512_unpacklo_epi32(x[1][0], x[1][1]),
+                                          _mm512_unpackhi_epi32(x[1][0], x[1][1]));
             __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(ta, tb), _mm512_unpackhi_epi64(ta, tb));
             v[pr] = _mm512_sub_epi32(_mm512_permutexvar_epi32(idx, u), ps);
         }

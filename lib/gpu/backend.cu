@@ -11,13 +11,13 @@
  * NVIDIA and RDNA, 64 on GCN/CDNA), so they are wave-size agnostic. */
 #include "gpu/compat.h"
 
-#include <float.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpu/backend.h"
 #include "cpu/fp16.h"
+#include "cpu/qround.h"
 #include "cpu/silu.h"
 
 #ifndef COLI_GPU_TARGETS
@@ -53,8 +53,9 @@
 
 
 /* One 32-lane group per 32-value activation group: the activation
- * quantization of docs/formats.md, as lib/cpu/quant.c computes it. The maximum
- * and the sum are exact whatever the order of the lanes. */
+ * quantization of docs/formats.md, rounded by lib/cpu/qround.h as
+ * lib/cpu/quant.c does. The maximum and the sum are exact whatever the
+ * order of the lanes. */
 __global__ void k_quantize_act(const float *x, int n_groups, int8_t *p, float *s, int32_t *psum)
 {
     int gi = (int)blockIdx.x * (int)(blockDim.x / QK) + (int)(threadIdx.x / QK);
@@ -74,15 +75,8 @@ __global__ void k_quantize_act(const float *x, int n_groups, int8_t *p, float *s
     memcpy(&amax, &m, 4);
     int q = 0;
     if (amax != 0.0f) {
-        float t = 127.0f / amax;
-        float v = a * t;
-        if (t <= FLT_MAX) {
-            float big = v + 12582912.0f; /* 1.5 * 2^23: round half to even */
-            q = (int)(big - 12582912.0f);
-        } else {
-            /* t = inf: zeros give NaN, taken as 0; the rest saturate */
-            q = v != v ? 0 : v >= 127.0f ? 127 : v <= -127.0f ? -127 : (int)rintf(v);
-        }
+        float t = coli__qact_mul(amax);
+        q = coli__qact_finite(t) ? coli__qact_round(a, t) : coli__qact_round_inf(a, t);
     }
     p[(size_t)gi * QK + (size_t)lane] = (int8_t)q;
     int sum = q;
@@ -90,7 +84,7 @@ __global__ void k_quantize_act(const float *x, int n_groups, int8_t *p, float *s
     for (int off = 16; off > 0; off >>= 1)
         sum += coli_shfl_xor(sum, off, QK);
     if (lane == 0) {
-        s[gi] = amax == 0.0f ? 0.0f : amax / 127.0f;
+        s[gi] = coli__qact_scale(amax);
         psum[gi] = sum;
     }
 }
