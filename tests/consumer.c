@@ -29,7 +29,8 @@ int main(int argc, char **argv)
     coli_model *model = NULL;
     coli_context *ctx = NULL;
     coli_sampler *sampler = NULL;
-    coli_sampling sp;
+    coli_sampler_params sp;
+    coli_generate_params gp;
     coli_status st;
     int32_t prompt[64], out[8];
     size_t n_prompt = 0, n_out = 0, i, j;
@@ -82,13 +83,15 @@ int main(int argc, char **argv)
     check(st == COLI_OK, "creating a context");
     if (st != COLI_OK)
         goto done;
-    coli_sampling_default(&sp); /* greedy */
+    coli_sampler_params_init(&sp, sizeof sp); /* greedy */
     st = coli_sampler_create(&sp, &sampler);
     check(st == COLI_OK, "creating a greedy sampler");
     if (st != COLI_OK)
         goto done;
 
-    st = coli_generate(ctx, prompt, n_prompt, 8, sampler, NULL, NULL, out, 8, &n_out);
+    coli_generate_params_init(&gp, sizeof gp);
+    gp.max_tokens = 8;
+    st = coli_generate(ctx, prompt, n_prompt, sampler, &gp, out, 8, &n_out, NULL);
     check(st == COLI_OK && n_out >= 1 && n_out <= 8, "generating 8 tokens greedily");
     if (st != COLI_OK) {
         fprintf(stderr, "consumer: %s: %s\n", coli_strerror(st), coli_context_errmsg(ctx));

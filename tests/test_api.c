@@ -531,7 +531,7 @@ START_TEST(test_silent)
     coli_model *m = NULL, *bad = NULL;
     coli_context *c = NULL;
     coli_sampler *s = NULL;
-    coli_sampling sp;
+    coli_sampler_params sp;
     int32_t ids[64], out[4];
     int32_t bogus = 999999999;
     size_t n = 0, n_out = 0;
@@ -554,9 +554,9 @@ START_TEST(test_silent)
     (void)coli_tokenize(m, PROMPT_TEXT, strlen(PROMPT_TEXT), 1, ids, 64, &n);
     (void)coli_context_create(m, NULL, &c);
     (void)coli_eval(c, &bogus, 1);
-    coli_sampling_default(&sp);
+    coli_sampler_params_init(&sp, sizeof sp);
     (void)coli_sampler_create(&sp, &s);
-    (void)coli_generate(c, ids, n, 4, s, NULL, NULL, out, 4, &n_out);
+    (void)tu_generate(c, ids, n, 4, s, NULL, NULL, out, 4, &n_out);
     coli_sampler_free(s);
     coli_context_free(c);
     coli_model_free(m);
@@ -806,7 +806,7 @@ END_TEST
 
 /* ---- sampling ---------------------------------------------------------------------- */
 
-static int32_t sample_once(const coli_sampling *sp, const coli_context *c)
+static int32_t sample_once(const coli_sampler_params *sp, const coli_context *c)
 {
     coli_sampler *s = NULL;
     int32_t tok = -1;
@@ -819,7 +819,7 @@ static int32_t sample_once(const coli_sampling *sp, const coli_context *c)
 
 START_TEST(test_sampler_greedy_and_degenerate)
 {
-    coli_sampling sp;
+    coli_sampler_params sp;
     const float *logits;
     int best;
     uint64_t seed;
@@ -830,7 +830,7 @@ START_TEST(test_sampler_greedy_and_degenerate)
     ck_assert_ptr_nonnull(logits);
     best = tu_argmax(logits, g_info.vocab_size);
 
-    coli_sampling_default(&sp);
+    coli_sampler_params_init(&sp, sizeof sp);
     ck_assert_float_le(sp.temperature, 0);
     ck_assert_int_le(sp.top_k, 0);
     ck_assert_float_ge(sp.top_p, 1);
@@ -838,13 +838,13 @@ START_TEST(test_sampler_greedy_and_degenerate)
     ck_assert_int_eq(sample_once(&sp, g_ctx), best);
 
     for (seed = 1; seed <= 8; seed++) {
-        coli_sampling_default(&sp);
+        coli_sampler_params_init(&sp, sizeof sp);
         sp.temperature = 1.0f;
         sp.top_k = 1;
         sp.seed = seed;
         ck_assert_int_eq(sample_once(&sp, g_ctx), best);
 
-        coli_sampling_default(&sp);
+        coli_sampler_params_init(&sp, sizeof sp);
         sp.temperature = 1.0f;
         sp.top_p = 1e-6f;
         sp.seed = seed;
@@ -856,11 +856,11 @@ END_TEST
 
 static void sample_sequence(uint64_t seed, const coli_context *c, int32_t *seq, int n)
 {
-    coli_sampling sp;
+    coli_sampler_params sp;
     coli_sampler *s = NULL;
     int i;
 
-    coli_sampling_default(&sp);
+    coli_sampler_params_init(&sp, sizeof sp);
     sp.temperature = 10.0f; /* flat enough to make draws differ */
     sp.seed = seed;
     ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
@@ -892,13 +892,13 @@ END_TEST
 
 START_TEST(test_sampler_invalid)
 {
-    coli_sampling sp;
+    coli_sampler_params sp;
     coli_sampler *s = NULL;
     coli_context *fresh = NULL;
     int32_t tok;
 
     open_fixture();
-    coli_sampling_default(&sp);
+    coli_sampler_params_init(&sp, sizeof sp);
     ck_assert_int_eq(coli_sampler_create(&sp, NULL), COLI_EINVAL);
     ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
     /* No logits before any eval. */
@@ -1065,20 +1065,20 @@ static int count_tokens(void *user, int32_t token, const char *text, size_t len)
 
 START_TEST(test_generate_stop_and_greedy)
 {
-    coli_sampling sp;
+    coli_sampler_params sp;
     coli_sampler *s = NULL;
     counter cnt;
     int32_t out[16], manual[16];
     size_t n_out = 0, i, n_manual = 0;
 
     open_fixture();
-    coli_sampling_default(&sp);
+    coli_sampler_params_init(&sp, sizeof sp);
     ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
 
     /* Stopping from the callback is not an error. */
     memset(&cnt, 0, sizeof cnt);
     cnt.stop_after = 3;
-    ck_assert_int_eq(coli_generate(g_ctx, g_prompt, g_n_prompt, 10, s, count_tokens, &cnt, out,
+    ck_assert_int_eq(tu_generate(g_ctx, g_prompt, g_n_prompt, 10, s, count_tokens, &cnt, out,
                                    16, &n_out),
                      COLI_OK);
     ck_assert_uint_eq(n_out, 3);
@@ -1097,7 +1097,7 @@ START_TEST(test_generate_stop_and_greedy)
     }
     coli_context_reset(g_ctx);
     memset(&cnt, 0, sizeof cnt);
-    ck_assert_int_eq(coli_generate(g_ctx, g_prompt, g_n_prompt, 8, s, count_tokens, &cnt, out, 16,
+    ck_assert_int_eq(tu_generate(g_ctx, g_prompt, g_n_prompt, 8, s, count_tokens, &cnt, out, 16,
                                    &n_out),
                      COLI_OK);
     ck_assert_uint_eq(n_out, n_manual);
@@ -1107,7 +1107,7 @@ START_TEST(test_generate_stop_and_greedy)
 
     /* out may be NULL; n_out still counts. */
     coli_context_reset(g_ctx);
-    ck_assert_int_eq(coli_generate(g_ctx, g_prompt, g_n_prompt, 4, s, NULL, NULL, NULL, 0, &n_out),
+    ck_assert_int_eq(tu_generate(g_ctx, g_prompt, g_n_prompt, 4, s, NULL, NULL, NULL, 0, &n_out),
                      COLI_OK);
     ck_assert_uint_ge(n_out, 1);
     ck_assert_uint_le(n_out, 4);
@@ -1119,14 +1119,15 @@ END_TEST
 
 START_TEST(test_stats)
 {
-    coli_stats st;
-    coli_sampling sp;
+    coli_stats st = {.struct_size = sizeof(coli_stats)};
+    coli_sampler_params sp;
     coli_sampler *s = NULL;
     int32_t out[8], t;
     size_t n_out = 0;
 
     open_fixture();
     memset(&st, 0xff, sizeof st);
+    st.struct_size = sizeof st;
     ck_assert_int_eq(coli_context_stats(g_ctx, &st), COLI_OK);
     ck_assert_uint_eq(st.prefill_tokens, 0);
     ck_assert_uint_eq(st.decode_tokens, 0);
@@ -1152,9 +1153,9 @@ START_TEST(test_stats)
     /* A generation: the prompt is prefilled, the tokens decoded (the last one
      * needs no evaluation, nor does an end-of-sequence token). */
     coli_context_reset(g_ctx);
-    coli_sampling_default(&sp);
+    coli_sampler_params_init(&sp, sizeof sp);
     ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
-    ck_assert_int_eq(coli_generate(g_ctx, g_prompt, g_n_prompt, 8, s, NULL, NULL, out, 8, &n_out),
+    ck_assert_int_eq(tu_generate(g_ctx, g_prompt, g_n_prompt, 8, s, NULL, NULL, out, 8, &n_out),
                      COLI_OK);
     ck_assert_int_eq(coli_context_stats(g_ctx, &st), COLI_OK);
     ck_assert_uint_eq(st.prefill_tokens, g_n_prompt);
@@ -1162,6 +1163,37 @@ START_TEST(test_stats)
     ck_assert_uint_ge(st.decode_tokens + 1, n_out);
     ck_assert_int_eq(coli_context_stats(NULL, &st), COLI_EINVAL);
     ck_assert_int_eq(coli_context_stats(g_ctx, NULL), COLI_EINVAL);
+    st.struct_size = 0;
+    ck_assert_int_eq(coli_context_stats(g_ctx, &st), COLI_EINVAL);
+
+    /* Versioned output structs: a caller built with an older, shorter
+     * struct gets only its bytes written, and its struct_size is kept. */
+    size_t short_stats = offsetof(coli_stats, decode_tokens);
+    unsigned char raw[sizeof(coli_stats) + 16];
+    memset(raw, 0xa5, sizeof raw);
+    memcpy(raw, &short_stats, sizeof short_stats);
+    ck_assert_int_eq(coli_context_stats(g_ctx, (coli_stats *)(void *)raw), COLI_OK);
+    ck_assert_uint_eq(((coli_stats *)(void *)raw)->struct_size, short_stats);
+    ck_assert_uint_eq(((coli_stats *)(void *)raw)->prefill_tokens, g_n_prompt);
+    for (size_t i = short_stats; i < sizeof raw; i++)
+        ck_assert_uint_eq(raw[i], 0xa5);
+    size_t short_info = offsetof(coli_model_info, n_moe_layers);
+    unsigned char iraw[sizeof(coli_model_info) + 16];
+    memset(iraw, 0xa5, sizeof iraw);
+    memcpy(iraw, &short_info, sizeof short_info);
+    ck_assert_int_eq(coli_model_get_info(g_model, (coli_model_info *)(void *)iraw), COLI_OK);
+    ck_assert_uint_eq(((coli_model_info *)(void *)iraw)->struct_size, short_info);
+    ck_assert_str_eq(((coli_model_info *)(void *)iraw)->architecture, g_info.architecture);
+    for (size_t i = short_info; i < sizeof iraw; i++)
+        ck_assert_uint_eq(iraw[i], 0xa5);
+    /* a newer caller's longer struct: the bytes past ours are untouched */
+    size_t long_stats = sizeof(coli_stats) + 16;
+    memset(raw, 0xa5, sizeof raw);
+    memcpy(raw, &long_stats, sizeof long_stats);
+    ck_assert_int_eq(coli_context_stats(g_ctx, (coli_stats *)(void *)raw), COLI_OK);
+    ck_assert_uint_eq(((coli_stats *)(void *)raw)->struct_size, long_stats);
+    for (size_t i = sizeof(coli_stats); i < sizeof raw; i++)
+        ck_assert_uint_eq(raw[i], 0xa5);
     coli_sampler_free(s);
     close_fixture();
 }
@@ -1181,7 +1213,7 @@ START_TEST(test_decode_bytes_match_estimate)
     coli_options *o = NULL;
     coli_model *m = NULL;
     coli_context *c = NULL;
-    coli_stats st;
+    coli_stats st = {.struct_size = sizeof(coli_stats)};
     uint64_t total = 0, active = 0;
     int32_t ids[5] = {1, 2, 3, 4, 5};
 
@@ -1231,7 +1263,7 @@ START_TEST(test_generate_stream_matches_detokenize)
     coli_model *m = NULL;
     coli_context *c = NULL;
     coli_sampler *sm = NULL;
-    coli_sampling sp;
+    coli_sampler_params sp;
     int32_t prompt[64], out[48], all[112];
     size_t np = 0, nout = 0, lp = 0, la = 0;
     static char tp[16384], ta[16384];
@@ -1240,11 +1272,11 @@ START_TEST(test_generate_stream_matches_detokenize)
     ck_assert_int_eq(coli_model_open(dir, NULL, &m), COLI_OK);
     ck_assert_int_eq(coli_tokenize(m, "And the earth was", 17, 1, prompt, 64, &np), COLI_OK);
     ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
-    coli_sampling_default(&sp);
+    coli_sampler_params_init(&sp, sizeof sp);
     sp.temperature = 3.0f; /* wild sampling: many byte-fallback tokens */
     sp.seed = (uint64_t)(_i % 6) + 1;
     ck_assert_int_eq(coli_sampler_create(&sp, &sm), COLI_OK);
-    ck_assert_int_eq(coli_generate(c, prompt, np, 48, sm, collect, &sb, out, 48, &nout), COLI_OK);
+    ck_assert_int_eq(tu_generate(c, prompt, np, 48, sm, collect, &sb, out, 48, &nout), COLI_OK);
     memcpy(all, prompt, np * sizeof *all);
     memcpy(all + np, out, nout * sizeof *all);
     ck_assert_int_eq(coli_detokenize(m, prompt, np, 1, tp, sizeof tp, &lp), COLI_OK);

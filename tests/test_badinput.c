@@ -565,7 +565,7 @@ START_TEST(test_overflowing_logit_is_an_error)
         ck_assert_int_eq(coli_sampler_create(NULL, &s), COLI_OK);
         int32_t out[4];
         size_t n_out = 99;
-        ck_assert_int_eq(coli_generate(c, prompt, 3, 4, s, NULL, NULL, out, 4, &n_out), COLI_ERANGE);
+        ck_assert_int_eq(tu_generate(c, prompt, 3, 4, s, NULL, NULL, out, 4, &n_out), COLI_ERANGE);
         ck_assert_uint_eq(n_out, 0);
         ck_assert_ptr_nonnull(strstr(coli_context_errmsg(c), "token id 7"));
         coli_sampler_free(s);
@@ -617,14 +617,14 @@ START_TEST(test_sampler_refuses_nonfinite_logits)
     int32_t ids[2] = {3, 4};
     ck_assert_int_eq(coli_eval(c, ids, 2), COLI_OK);
     float *logits = (float *)coli_context_logits(c); /* the context's own, writable buffer */
-    coli_sampling greedy, random;
-    coli_sampling_default(&greedy);
-    coli_sampling_default(&random);
+    coli_sampler_params greedy, random;
+    coli_sampler_params_init(&greedy, sizeof greedy);
+    coli_sampler_params_init(&random, sizeof random);
     random.temperature = 0.8f;
     random.top_k = 8;
     random.top_p = 0.9f;
     random.seed = 7;
-    const coli_sampling *settings[2] = {&greedy, &random};
+    const coli_sampler_params *settings[2] = {&greedy, &random};
     for (int k = 0; k < 2; k++) {
         coli_sampler *s = NULL;
         ck_assert_int_eq(coli_sampler_create(settings[k], &s), COLI_OK);

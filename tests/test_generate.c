@@ -165,7 +165,7 @@ START_TEST(test_length_and_stats)
     coli_sampler *s = greedy();
     coli_generate_params p = params(5);
     coli_stop_reason why = COLI_STOP_NONE;
-    coli_stats st;
+    coli_stats st = {.struct_size = sizeof(coli_stats)};
     int32_t out[8], want[8];
     size_t n = 0;
 
@@ -173,7 +173,7 @@ START_TEST(test_length_and_stats)
     memset(out, 0xff, sizeof out); /* poison: -1 is no token */
     greedy_by_hand(&f, f.prompt, f.n_prompt, want, 5);
     p.ignore_eos = 1;
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
     ck_assert_int_eq(why, COLI_STOP_LENGTH);
     ck_assert_uint_eq(n, 5);
     ck_assert_mem_eq(out, want, 5 * sizeof *out);
@@ -187,7 +187,7 @@ START_TEST(test_length_and_stats)
     coli_context_reset(f.c);
     coli_context_stats_reset(f.c);
     p.max_tokens = 0;
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, 1, s, &p, out, 8, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, 1, s, &p, out, 8, &n, &why), COLI_OK);
     ck_assert_int_eq(why, COLI_STOP_LENGTH);
     ck_assert_uint_eq(n, 0);
     ck_assert_int_eq(coli_context_stats(f.c, &st), COLI_OK);
@@ -197,7 +197,7 @@ START_TEST(test_length_and_stats)
     coli_context_reset(f.c);
     coli_context_stats_reset(f.c);
     p.max_tokens = 5;
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, 1, s, &p, out, 8, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, 1, s, &p, out, 8, &n, &why), COLI_OK);
     ck_assert_uint_eq(n, 5);
     ck_assert_int_eq(coli_context_stats(f.c, &st), COLI_OK);
     ck_assert_uint_eq(st.prefill_tokens, 1);
@@ -208,9 +208,9 @@ START_TEST(test_length_and_stats)
     int32_t eight[8], more[3];
     greedy_by_hand(&f, f.prompt, f.n_prompt, eight, 8);
     p.max_tokens = 5;
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
     p.max_tokens = 3;
-    ck_assert_int_eq(coli_generate_v2(f.c, NULL, 0, s, &p, more, 3, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, NULL, 0, s, &p, more, 3, &n, &why), COLI_OK);
     ck_assert_uint_eq(n, 3);
     ck_assert_mem_eq(out, eight, 5 * sizeof *out);
     ck_assert_mem_eq(more, eight + 5, 3 * sizeof *out);
@@ -240,7 +240,7 @@ START_TEST(test_context_full)
     memset(&tb, 0, sizeof tb);
     p.on_token = collect;
     p.user = &tb;
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, n_prompt, s, &p, out, 64, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, n_prompt, s, &p, out, 64, &n, &why), COLI_OK);
     ck_assert_int_eq(why, COLI_STOP_CONTEXT);
     ck_assert_uint_eq(n, expect);
     ck_assert_mem_eq(out, want, expect * sizeof *out);
@@ -262,13 +262,13 @@ START_TEST(test_context_full)
 
     /* The old entry point (which stops at eos) no longer fails either. */
     coli_context_reset(f.c);
-    ck_assert_int_eq(coli_generate(f.c, f.prompt, n_prompt, 1000, s, NULL, NULL, out, 64, &n), COLI_OK);
+    ck_assert_int_eq(tu_generate(f.c, f.prompt, n_prompt, 1000, s, NULL, NULL, out, 64, &n), COLI_OK);
     ck_assert_uint_le(n, expect);
 
     /* A prompt that does not fit is still an error, and says so. */
     coli_context_reset(f.c);
     ck_assert_uint_gt(f.n_prompt, (size_t)n_ctx);
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, &why), COLI_ENOSPC);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, &why), COLI_ENOSPC);
     ck_assert_int_eq(why, COLI_STOP_NONE);
     ck_assert_ptr_nonnull(strstr(coli_context_errmsg(f.c), "context"));
     coli_sampler_free(s);
@@ -303,14 +303,14 @@ START_TEST(test_eos_and_ignore_eos)
     fx_open_dir(&f, dir, 0);
     memset(out, 0xff, sizeof out);
     ck_assert(coli_model_is_eos(f.m, first[0]));
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
     ck_assert_int_eq(why, COLI_STOP_EOS);
     ck_assert_uint_eq(n, 1);
     ck_assert_int_eq(out[0], first[0]);
 
     coli_context_reset(f.c);
     p.ignore_eos = 1;
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 8, &n, &why), COLI_OK);
     ck_assert_int_eq(why, COLI_STOP_LENGTH);
     ck_assert_uint_eq(n, 6);
     ck_assert_mem_eq(out, first, 6 * sizeof *out);
@@ -345,7 +345,7 @@ START_TEST(test_callback_stop)
     p.on_token = stop_at_two;
     p.user = &tb;
     p.ignore_eos = 1;
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 16, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 16, &n, &why), COLI_OK);
     ck_assert_int_eq(why, COLI_STOP_CALLBACK);
     ck_assert_uint_eq(n, 2);
     ck_assert_int_eq(tb.calls, 2);
@@ -364,19 +364,31 @@ START_TEST(test_invalid_params)
     size_t n = 7;
 
     fx_open(&f, "qwen3_moe", 0);
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, NULL, NULL, 0, &n, &why), COLI_EINVAL);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, NULL, NULL, 0, &n, &why), COLI_EINVAL);
     ck_assert_int_eq(why, COLI_STOP_NONE);
     ck_assert_uint_eq(n, 0);
     p.struct_size = sizeof(size_t);
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, NULL, 0, &n, &why), COLI_EINVAL);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, NULL, 0, &n, &why), COLI_EINVAL);
+    ck_assert_ptr_nonnull(strstr(coli_context_errmsg(f.c), "coli_generate_params: struct_size"));
+    /* a newer caller's longer struct: its unknown bytes must be zero */
+    struct {
+        coli_generate_params p;
+        uint64_t newer;
+    } big;
+    memset(&big, 0, sizeof big);
+    big.p = params(4);
+    big.p.struct_size = sizeof big;
+    big.newer = 1;
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &big.p, NULL, 0, &n, &why), COLI_EINVAL);
+    ck_assert_ptr_nonnull(strstr(coli_context_errmsg(f.c), "coli_generate_params: struct_size"));
     p = params(4);
     p.stop = stops;
     p.n_stop = 2;
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, NULL, 0, &n, &why), COLI_EINVAL);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, NULL, 0, &n, &why), COLI_EINVAL);
     ck_assert_ptr_nonnull(strstr(coli_context_errmsg(f.c), "stop string 1 is empty"));
     p.stop = NULL;
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, NULL, 0, &n, &why), COLI_EINVAL);
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, NULL, &p, NULL, 0, &n, &why), COLI_EINVAL);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, NULL, 0, &n, &why), COLI_EINVAL);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, NULL, &p, NULL, 0, &n, &why), COLI_EINVAL);
     /* nothing was evaluated by the refused calls */
     ck_assert_uint_eq(coli_context_position(f.c), 0);
     coli_sampler_free(s);
@@ -407,7 +419,7 @@ START_TEST(test_stop_strings)
     memset(&full, 0, sizeof full);
     p.on_token = collect;
     p.user = &full;
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n_full, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n_full, &why), COLI_OK);
     ck_assert_uint_ge(full.len, 12);
 
     /* start 0 (nothing reported), a third and two thirds in */
@@ -423,7 +435,7 @@ START_TEST(test_stop_strings)
     memset(&cut, 0, sizeof cut);
     p.user = &cut;
     coli_context_reset(f.c);
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, &why), COLI_OK);
     ck_assert_int_eq(why, COLI_STOP_STRING);
     ck_assert_uint_eq(cut.len, (size_t)(first - full.text));
     ck_assert_int_eq(memcmp(cut.text, full.text, cut.len), 0);
@@ -434,7 +446,7 @@ START_TEST(test_stop_strings)
     p.n_stop = 1;
     memset(&cut, 0, sizeof cut);
     coli_context_reset(f.c);
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, &why), COLI_OK);
     ck_assert_int_eq(why, COLI_STOP_LENGTH);
     ck_assert_uint_eq(n, n_full);
     ck_assert_uint_eq(cut.len, full.len);
@@ -444,7 +456,7 @@ START_TEST(test_stop_strings)
     p.n_stop = 2;
     p.on_token = NULL;
     coli_context_reset(f.c);
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, &why), COLI_OK);
     ck_assert_int_eq(why, COLI_STOP_STRING);
     coli_sampler_free(s);
     fx_close(&f);
@@ -538,7 +550,7 @@ START_TEST(test_padding_ids)
     p.on_token = collect;
     p.user = &tb;
     p.ignore_eos = 1;
-    ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out, 4, &n, &why), COLI_OK);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 4, &n, &why), COLI_OK);
     ck_assert_int_eq(out[0], 1004);
     ck_assert_int_eq(why, COLI_STOP_LENGTH);
     ck_assert_int_eq(tb.calls, 3);
@@ -547,7 +559,7 @@ START_TEST(test_padding_ids)
         int32_t out2[4];
         coli_context_reset(f.c);
         p.on_token = NULL;
-        ck_assert_int_eq(coli_generate_v2(f.c, f.prompt, f.n_prompt, s, &p, out2, 4, &n, &why), COLI_OK);
+        ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out2, 4, &n, &why), COLI_OK);
         ck_assert_mem_eq(out, out2, 3 * sizeof *out);
     }
     coli_sampler_free(s);
@@ -574,7 +586,7 @@ static coli_sampler *make_sampler(float temperature, float min_p, float penalty,
     sp.repeat_penalty = penalty;
     sp.repeat_last_n = last_n;
     sp.seed = seed;
-    ck_assert_int_eq(coli_sampler_create_v2(&sp, &s), COLI_OK);
+    ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
     return s;
 }
 
@@ -677,13 +689,28 @@ START_TEST(test_sampler_params_invalid)
 
     coli_sampler_params_init(&sp, sizeof sp);
     sp.struct_size = sizeof(size_t);
-    ck_assert_int_eq(coli_sampler_create_v2(&sp, &s), COLI_EINVAL);
+    ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_EINVAL);
+    ck_assert_ptr_null(s);
+    /* a newer caller's longer struct: accepted when its unknown bytes are
+     * zero (at their defaults), refused otherwise */
+    struct {
+        coli_sampler_params p;
+        uint64_t newer;
+    } big;
+    memset(&big, 0, sizeof big);
+    coli_sampler_params_init(&big.p, sizeof big.p);
+    big.p.struct_size = sizeof big;
+    ck_assert_int_eq(coli_sampler_create(&big.p, &s), COLI_OK);
+    coli_sampler_free(s);
+    s = NULL;
+    big.newer = 3;
+    ck_assert_int_eq(coli_sampler_create(&big.p, &s), COLI_EINVAL);
     ck_assert_ptr_null(s);
 #define BAD(field, value)                                                  \
     do {                                                                   \
         coli_sampler_params_init(&sp, sizeof sp);                          \
         sp.field = value;                                                  \
-        ck_assert_int_eq(coli_sampler_create_v2(&sp, &s), COLI_EINVAL);    \
+        ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_EINVAL);    \
         ck_assert_ptr_null(s);                                             \
     } while (0)
     BAD(min_p, -0.1f);
@@ -697,7 +724,7 @@ START_TEST(test_sampler_params_invalid)
     BAD(top_p, 0.0f);
     BAD(temperature, NAN);
 #undef BAD
-    ck_assert_int_eq(coli_sampler_create_v2(NULL, &s), COLI_OK); /* NULL: defaults */
+    ck_assert_int_eq(coli_sampler_create(NULL, &s), COLI_OK); /* NULL: defaults */
     ck_assert_int_eq(coli_sampler_accept(s, &neg, 1), COLI_EINVAL);
     ck_assert_int_eq(coli_sampler_accept(s, NULL, 1), COLI_EINVAL);
     ck_assert_int_eq(coli_sampler_accept(s, &one, 1), COLI_OK);

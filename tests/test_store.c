@@ -542,8 +542,8 @@ static coli_status generate(coli_model *m, const int32_t *prompt, size_t n, size
     coli_context *c = NULL;
     ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
     coli_sampler *s = NULL;
-    coli_sampling sp;
-    coli_sampling_default(&sp);
+    coli_sampler_params sp;
+    coli_sampler_params_init(&sp, sizeof sp);
     ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
     coli_generate_params gp;
     coli_generate_params_init(&gp, sizeof gp);
@@ -553,7 +553,7 @@ static coli_status generate(coli_model *m, const int32_t *prompt, size_t n, size
     gp.user = col;
     col->n = 0;
     *n_out = 99;
-    coli_status st = coli_generate_v2(c, prompt, n, s, &gp, out, max, n_out, why);
+    coli_status st = coli_generate(c, prompt, n, s, &gp, out, max, n_out, why);
     snprintf(msg, cap, "%s", coli_context_errmsg(c));
     coli_sampler_free(s);
     coli_context_free(c);
@@ -676,8 +676,22 @@ START_TEST(test_convert_errors)
     ck_assert_int_eq(coli_convert(missing, out, &p, err, sizeof err), COLI_ENOENT);
     free(missing);
     ck_assert_int_eq(coli_convert(NULL, out, &p, err, sizeof err), COLI_EINVAL);
-    /* stopped by the caller: nothing that looks like a model is left */
+    /* A caller of the first version (no progress, user) is served with the
+     * defaults for them: the stale progress past its struct_size is not
+     * called. Below the first version it is refused, naming the struct. */
     int calls = 0;
+    char *old = tu_path(tmp, "old");
+    p.progress = stop_at_once;
+    p.user = &calls;
+    p.struct_size = offsetof(coli_convert_params, progress);
+    ck_assert_int_eq(coli_convert(src, old, &p, err, sizeof err), COLI_OK);
+    ck_assert_int_eq(calls, 0);
+    p.struct_size = offsetof(coli_convert_params, progress) - 1;
+    ck_assert_int_eq(coli_convert(src, old, &p, err, sizeof err), COLI_EINVAL);
+    ck_assert_msg(strstr(err, "coli_convert_params: struct_size"), "%s", err);
+    p.struct_size = sizeof p;
+    free(old);
+    /* stopped by the caller: nothing that looks like a model is left */
     p.progress = stop_at_once;
     p.user = &calls;
     ck_assert_int_eq(coli_convert(src, out, &p, err, sizeof err), COLI_ECANCELED);

@@ -577,3 +577,15 @@ int tu_greedy(coli_context *c, const int32_t *ids, size_t n, int steps, int voca
             return -1;
     }
 }
+
+coli_status tu_generate(coli_context *c, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
+                        coli_sampler *s, coli_token_fn on_token, void *user, int32_t *out, size_t cap,
+                        size_t *n_out)
+{
+    coli_generate_params p;
+    coli_generate_params_init(&p, sizeof p);
+    p.max_tokens = max_tokens;
+    p.on_token = on_token;
+    p.user = user;
+    return coli_generate(c, prompt, n_prompt, s, &p, out, cap, n_out, NULL);
+}

@@ -86,6 +86,11 @@ int tu_argmax(const float *v, int n);
  * steps greedy tokens. 0, or -1 when an eval failed (the context's
  * message says why). */
 int tu_greedy(coli_context *c, const int32_t *ids, size_t n, int steps, int vocab, float *logits, int32_t *tokens);
+/* coli_generate with max_tokens, on_token and user set and every other
+ * setting at its default. */
+coli_status tu_generate(coli_context *c, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
+                        coli_sampler *s, coli_token_fn on_token, void *user, int32_t *out, size_t cap,
+                        size_t *n_out);
 
 /* ---- floats ------------------------------------------------------------ */
 

@@ -244,18 +244,6 @@ static summary summarize(const double *v, int64_t n)
     return s;
 }
 
-static const char *format_name(coli_weight_format f)
-{
-    switch (f) {
-    case COLI_WEIGHTS_AUTO: return "auto";
-    case COLI_WEIGHTS_F32: return "f32";
-    case COLI_WEIGHTS_BF16: return "bf16";
-    case COLI_WEIGHTS_Q8: return "q8";
-    case COLI_WEIGHTS_Q4: return "q4";
-    case COLI_WEIGHTS_Q2: return "q2";
-    }
-    return "?";
-}
 
 /* The last component of a directory name, for the table. */
 static void base_name(const char *dir, char *out, size_t cap)
@@ -329,9 +317,9 @@ static void print_text(const bench_params *p, const coli_model_info *info,
     if (p->weights == COLI_WEIGHTS_AUTO && info->weights_name != NULL)
         snprintf(weights, sizeof weights, "%s", info->weights_name);
     else if (p->q4_group > 0)
-        snprintf(weights, sizeof weights, "%s/g%d", format_name(p->weights), p->q4_group);
+        snprintf(weights, sizeof weights, "%s/g%d", coli_weight_format_name(p->weights), p->q4_group);
     else
-        snprintf(weights, sizeof weights, "%s", format_name(p->weights));
+        snprintf(weights, sizeof weights, "%s", coli_weight_format_name(p->weights));
 
     printf("| %-*s | %10s | %8s | %-7s | %7s | %7s | %20s |\n", w, "model", "size", "params",
            "weights", "threads", "test", "t/s");
@@ -425,7 +413,7 @@ static void print_json(const bench_params *p, const coli_model_info *info,
     const char *arch = info->architecture ? info->architecture : "";
     const char *wname = p->weights == COLI_WEIGHTS_AUTO && info->weights_name != NULL
                             ? info->weights_name
-                            : format_name(p->weights);
+                            : coli_weight_format_name(p->weights);
 
     printf("{\"model\":");
     json_string(stdout, p->model_dir, strlen(p->model_dir));
@@ -584,6 +572,7 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
                 goto done;
         }
         memset(&stats, 0, sizeof stats);
+        stats.struct_size = sizeof stats;
         st = coli_context_stats(ctx, &stats);
         if (st != COLI_OK) {
             runtime_error(st, coli_context_errmsg(ctx));

@@ -248,14 +248,12 @@ static void warn_threads(int64_t threads)
                 cli_prog, threads, cores);
 }
 
-static const char *const g_weight_names[] = {"auto", "f32", "bf16", "q8", "q4", "q2"};
-
-/* A weight format by name (indexes of g_weight_names are coli_weight_format). */
+/* A weight format by its library name (coli_weight_format_name). */
 static int parse_weights(const char *opt, const char *w, int64_t *out)
 {
-    for (size_t i = 0; i < sizeof g_weight_names / sizeof g_weight_names[0]; i++)
-        if (strcmp(w, g_weight_names[i]) == 0) {
-            *out = (int64_t)i;
+    for (int f = COLI_WEIGHTS_AUTO; f <= COLI_WEIGHTS_Q2; f++)
+        if (strcmp(w, coli_weight_format_name((coli_weight_format)f)) == 0) {
+            *out = f;
             return 0;
         }
     return usage_error("invalid value '%s' for %s (expected auto, f32, bf16, q8, q4 or q2)", w, opt);
@@ -827,7 +825,7 @@ static int cmd_generate(const args *a)
     sp.repeat_penalty = (float)repeat_penalty;
     sp.repeat_last_n = (int)repeat_last_n;
     sp.seed = seed;
-    st = coli_sampler_create_v2(&sp, &sampler);
+    st = coli_sampler_create(&sp, &sampler);
     if (st != COLI_OK) {
         runtime_error(st, "cannot create the sampler");
         goto done;
@@ -846,7 +844,7 @@ static int cmd_generate(const args *a)
     gp.on_token = on_token;
     gp.user = &g;
     signal(SIGINT, on_sigint);
-    st = coli_generate_v2(ctx, prompt, n_prompt, sampler, &gp, out, (size_t)max_tokens, &n_out, &why);
+    st = coli_generate(ctx, prompt, n_prompt, sampler, &gp, out, (size_t)max_tokens, &n_out, &why);
     signal(SIGINT, SIG_DFL);
     interrupted = why == COLI_STOP_CALLBACK && g_interrupted;
     if (g.stream) {
@@ -868,6 +866,7 @@ static int cmd_generate(const args *a)
                   : why == COLI_STOP_STRING    ? "a --stop string"
                                                : reason_name;
     memset(&stats, 0, sizeof stats);
+    stats.struct_size = sizeof stats;
     st = coli_context_stats(ctx, &stats);
     if (st != COLI_OK) {
         runtime_error(st, coli_context_errmsg(ctx));
@@ -1128,47 +1127,30 @@ static const opthelp info_options[] = {
 
 static const char *weights_label(const coli_model_info *info)
 {
-    if (info->weights_name != NULL)
-        return info->weights_name;
-    switch (info->weights) {
-    case COLI_WEIGHTS_F32: return "f32";
-    case COLI_WEIGHTS_BF16: return "bf16";
-    case COLI_WEIGHTS_Q8: return "q8";
-    case COLI_WEIGHTS_Q4: return "q4";
-    case COLI_WEIGHTS_Q2: return "q2";
-    default: return "auto";
-    }
+    return info->weights_name != NULL ? info->weights_name : coli_weight_format_name(info->weights);
 }
 
 /* Bytes per weight format: what --weights would hold, and read per token. */
 static void print_format_bytes(const coli_model *model)
 {
-    static const struct {
-        coli_weight_format fmt;
-        const char *name;
-    } F[] = {{COLI_WEIGHTS_AUTO, "as stored"}, {COLI_WEIGHTS_F32, "f32"}, {COLI_WEIGHTS_BF16, "bf16"},
-             {COLI_WEIGHTS_Q8, "q8"},          {COLI_WEIGHTS_Q4, "q4"},   {COLI_WEIGHTS_Q2, "q2"}};
-    for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
+    for (int f = COLI_WEIGHTS_AUTO; f <= COLI_WEIGHTS_Q2; f++) {
         uint64_t t = 0, act = 0;
-        if (coli_model_weight_bytes(model, F[i].fmt, &t, &act) != COLI_OK)
+        if (coli_model_weight_bytes(model, (coli_weight_format)f, &t, &act) != COLI_OK)
             continue;
-        printf("  %-10s        %" PRIu64 " bytes (%.1f MiB), %" PRIu64 " read per token\n", F[i].name, t,
+        const char *name = f == COLI_WEIGHTS_AUTO ? "as stored" : coli_weight_format_name((coli_weight_format)f);
+        printf("  %-10s        %" PRIu64 " bytes (%.1f MiB), %" PRIu64 " read per token\n", name, t,
                (double)t / (1024.0 * 1024.0), act);
     }
 }
 
 static void json_format_bytes(const coli_model *model)
 {
-    static const struct {
-        coli_weight_format fmt;
-        const char *name;
-    } F[] = {{COLI_WEIGHTS_AUTO, "stored"}, {COLI_WEIGHTS_F32, "f32"}, {COLI_WEIGHTS_BF16, "bf16"},
-             {COLI_WEIGHTS_Q8, "q8"},        {COLI_WEIGHTS_Q4, "q4"},   {COLI_WEIGHTS_Q2, "q2"}};
     printf(",\"bytes_per_format\":{");
-    for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
+    for (int f = COLI_WEIGHTS_AUTO; f <= COLI_WEIGHTS_Q2; f++) {
         uint64_t t = 0, act = 0;
-        coli_model_weight_bytes(model, F[i].fmt, &t, &act);
-        printf("%s\"%s\":{\"total\":%" PRIu64 ",\"active\":%" PRIu64 "}", i ? "," : "", F[i].name, t, act);
+        coli_model_weight_bytes(model, (coli_weight_format)f, &t, &act);
+        const char *name = f == COLI_WEIGHTS_AUTO ? "stored" : coli_weight_format_name((coli_weight_format)f);
+        printf("%s\"%s\":{\"total\":%" PRIu64 ",\"active\":%" PRIu64 "}", f ? "," : "", name, t, act);
     }
     printf("}");
 }
@@ -1531,8 +1513,8 @@ static int cmd_compare(const args *a)
         }
     }
     p.model_dir = m.dir;
-    p.name_test = g_weight_names[m.weights];
-    p.name_ref = g_weight_names[against];
+    p.name_test = coli_weight_format_name((coli_weight_format)m.weights);
+    p.name_ref = coli_weight_format_name((coli_weight_format)against);
     p.prompt = prompt;
     p.n_prompt = n_prompt;
     rc = compare_run(test, ref, &p);

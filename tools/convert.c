@@ -128,30 +128,17 @@ static void bar_clear(progress_bar *b)
 
 static int parse_convert_weights(const char *w, coli_weight_format *out)
 {
-    static const struct {
-        const char *name;
-        coli_weight_format fmt;
-    } F[] = {{"bf16", COLI_WEIGHTS_BF16}, {"q8", COLI_WEIGHTS_Q8}, {"q4", COLI_WEIGHTS_Q4},
-             {"q2", COLI_WEIGHTS_Q2}};
+    /* the formats a container holds: those coli_convert_params takes */
+    static const coli_weight_format F[] = {COLI_WEIGHTS_BF16, COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q2};
 
     for (size_t i = 0; i < sizeof F / sizeof F[0]; i++)
-        if (strcmp(w, F[i].name) == 0) {
-            *out = F[i].fmt;
+        if (strcmp(w, coli_weight_format_name(F[i])) == 0) {
+            *out = F[i];
             return 0;
         }
     return usage_error("invalid value '%s' for --weights (expected bf16, q8, q4 or q2)", w);
 }
 
-static const char *format_name(coli_weight_format f)
-{
-    switch (f) {
-    case COLI_WEIGHTS_BF16: return "bf16";
-    case COLI_WEIGHTS_Q8: return "q8";
-    case COLI_WEIGHTS_Q4: return "q4";
-    case COLI_WEIGHTS_Q2: return "q2";
-    default: return "?";
-    }
-}
 
 static void print_summary(int json, const char *model, const char *out, const char *path,
                           coli_weight_format fmt, int group, uint64_t bytes, double seconds)
@@ -165,7 +152,7 @@ static void print_summary(int json, const char *model, const char *out, const ch
         json_string(stdout, out, strlen(out));
         printf(",\"file\":");
         json_string(stdout, path, strlen(path));
-        printf(",\"weights\":\"%s\"", format_name(fmt));
+        printf(",\"weights\":\"%s\"", coli_weight_format_name(fmt));
         if (fmt == COLI_WEIGHTS_Q4)
             printf(",\"q4_group\":%d", group);
         printf(",\"bytes\":%" PRIu64 ",\"seconds\":", bytes);
@@ -175,7 +162,7 @@ static void print_summary(int json, const char *model, const char *out, const ch
         printf("}\n");
         return;
     }
-    printf("%s: %s", path, format_name(fmt));
+    printf("%s: %s", path, coli_weight_format_name(fmt));
     if (fmt == COLI_WEIGHTS_Q4)
         printf(" (groups of %d)", group);
     printf(", %" PRIu64 " bytes (%.1f MiB) written in %.2f s, %.1f MB/s\n", bytes,

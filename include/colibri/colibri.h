@@ -16,6 +16,22 @@
  * ABI rule: within one major version, published signatures and enum values
  * never change; new behaviour gets new names. The libtool -version-info is
  * bumped accordingly.
+ *
+ * Versioned structs: a struct that begins with size_t struct_size may grow
+ * fields at its end in later versions; struct_size is the sizeof the
+ * caller was built with.
+ *  - Output structs (coli_model_info, coli_stats, coli_gpu_device,
+ *    coli_gpu_stats, coli_store_stats): set struct_size; the library writes
+ *    the fields that fit in it (older callers get their prefix, bytes past
+ *    it are untouched) and leaves struct_size as it was. COLI_EINVAL if it
+ *    cannot hold struct_size itself.
+ *  - Input structs (coli_convert_params, coli_sampler_params,
+ *    coli_generate_params): fill them with their _init function, which
+ *    sets struct_size. A struct_size below the struct's first version is
+ *    refused with COLI_EINVAL and a message naming the struct; a shorter
+ *    one from an older version is accepted, its missing fields taking
+ *    their defaults; a larger one (built against a newer header) is
+ *    accepted when the bytes this library does not know are all zero.
  */
 #ifndef COLIBRI_H
 #define COLIBRI_H
@@ -115,6 +131,11 @@ typedef enum coli_weight_format {
     COLI_WEIGHTS_Q4 = 4,
     COLI_WEIGHTS_Q2 = 5
 } coli_weight_format;
+
+/* A static name of a format: "auto", "f32", "bf16", "q8", "q4", "q2" (the
+ * names coli_model_info and the coli tool use), "unknown" for any other
+ * value; never NULL. */
+COLI_API const char *coli_weight_format_name(coli_weight_format fmt);
 
 typedef enum coli_option {
     COLI_OPT_WEIGHTS = 1,   /* coli_weight_format; default AUTO */
@@ -345,20 +366,10 @@ COLI_API void coli_context_reset(coli_context *ctx);
 
 /* ---- sampling -------------------------------------------------------- */
 
-typedef struct coli_sampling {
-    float temperature; /* <= 0: greedy */
-    int top_k;         /* <= 0: off */
-    float top_p;       /* >= 1: off */
-    uint64_t seed;
-} coli_sampling;
-
-/* Greedy, top_k 0, top_p 1, seed 0. */
-COLI_API void coli_sampling_default(coli_sampling *s);
-
 /*
- * The full set of sampler settings. Fields may be appended in later
- * versions: fill it with coli_sampler_params_init(&p, sizeof p), then change
- * what you need. The steps run in this order on the logits of one position:
+ * The sampler settings (a versioned input struct: see "Versioned structs"
+ * at the top). Fill it with coli_sampler_params_init(&p, sizeof p), then
+ * change what you need. The steps run in this order on the logits of one position:
  *   1. repetition penalty: each distinct token among the last repeat_last_n
  *      tokens the sampler has seen (coli_sampler_accept, and every token it
  *      picked) has its logit divided by repeat_penalty if positive, else
@@ -388,10 +399,10 @@ COLI_API void coli_sampler_params_init(coli_sampler_params *p, size_t struct_siz
 
 typedef struct coli_sampler coli_sampler;
 
-COLI_API coli_status coli_sampler_create(const coli_sampling *params, coli_sampler **out);
-/* Like coli_sampler_create with every setting. COLI_EINVAL (and no sampler)
- * if a value is outside the ranges above or struct_size is too small. */
-COLI_API coli_status coli_sampler_create_v2(const coli_sampler_params *params, coli_sampler **out);
+/* A sampler with these settings (NULL: every default). COLI_EINVAL (and no
+ * sampler) if a value is outside the ranges above or struct_size breaks the
+ * rule for input structs. */
+COLI_API coli_status coli_sampler_create(const coli_sampler_params *params, coli_sampler **out);
 COLI_API void coli_sampler_free(coli_sampler *s);
 /* Picks a token from the context's current logits and remembers it for the
  * repetition penalty. COLI_ERANGE if a logit is NaN or infinite. */
@@ -408,20 +419,6 @@ COLI_API void coli_sampler_reset(coli_sampler *s);
  */
 typedef int (*coli_token_fn)(void *user, int32_t token, const char *text, size_t len);
 
-/*
- * Evaluates the prompt, then samples and evaluates up to max_tokens tokens,
- * stopping early at an end-of-sequence token, when the context is full, or
- * when on_token returns nonzero (that token is reported and counted but not
- * evaluated; stopping is not an error). Generated ids are written to out (if not NULL, up to cap)
- * and counted in *n_out. on_token may be NULL; the text it receives,
- * concatenated, is the decoding of the generated tokens in the context of
- * the prompt (special tokens skipped).
- */
-COLI_API coli_status coli_generate(coli_context *ctx, const int32_t *prompt, size_t n_prompt,
-                                   size_t max_tokens, coli_sampler *sampler,
-                                   coli_token_fn on_token, void *user,
-                                   int32_t *out, size_t cap, size_t *n_out);
-
 /* Why a generation ended. */
 typedef enum coli_stop_reason {
     COLI_STOP_NONE = 0,     /* it failed (see the status), or has not run */
@@ -436,8 +433,8 @@ typedef enum coli_stop_reason {
  * "callback", "none"); never NULL. */
 COLI_API const char *coli_stop_reason_name(coli_stop_reason reason);
 
-/* Settings of coli_generate_v2. Fields may be appended in later versions:
- * fill it with coli_generate_params_init(&p, sizeof p). */
+/* Settings of coli_generate (a versioned input struct: see "Versioned
+ * structs" at the top). Fill it with coli_generate_params_init(&p, sizeof p). */
 typedef struct coli_generate_params {
     size_t struct_size;       /* set by coli_generate_params_init */
     size_t max_tokens;        /* default 64 */
@@ -452,7 +449,14 @@ typedef struct coli_generate_params {
 COLI_API void coli_generate_params_init(coli_generate_params *p, size_t struct_size);
 
 /*
- * Like coli_generate, and also:
+ * Evaluates the prompt, then samples and evaluates up to params->max_tokens
+ * tokens, stopping early at an end-of-sequence token (unless ignore_eos),
+ * when the context is full, at a stop string, or when on_token returns
+ * nonzero (that token is reported and counted but not evaluated; stopping
+ * is not an error). Generated ids are written to out (if not NULL, up to
+ * cap) and counted in *n_out. on_token may be NULL; the text it receives,
+ * concatenated, is the decoding of the generated tokens in the context of
+ * the prompt (special tokens skipped). Also:
  *  - it stops cleanly when the context is full: the token sampled from the
  *    last position is reported and counted but not evaluated
  *    (COLI_STOP_CONTEXT); a prompt that does not fit is still an error;
@@ -464,14 +468,15 @@ COLI_API void coli_generate_params_init(coli_generate_params *p, size_t struct_s
  * The prompt is fed to the sampler's repetition history, and its tokens
  * count as prefill in the statistics, even when there is only one.
  */
-COLI_API coli_status coli_generate_v2(coli_context *ctx, const int32_t *prompt, size_t n_prompt,
-                                      coli_sampler *sampler, const coli_generate_params *params,
-                                      int32_t *out, size_t cap, size_t *n_out,
-                                      coli_stop_reason *reason);
+COLI_API coli_status coli_generate(coli_context *ctx, const int32_t *prompt, size_t n_prompt,
+                                   coli_sampler *sampler, const coli_generate_params *params,
+                                   int32_t *out, size_t cap, size_t *n_out, coli_stop_reason *reason);
 
 /* ---- statistics ------------------------------------------------------ */
 
+/* A versioned output struct: set struct_size to sizeof(coli_stats). */
 typedef struct coli_stats {
+    size_t struct_size;
     uint64_t prefill_tokens;   /* tokens evaluated in batches of more than one */
     uint64_t decode_tokens;    /* tokens evaluated one at a time */
     double prefill_seconds;

@@ -23,4 +23,7 @@ static inline int coli__dtype_is_quant(coli__dtype dt)
     return dt == COLI_DT_Q8 || dt == COLI_DT_Q4 || dt == COLI_DT_Q2;
 }
 
+/* "f32", "f16", "bf16", "q8", "q4", "q2"; "?" for any other. */
+const char *coli__dtype_name(coli__dtype dt);
+
 #endif

@@ -1,8 +1,33 @@
-/* error.c - detail messages that travel with a status. */
+/* error.c - status names and strings (the table in colibri.h), and the
+ * detail messages that travel with a status. */
 #include <stdio.h>
 #include <string.h>
 
 #include "base/error.h"
+
+COLI_API const char *coli_strerror(int status)
+{
+    switch (status) {
+#define COLI_STATUS_MSG_(name, val, msg) \
+    case val:                            \
+        return msg;
+        COLI_STATUS_MAP(COLI_STATUS_MSG_)
+#undef COLI_STATUS_MSG_
+    }
+    return "unknown status";
+}
+
+COLI_API const char *coli_status_name(int status)
+{
+    switch (status) {
+#define COLI_STATUS_NAME_(name, val, msg) \
+    case val:                             \
+        return "COLI_" #name;
+        COLI_STATUS_MAP(COLI_STATUS_NAME_)
+#undef COLI_STATUS_NAME_
+    }
+    return "COLI_UNKNOWN";
+}
 
 coli_status coli__fail(coli__err *err, coli_status st, const char *fmt, ...)
 {
@@ -21,12 +46,4 @@ void coli__err_clear(coli__err *err)
 {
     if (err != NULL)
         err->msg[0] = '\0';
-}
-
-void coli__init_sized(void *dst, const void *defaults, size_t size, size_t struct_size)
-{
-    if (!dst || struct_size < sizeof(size_t))
-        return;
-    memcpy(dst, defaults, struct_size < size ? struct_size : size);
-    memcpy(dst, &struct_size, sizeof struct_size);
 }

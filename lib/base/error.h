@@ -22,11 +22,6 @@ coli_status coli__fail(coli__err *err, coli_status st, const char *fmt, ...)
 /* Clears the message. */
 void coli__err_clear(coli__err *err);
 
-/* Copies the defaults of a size-prefixed public struct (size_t struct_size
- * first) into dst, writing at most struct_size bytes: a caller built with an
- * older, shorter struct gets only the fields it knows. */
-void coli__init_sized(void *dst, const void *defaults, size_t size, size_t struct_size);
-
 /* Keep the error path one line. */
 #define COLI_TRY(expr)                           \
     do {                                         \

@@ -73,20 +73,6 @@ uint16_t coli__f32_to_f16(float f)
 
 /* ---- checks --------------------------------------------------------------- */
 
-static const char *qtype_name(coli__dtype t)
-{
-    switch (t) {
-    case COLI_DT_Q8:
-        return "q8";
-    case COLI_DT_Q4:
-        return "q4";
-    case COLI_DT_Q2:
-        return "q2";
-    default:
-        return "?";
-    }
-}
-
 coli_status coli__q_check(coli__dtype type, int group, int cols, const char *what, coli__err *err)
 {
     if (!what)
@@ -99,11 +85,11 @@ coli_status coli__q_check(coli__dtype type, int group, int cols, const char *wha
                               group);
     } else if (group != COLI_QK) {
         return coli__fail(err, COLI_EINVAL, "%s: %s group size %d is not 32", what,
-                          qtype_name(type), group);
+                          coli__dtype_name(type), group);
     }
     if (cols <= 0 || cols % COLI_QK != 0)
         return coli__fail(err, COLI_EINVAL, "%s: %d columns is not a positive multiple of 32 (%s)",
-                          what, cols, qtype_name(type));
+                          what, cols, coli__dtype_name(type));
     if (cols % group != 0)
         return coli__fail(err, COLI_EINVAL, "%s: %d columns is not a multiple of the group size %d",
                           what, cols, group);

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/sized.h"
 #include "model/finite.h"
 #include "model/forward.h"
 #include "model/sampler.h"
@@ -380,12 +381,15 @@ COLI_API void coli_generate_params_init(coli_generate_params *p, size_t struct_s
     coli_generate_params d;
     memset(&d, 0, sizeof d);
     d.max_tokens = 64;
-    coli__init_sized(p, &d, sizeof d, struct_size);
+    coli__sized_init(p, &d, sizeof d, struct_size);
 }
 
-COLI_API coli_status coli_generate_v2(coli_context *c, const int32_t *prompt, size_t n_prompt,
-                                      coli_sampler *sampler, const coli_generate_params *params,
-                                      int32_t *out, size_t cap, size_t *n_out, coli_stop_reason *reason)
+/* The first version of coli_generate_params is the whole of this one. */
+#define COLI__GENERATE_PARAMS_V1 sizeof(coli_generate_params)
+
+COLI_API coli_status coli_generate(coli_context *c, const int32_t *prompt, size_t n_prompt, coli_sampler *sampler,
+                                   const coli_generate_params *params_in, int32_t *out, size_t cap, size_t *n_out,
+                                   coli_stop_reason *reason)
 {
     if (n_out)
         *n_out = 0;
@@ -396,15 +400,21 @@ COLI_API coli_status coli_generate_v2(coli_context *c, const int32_t *prompt, si
     coli__err_clear(&c->err);
     if (!sampler)
         return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL, "coli_generate: sampler is NULL"));
-    if (!params || params->struct_size < sizeof *params)
-        return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL,
-                                      "coli_generate_v2: params is NULL or its struct_size is too small"));
+    if (!params_in)
+        return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL, "coli_generate: params is NULL"));
+    coli_generate_params pv;
+    coli_generate_params_init(&pv, sizeof pv);
+    coli_status pst = coli__sized_in(&pv, params_in, sizeof pv, COLI__GENERATE_PARAMS_V1, "coli_generate_params",
+                                     &c->err);
+    if (pst != COLI_OK)
+        return ctx_fail(c, pst);
+    const coli_generate_params *params = &pv;
     if (params->n_stop && !params->stop)
-        return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL, "coli_generate_v2: n_stop is %zu but stop is NULL",
+        return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL, "coli_generate: n_stop is %zu but stop is NULL",
                                       params->n_stop));
     for (size_t k = 0; k < params->n_stop; k++)
         if (!params->stop[k] || !params->stop[k][0])
-            return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL, "coli_generate_v2: stop string %zu is %s", k,
+            return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL, "coli_generate: stop string %zu is %s", k,
                                           params->stop[k] ? "empty" : "NULL"));
     COLI_TRY(eval_tokens(c, prompt, n_prompt, 1));
     if (!c->has_logits)
@@ -459,25 +469,14 @@ COLI_API coli_status coli_generate_v2(coli_context *c, const int32_t *prompt, si
     return COLI_OK;
 }
 
-COLI_API coli_status coli_generate(coli_context *c, const int32_t *prompt, size_t n_prompt,
-                                   size_t max_tokens, coli_sampler *sampler, coli_token_fn on_token,
-                                   void *user, int32_t *out, size_t cap, size_t *n_out)
-{
-    coli_generate_params p;
-    coli_generate_params_init(&p, sizeof p);
-    p.max_tokens = max_tokens;
-    p.on_token = on_token;
-    p.user = user;
-    return coli_generate_v2(c, prompt, n_prompt, sampler, &p, out, cap, n_out, NULL);
-}
-
 COLI_API coli_status coli_context_stats(const coli_context *c, coli_stats *s)
 {
-    if (!c || !s)
+    if (!c || !coli__sized_out_ok(s))
         return COLI_EINVAL;
-    *s = c->stats;
-    s->prefill_tok_s = s->prefill_seconds > 0 ? (double)s->prefill_tokens / s->prefill_seconds : 0;
-    s->decode_tok_s = s->decode_seconds > 0 ? (double)s->decode_tokens / s->decode_seconds : 0;
+    coli_stats full = c->stats;
+    full.prefill_tok_s = full.prefill_seconds > 0 ? (double)full.prefill_tokens / full.prefill_seconds : 0;
+    full.decode_tok_s = full.decode_seconds > 0 ? (double)full.decode_tokens / full.decode_seconds : 0;
+    coli__sized_out(s, &full, sizeof full);
     return COLI_OK;
 }
 

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
+#include "base/sized.h"
 #include "model/experts.h"
 #include "model/placement.h"
 #include "cpu/silu.h"
@@ -72,90 +74,26 @@ typedef struct gpu_conf {
     int64_t fail_after;
 } gpu_conf;
 
-static coli_status env_bad(coli__err *err, const char *var, const char *v, const char *want)
+/* Reads one variable of lib/base/env.h into *out (left alone when unset). */
+static coli_status env_int(coli__env_id id, int64_t *out, coli__err *err)
 {
-    return coli__fail(err, COLI_EINVAL, "environment variable %s: '%s' is not %s", var, v, want);
-}
-
-static coli_status env_flag(const char *var, int *out, coli__err *err)
-{
-    const char *v = getenv(var);
-    if (!v)
-        return COLI_OK;
-    if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-        return env_bad(err, var, v, "0 or 1");
-    *out = v[0] == '1';
+    coli__env_val v;
+    int set;
+    COLI_TRY(coli__env_get(id, &v, &set, err));
+    if (set)
+        *out = v.i;
     return COLI_OK;
 }
 
-/* "0,1": distinct ordinals 0..1023, at most MAXD of them (also for
- * coli_options_set_gpu_devices). */
-int coli__parse_devices(const char *s, int *devs, int *n)
+static coli_status env_devices(coli__env_id id, gpu_conf *gc, coli__err *err)
 {
-    int k = 0;
-    const char *p = s;
-    if (!*p)
-        return -1;
-    for (;;) {
-        if (*p < '0' || *p > '9')
-            return -1;
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (errno || v > 1023 || k == MAXD)
-            return -1;
-        for (int i = 0; i < k; i++)
-            if (devs[i] == v)
-                return -1;
-        devs[k++] = (int)v;
-        if (*end == '\0')
-            break;
-        if (*end != ',')
-            return -1;
-        p = end + 1;
+    coli__env_val v;
+    int set;
+    COLI_TRY(coli__env_get(id, &v, &set, err));
+    if (set) {
+        memcpy(gc->devices, v.devs, sizeof gc->devices);
+        gc->n_devices = v.n;
     }
-    *n = k;
-    return 0;
-}
-
-static coli_status env_devices(const char *var, gpu_conf *gc, int single, coli__err *err)
-{
-    const char *v = getenv(var);
-    if (!v)
-        return COLI_OK;
-    int devs[MAXD], n = 0;
-    if (coli__parse_devices(v, devs, &n) != 0 || (single && n != 1))
-        return env_bad(err, var, v, single ? "a device number (e.g. 0)" : "a list of distinct device numbers (e.g. 0,1)");
-    memcpy(gc->devices, devs, sizeof devs);
-    gc->n_devices = n;
-    return COLI_OK;
-}
-
-static coli_status env_gb(const char *var, int64_t *out, coli__err *err)
-{
-    const char *v = getenv(var);
-    if (!v)
-        return COLI_OK;
-    char *end;
-    errno = 0;
-    double g = strtod(v, &end);
-    if (!*v || *end || errno || !isfinite(g) || g < 0 || g > 1048576.0)
-        return env_bad(err, var, v, "a size in GiB between 0 and 1048576 (e.g. 20 or 7.5)");
-    *out = (int64_t)(g * 1073741824.0);
-    return COLI_OK;
-}
-
-static coli_status env_count(const char *var, int64_t *out, coli__err *err)
-{
-    const char *v = getenv(var);
-    if (!v)
-        return COLI_OK;
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (!*v || *v == '-' || *v == '+' || *end || errno)
-        return env_bad(err, var, v, "a count of calls (a non-negative integer)");
-    *out = n;
     return COLI_OK;
 }
 
@@ -168,26 +106,29 @@ static coli_status resolve(const coli__opts *o, gpu_conf *gc, coli__err *err)
     gc->n_devices = -1;
     gc->budget = -1;
     gc->fail_after = -1;
+    int64_t on = 0, release = 0;
     if (o->gpu >= 0)
-        gc->on = (int)o->gpu;
+        on = o->gpu;
     else
-        COLI_TRY(env_flag("COLI_CUDA", &gc->on, err));
+        COLI_TRY(env_int(COLI__ENV_CUDA, &on, err));
     if (o->n_gpu_devices >= 0) {
         memcpy(gc->devices, o->gpu_devices, sizeof gc->devices);
         gc->n_devices = o->n_gpu_devices;
     } else {
-        COLI_TRY(env_devices("COLI_GPU", gc, 1, err));
-        COLI_TRY(env_devices("COLI_GPUS", gc, 0, err)); /* the list wins over the single one */
+        COLI_TRY(env_devices(COLI__ENV_GPU, gc, err));
+        COLI_TRY(env_devices(COLI__ENV_GPUS, gc, err)); /* the list wins over the single one */
     }
     if (o->gpu_expert_mb >= 0)
         gc->budget = o->gpu_expert_mb << 20;
     else
-        COLI_TRY(env_gb("CUDA_EXPERT_GB", &gc->budget, err));
+        COLI_TRY(env_int(COLI__ENV_CUDA_EXPERT_GB, &gc->budget, err));
     if (o->gpu_release_host >= 0)
-        gc->release_host = (int)o->gpu_release_host;
+        release = o->gpu_release_host;
     else
-        COLI_TRY(env_flag("CUDA_RELEASE_HOST", &gc->release_host, err));
-    COLI_TRY(env_count("COLI_GPU_FAIL_AFTER", &gc->fail_after, err));
+        COLI_TRY(env_int(COLI__ENV_CUDA_RELEASE_HOST, &release, err));
+    gc->on = (int)on;
+    gc->release_host = (int)release;
+    COLI_TRY(env_int(COLI__ENV_GPU_FAIL_AFTER, &gc->fail_after, err));
     return COLI_OK;
 }
 
@@ -845,7 +786,7 @@ COLI_API coli_status coli_gpu_count(int *n)
 
 COLI_API coli_status coli_gpu_device_get(int index, coli_gpu_device *info)
 {
-    if (!info || info->struct_size < sizeof info->struct_size || index < 0)
+    if (!coli__sized_out_ok(info) || index < 0)
         return COLI_EINVAL;
     coli__gpu_devinfo all[MAXD];
     int n = 0;
@@ -862,9 +803,7 @@ COLI_API coli_status coli_gpu_device_get(int index, coli_gpu_device *info)
     full.wave = all[index].wave;
     full.free_bytes = all[index].free_bytes;
     full.total_bytes = all[index].total_bytes;
-    size_t want = info->struct_size < sizeof full ? info->struct_size : sizeof full;
-    full.struct_size = want;
-    memcpy(info, &full, want);
+    coli__sized_out(info, &full, sizeof full);
     return COLI_OK;
 }
 
@@ -911,7 +850,7 @@ coli_status coli__experts_dev_stats(const coli_model *m, int dev, const coli__ex
                                     coli_gpu_stats *out)
 {
     struct coli__tier *t = m->gpu;
-    if (!out || out->struct_size < sizeof out->struct_size)
+    if (!coli__sized_out_ok(out))
         return COLI_EINVAL;
     if (!t || dev < 0 || dev >= t->n_dev)
         return COLI_ERANGE;
@@ -943,8 +882,6 @@ coli_status coli__experts_dev_stats(const coli_model *m, int dev, const coli__ex
     full.gpu_pairs = cnt->dev_pairs[dev];
     full.fallback_pairs = cnt->dev_fallback[dev];
     full.gpu_expert_hit_rate = cnt->pairs ? (double)cnt->dev_pairs[dev] / (double)cnt->pairs : 0.0;
-    size_t want = out->struct_size < sizeof full ? out->struct_size : sizeof full;
-    full.struct_size = want;
-    memcpy(out, &full, want);
+    coli__sized_out(out, &full, sizeof full);
     return COLI_OK;
 }

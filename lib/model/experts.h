@@ -78,8 +78,6 @@ const signed char *coli__experts_placement(const coli_model *m);
 int coli__experts_n_devices(const coli_model *m);
 coli_status coli__experts_dev_stats(const coli_model *m, int dev, const coli__experts_counts *cnt,
                                     coli_gpu_stats *out);
-/* "0,1" into distinct ordinals (at most COLI_GPU_MAX_DEVICES); 0 or -1. */
-int coli__parse_devices(const char *s, int *devs, int *n);
 
 /* Tests only: the ops table coli__experts_open and coli_gpu_* use instead
  * of the compiled-in one (NULL restores it). Not thread-safe. */

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/sized.h"
 #include "store/container.h"
 #include "cpu/cpu.h"
 #include "cpu/cpusel.h"
@@ -63,12 +64,6 @@ static coli_status eos_from_tokenizer_config(coli_model *m)
     return COLI_OK;
 }
 
-static const char *dt_name(coli__dtype dt)
-{
-    static const char *const names[] = {"f32", "f16", "bf16", "?", "q8", "q4", "q2"};
-    return dt <= COLI_DT_Q2 ? names[dt] : "?";
-}
-
 /* Which format each kind of matrix ended up in (layer 0 speaks for all). */
 static void describe_weights(coli_model *m)
 {
@@ -81,16 +76,16 @@ static void describe_weights(coli_model *m)
         if (!m->w.layers[l].is_moe && dense < 0)
             dense = l;
     }
-    size_t n = (size_t)snprintf(m->weights_detail, sizeof m->weights_detail, "attention %s", dt_name(ly->wq.dt));
+    size_t n = (size_t)snprintf(m->weights_detail, sizeof m->weights_detail, "attention %s", coli__dtype_name(ly->wq.dt));
     if (moe >= 0 && n < sizeof m->weights_detail)
         n += (size_t)snprintf(m->weights_detail + n, sizeof m->weights_detail - n, ", experts %s, router %s",
-                              dt_name(w->layers[moe].e_gate[0].dt), dt_name(w->layers[moe].router.dt));
+                              coli__dtype_name(w->layers[moe].e_gate[0].dt), coli__dtype_name(w->layers[moe].router.dt));
     if (dense >= 0 && n < sizeof m->weights_detail)
         n += (size_t)snprintf(m->weights_detail + n, sizeof m->weights_detail - n, ", dense mlp %s",
-                              dt_name(w->layers[dense].gate.dt));
+                              coli__dtype_name(w->layers[dense].gate.dt));
     if (n < sizeof m->weights_detail)
         n += (size_t)snprintf(m->weights_detail + n, sizeof m->weights_detail - n,
-                              ", embedding %s, output %s, norms f32", dt_name(w->embed.dt), dt_name(w->lm_head.dt));
+                              ", embedding %s, output %s, norms f32", coli__dtype_name(w->embed.dt), coli__dtype_name(w->lm_head.dt));
     /* docs/formats.md, "The x16 layout" */
     const coli__mat *probe[] = {&ly->wq, moe >= 0 ? &w->layers[moe].e_gate[0] : &ly->wq, &w->lm_head};
     int x16 = 0;
@@ -98,12 +93,6 @@ static void describe_weights(coli_model *m)
         x16 |= coli__dtype_is_quant(probe[i]->dt) && probe[i]->q.layout == COLI__QL_X16;
     if (x16 && n < sizeof m->weights_detail)
         snprintf(m->weights_detail + n, sizeof m->weights_detail - n, "; x16 layout for the CPU");
-}
-
-static const char *fmt_name(int f)
-{
-    static const char *const names[] = {"auto", "f32", "bf16", "q8", "q4", "q2"};
-    return f >= 0 && f <= COLI_WEIGHTS_Q2 ? names[f] : "?";
 }
 
 /* A converted model: the weights are mapped, nothing is converted; the
@@ -115,7 +104,8 @@ static coli_status open_container(coli_model *m, const char *dir)
     if (m->opts.weights != COLI_WEIGHTS_AUTO && m->opts.weights != c->weights)
         return coli__fail(&m->err, COLI_EINVAL,
                           "option weights: %s holds %s weights, %s was asked for; omit the option or convert again",
-                          c->path, fmt_name(c->weights), fmt_name((int)m->opts.weights));
+                          c->path, coli_weight_format_name((coli_weight_format)c->weights),
+                          coli_weight_format_name((coli_weight_format)m->opts.weights));
     if (m->opts.weights == COLI_WEIGHTS_Q4 && m->opts.q4_group != c->q4_group)
         return coli__fail(&m->err, COLI_EINVAL, "option q4_group: %s holds q4 weights in groups of %d, not %d",
                           c->path, c->q4_group, (int)m->opts.q4_group);
@@ -264,15 +254,12 @@ static void info_fill(const coli_model *m, coli_model_info *info);
 COLI_API coli_status coli_model_get_info(const coli_model *m, coli_model_info *info)
 {
     COLI_TRY(usable(m));
-    if (!info || info->struct_size < sizeof info->struct_size)
+    if (!coli__sized_out_ok(info))
         return COLI_EINVAL;
-    /* Callers built against an older, shorter struct get its prefix. */
-    size_t want = info->struct_size < sizeof(coli_model_info) ? info->struct_size : sizeof(coli_model_info);
     coli_model_info full;
     memset(&full, 0, sizeof full);
     info_fill(m, &full);
-    full.struct_size = want;
-    memcpy(info, &full, want);
+    coli__sized_out(info, &full, sizeof full);
     return COLI_OK;
 }
 
@@ -295,13 +282,12 @@ static void info_fill(const coli_model *m, coli_model_info *info)
     info->n_params_active = m->w.n_params_active;
     info->weight_bytes = m->w.bytes;
     /* The format asked for; AUTO resolves to the checkpoint's one format. */
-    static const char *const names[] = {"auto", "f32", "bf16", "q8", "q4", "q2"};
     const int *n = m->w.n_by_dt;
     info->weights = m->wfmt;
-    info->weights_name = names[m->wfmt];
+    info->weights_name = coli_weight_format_name(m->wfmt);
     if (m->wfmt == COLI_WEIGHTS_AUTO) {
         int kinds = (n[COLI_DT_F32] > 0) + (n[COLI_DT_BF16] > 0) + (n[COLI_DT_F16] > 0);
-        info->weights_name = kinds > 1 ? "mixed" : n[COLI_DT_F32] ? "f32" : n[COLI_DT_BF16] ? "bf16" : "f16";
+        info->weights_name = kinds > 1 ? "mixed" : coli__dtype_name(n[COLI_DT_F32] ? COLI_DT_F32 : n[COLI_DT_BF16] ? COLI_DT_BF16 : COLI_DT_F16);
         info->weights = kinds > 1 || n[COLI_DT_F16] ? COLI_WEIGHTS_AUTO
                         : n[COLI_DT_F32]            ? COLI_WEIGHTS_F32
                                                     : COLI_WEIGHTS_BF16;
@@ -417,7 +403,7 @@ COLI_API coli_status coli_detokenize(coli_model *m, const int32_t *ids, size_t n
 COLI_API coli_status coli_model_store_stats(const coli_model *m, coli_store_stats *stats)
 {
     COLI_TRY(usable(m));
-    if (!stats || stats->struct_size < sizeof stats->struct_size)
+    if (!coli__sized_out_ok(stats))
         return COLI_EINVAL;
     coli_store_stats full;
     memset(&full, 0, sizeof full);
@@ -428,8 +414,6 @@ COLI_API coli_status coli_model_store_stats(const coli_model *m, coli_store_stat
         full.experts = (uint64_t)m->cfg.n_moe_layers * (uint64_t)m->cfg.n_experts;
         full.slots = full.experts;
     }
-    size_t want = stats->struct_size < sizeof full ? stats->struct_size : sizeof full;
-    full.struct_size = want;
-    memcpy(stats, &full, want);
+    coli__sized_out(stats, &full, sizeof full);
     return COLI_OK;
 }

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
+#include "model/options.h"
 
 typedef struct coli__layer {
     coli__mat wq, wk, wv, wo;
@@ -76,32 +77,6 @@ typedef struct coli__pieces {
     const struct coli__ffn_piece *moe; /* the feed-forward of MoE layers */
     const struct coli__ffn_piece *mlp; /* of dense layers */
 } coli__pieces;
-
-/* Options as resolved at open; contexts inherit them. */
-typedef struct coli__opts {
-    int64_t weights;
-    int64_t threads;
-    int64_t context;
-    int64_t mem_budget_mb;
-    int64_t q4_group;
-    coli__logger log;
-    /* GPU expert tier; -1: not set, the environment decides (lib/model/experts.c) */
-    int64_t gpu;                     /* 0 off, 1 on */
-    int64_t gpu_expert_mb;           /* VRAM for experts per device, MiB */
-    int64_t gpu_release_host;        /* 0 or 1 */
-    int gpu_devices[16];             /* COLI_GPU_MAX_DEVICES ordinals */
-    int n_gpu_devices;               /* -1: not set */
-    /* the expert store of converted models (lib/store/store.c) */
-    int64_t expert_slots;            /* 0: from mem_budget_mb */
-    int64_t prefetch;
-    int64_t io_threads;
-    int64_t hotset;
-    int64_t cpu_kernels;             /* 0: COLI_CPU decides, else the best set */
-} coli__opts;
-
-struct coli_options {
-    coli__opts o;
-};
 
 struct coli_model {
     coli__err err;
@@ -181,8 +156,6 @@ coli__dtype coli__weights_target(coli_weight_format fmt, coli__mat_kind kind, co
 /* Bytes all weights would take in fmt, and the bytes one token reads. */
 void coli__weights_bytes(const coli__weights *w, const coli__config *cfg, coli_weight_format fmt, int q4_group,
                          uint64_t *total, uint64_t *active);
-
-void coli__opts_default(coli__opts *o);
 
 /* The message buffer for a failing call on an open model, private to the
  * calling thread (coli_model_errmsg reads it back on the same thread). */

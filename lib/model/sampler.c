@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sized.h"
 #include "model/sampler.h"
 
 typedef struct cand {
@@ -58,16 +59,6 @@ static double next_unit(coli_sampler *r)
     return (double)(next_u64(r) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-COLI_API void coli_sampling_default(coli_sampling *s)
-{
-    if (!s)
-        return;
-    s->temperature = 0.0f;
-    s->top_k = 0;
-    s->top_p = 1.0f;
-    s->seed = 0;
-}
-
 COLI_API void coli_sampler_params_init(coli_sampler_params *p, size_t struct_size)
 {
     coli_sampler_params d;
@@ -79,7 +70,7 @@ COLI_API void coli_sampler_params_init(coli_sampler_params *p, size_t struct_siz
     d.repeat_penalty = 1.0f;
     d.repeat_last_n = 64;
     d.seed = 0;
-    coli__init_sized(p, &d, sizeof d, struct_size);
+    coli__sized_init(p, &d, sizeof d, struct_size);
 }
 
 static void reseed(coli_sampler *s)
@@ -89,20 +80,17 @@ static void reseed(coli_sampler *s)
         s->s[i] = splitmix64(&x);
 }
 
-COLI_API coli_status coli_sampler_create_v2(const coli_sampler_params *params, coli_sampler **out)
+/* The first version of coli_sampler_params is the whole of this one. */
+#define COLI__SAMPLER_PARAMS_V1 sizeof(coli_sampler_params)
+
+COLI_API coli_status coli_sampler_create(const coli_sampler_params *params, coli_sampler **out)
 {
     if (!out)
         return COLI_EINVAL;
     *out = NULL;
     coli_sampler_params p;
     coli_sampler_params_init(&p, sizeof p);
-    if (params) {
-        /* every field of this version must be there */
-        if (params->struct_size < sizeof p)
-            return COLI_EINVAL;
-        p = *params;
-        p.struct_size = sizeof p;
-    }
+    COLI_TRY(coli__sized_in(&p, params, sizeof p, COLI__SAMPLER_PARAMS_V1, "coli_sampler_params", NULL));
     if (!isfinite(p.temperature) || !(p.top_p > 0.0f) || !isfinite(p.top_p) || !(p.min_p >= 0.0f) ||
         !(p.min_p <= 1.0f) || !(p.repeat_penalty > 0.0f) || !isfinite(p.repeat_penalty) ||
         p.repeat_last_n < 0 || p.repeat_last_n > (1 << 20))
@@ -119,19 +107,6 @@ COLI_API coli_status coli_sampler_create_v2(const coli_sampler_params *params, c
     reseed(s);
     *out = s;
     return COLI_OK;
-}
-
-COLI_API coli_status coli_sampler_create(const coli_sampling *params, coli_sampler **out)
-{
-    coli_sampler_params p;
-    coli_sampler_params_init(&p, sizeof p);
-    if (params) {
-        p.temperature = params->temperature;
-        p.top_k = params->top_k;
-        p.top_p = params->top_p;
-        p.seed = params->seed;
-    }
-    return coli_sampler_create_v2(&p, out);
 }
 
 COLI_API void coli_sampler_free(coli_sampler *s)

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/sized.h"
 #include "store/container.h"
 #include "io/crc32c.h"
 #include "model/model.h"
@@ -449,14 +450,16 @@ done:
     return st;
 }
 
+/* The first version of coli_convert_params ended before progress. */
+#define COLI__CONVERT_PARAMS_V1 offsetof(coli_convert_params, progress)
+
 COLI_API void coli_convert_params_init(coli_convert_params *p, size_t struct_size)
 {
     coli_convert_params d;
     memset(&d, 0, sizeof d);
-    d.struct_size = sizeof d;
     d.weights = COLI_WEIGHTS_Q4;
     d.q4_group = 32;
-    coli__init_sized(p, &d, sizeof d, struct_size);
+    coli__sized_init(p, &d, sizeof d, struct_size);
 }
 
 static coli_status run(conv *c, const char *src, const char *out, coli__err *err)
@@ -570,10 +573,8 @@ COLI_API coli_status coli_convert(const char *model_dir, const char *out_dir, co
     coli_status st = COLI_OK;
     if (!model_dir || !out_dir)
         st = coli__fail(&err, COLI_EINVAL, "coli_convert: NULL directory");
-    else if (params && params->struct_size < offsetof(coli_convert_params, progress))
-        st = coli__fail(&err, COLI_EINVAL, "coli_convert: params->struct_size %zu is too small", params->struct_size);
-    if (st == COLI_OK && params)
-        memcpy(&p, params, params->struct_size < sizeof p ? params->struct_size : sizeof p);
+    else
+        st = coli__sized_in(&p, params, sizeof p, COLI__CONVERT_PARAMS_V1, "coli_convert_params", &err);
     conv *c = calloc(1, sizeof *c);
     if (st == COLI_OK && !c)
         st = coli__fail(&err, COLI_ENOMEM, "out of memory");

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "store/hotset.h"
 #include "store/store.h"
 
@@ -279,16 +280,12 @@ static void assign(coli__store *s, int i, int l, int e, int origin, int hot)
 
 static coli_status env_fail_after(int64_t *out, coli__err *err)
 {
-    const char *v = getenv("COLI_IO_FAIL_AFTER");
+    coli__env_val v;
+    int set;
     *out = -1;
-    if (!v)
-        return COLI_OK;
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (!*v || *v == '-' || *v == '+' || *end || errno)
-        return coli__fail(err, COLI_EINVAL, "environment variable COLI_IO_FAIL_AFTER: '%s' is not a count of reads", v);
-    *out = n;
+    COLI_TRY(coli__env_get(COLI__ENV_IO_FAIL_AFTER, &v, &set, err));
+    if (set)
+        *out = v.i;
     return COLI_OK;
 }
 
