@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
+#include "store/convert.h"
 
 typedef struct coli__layer {
     coli__mat wq, wk, wv, wo;
@@ -20,21 +21,6 @@ typedef struct coli__layer {
     coli__mat router;                /* [n_experts, hidden] */
     coli__mat *e_gate, *e_up, *e_down; /* n_experts each */
 } coli__layer;
-
-/* How a matrix is treated by the quantized load formats (docs/formats.md). */
-typedef enum coli__mat_kind {
-    COLI_MAT_BIG = 0,  /* attention, dense MLP, experts: the chosen format */
-    COLI_MAT_OUT = 1,  /* output projection: q8 under any quantized format */
-    COLI_MAT_KEEP = 2  /* router, embedding: as stored */
-} coli__mat_kind;
-
-/* How much of a matrix one token reads. */
-typedef enum coli__mat_role {
-    COLI_ROLE_DENSE = 0,   /* all of it */
-    COLI_ROLE_EXPERT = 1,  /* top_k of n_experts such matrices */
-    COLI_ROLE_EMBED = 2,   /* one row */
-    COLI_ROLE_TIED_OUT = 3 /* the tied output projection (no tensor of its own) */
-} coli__mat_role;
 
 /* One matrix of the checkpoint, for sizing it in any format. */
 typedef struct coli__matrec {
@@ -114,19 +100,6 @@ struct coli_model {
 /* The checkpoint's name of expert e's gate (which 0), up (1) or down (2)
  * in layer l, written to name[cap]. */
 const char *coli__weights_expert_name(const coli__config *c, int l, int e, int which, char *name, size_t cap);
-
-/* One tensor of a conversion plan (coli__weights_plan). */
-typedef struct coli__witem {
-    const char *name;          /* as the container names it */
-    const char *src;           /* the checkpoint tensor it is made from */
-    int rows, cols;            /* a vector: 1 row of cols values */
-    int is_vec;
-    coli__mat_kind kind;
-    coli__mat_role role;
-    coli__dtype stored, target;
-    int layer, expert, which;  /* expert -1: not an expert; which: 0 gate, 1 up, 2 down */
-} coli__witem;
-typedef coli_status (*coli__witem_fn)(void *user, const coli__witem *it, coli__err *err);
 
 struct coli__container;
 
