@@ -123,16 +123,14 @@ coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *
 coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_format fmt, int q4_group,
                                        const coli__witem *it, coli__weights *scratch, coli__mat *out,
                                        coli__err *err);
-/* When the loader allocated matrix *mat's host copy (1): sets its data (or
- * q.qs) to NULL and *slot to its entry of w->owned, for the caller to free
- * once done searching; 0 when it points into the checkpoint's mapping,
- * which costs no memory of its own. index: from coli__weights_owned_index
- * (allocations by address), n its length. */
-int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, coli__mat *mat, size_t *slot);
-size_t *coli__weights_owned_index(const coli__weights *w);
-/* Gives back allocation w->owned[slot] (its pages, when it lies in a
- * region) and sets the entry to NULL. */
-void coli__weights_free_owned(coli__weights *w, size_t slot);
+/* Drops the host copies the loader allocated of the experts with
+ * resident[l * E + e] >= 0 (an expert resident on a GPU), setting
+ * host[l * E + e] to 0 for each: their data (or q.qs) becomes NULL and
+ * their memory goes back (the pages, when it lies in a region). *freed:
+ * the bytes dropped; *mapped: 1 when some point into the checkpoint's
+ * mapping, which costs no memory of its own. COLI_ENOMEM: nothing dropped. */
+coli_status coli__weights_release_experts(coli__weights *w, const coli__config *cfg, const signed char *resident,
+                                          unsigned char *host, uint64_t *freed, int *mapped);
 /* Loads again the matrices of expert e of layer l whose host copy was
  * released, from the checkpoint, exactly as at open. */
 coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
