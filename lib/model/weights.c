@@ -91,7 +91,7 @@ static void *region_new(coli__weights *w, size_t bytes)
 }
 
 /* 64-byte aligned (whole cache lines for the SIMD kernels) memory that
- * lives as long as the weights, or until coli__weights_free_owned. */
+ * lives as long as the weights, or until released (coli__weights_release_experts). */
 static void *own(loader *L, size_t bytes)
 {
     coli__weights *w = L->w;
