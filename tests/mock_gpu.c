@@ -1,6 +1,9 @@
 /* mock_gpu.c - see mock_gpu.h. Products go through coli__matmul on a view
  * of the copied arrays, SwiGLU through coli__swiglu: the CPU expert path's
- * own arithmetic, so the engine's split and combine are what a test sees. */
+ * own arithmetic, so the engine's split and combine are what a test sees.
+ * One mutex serialises the calls that touch the shared counters, so that
+ * models on several threads may use the mock at once (tests/test_threads.c). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +35,7 @@ static uint64_t g_cap, g_report;
 static int g_period, g_phase;
 static uint64_t g_seq; /* upload attempts */
 static mock_gpu_counts g_cnt[COLI_GPU_MAX_DEVICES];
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void mock_gpu_setup(int n_devices, uint64_t capacity)
 {
@@ -40,7 +44,9 @@ void mock_gpu_setup(int n_devices, uint64_t capacity)
     g_report = 0;
     g_period = 0;
     g_seq = 0;
+    pthread_mutex_lock(&g_mu);
     memset(g_cnt, 0, sizeof g_cnt);
+    pthread_mutex_unlock(&g_mu);
 }
 
 void mock_gpu_report_free(uint64_t bytes)
@@ -56,7 +62,9 @@ void mock_gpu_refuse_every(int period, int phase)
 
 void mock_gpu_get(int ordinal, mock_gpu_counts *out)
 {
+    pthread_mutex_lock(&g_mu);
     *out = g_cnt[ordinal];
+    pthread_mutex_unlock(&g_mu);
 }
 
 static const char *m_compiled(void)
@@ -299,9 +307,73 @@ static coli_status m_stats(const coli__gpu *g, int dev, coli__gpu_stats *out, co
     return COLI_OK;
 }
 
+/* The calls that count, under g_mu. */
+static coli_status l_init(const coli__gpu_params *p, coli__gpu **out, coli__err *err)
+{
+    pthread_mutex_lock(&g_mu);
+    coli_status st = m_init(p, out, err);
+    pthread_mutex_unlock(&g_mu);
+    return st;
+}
+
+static void l_free(coli__gpu *g)
+{
+    pthread_mutex_lock(&g_mu);
+    m_free(g);
+    pthread_mutex_unlock(&g_mu);
+}
+
+static void l_release(coli__gpu *g, int h)
+{
+    pthread_mutex_lock(&g_mu);
+    m_release(g, h);
+    pthread_mutex_unlock(&g_mu);
+}
+
+static coli_status l_upload(coli__gpu *g, int dev, const coli__gpu_mat *m, int *handle, coli__err *err)
+{
+    pthread_mutex_lock(&g_mu);
+    coli_status st = m_upload(g, dev, m, handle, err);
+    pthread_mutex_unlock(&g_mu);
+    return st;
+}
+
+static coli_status l_matmul(coli__gpu *g, int handle, const float *x, int S, float *y, coli__err *err)
+{
+    pthread_mutex_lock(&g_mu);
+    coli_status st = m_matmul(g, handle, x, S, y, err);
+    pthread_mutex_unlock(&g_mu);
+    return st;
+}
+
+static coli_status l_experts(coli__gpu *g, int dev, const coli__gpu_expert *jobs, int n_jobs, const float *x,
+                             float *y, coli__err *err)
+{
+    pthread_mutex_lock(&g_mu);
+    coli_status st = m_experts(g, dev, jobs, n_jobs, x, y, err);
+    pthread_mutex_unlock(&g_mu);
+    return st;
+}
+
+static coli_status l_stats(const coli__gpu *g, int dev, coli__gpu_stats *out, coli__err *err)
+{
+    pthread_mutex_lock(&g_mu);
+    coli_status st = m_stats(g, dev, out, err);
+    pthread_mutex_unlock(&g_mu);
+    return st;
+}
+
+static coli_status l_device_info(const coli__gpu *g, int dev, coli__gpu_devinfo *out, coli__err *err)
+{
+    pthread_mutex_lock(&g_mu);
+    coli_status st = m_device_info(g, dev, out, err);
+    pthread_mutex_unlock(&g_mu);
+    return st;
+}
+
 static const coli__gpu_ops mock_ops = {
-    m_compiled, m_probe,  m_init,    m_free,         m_n_devices, m_device_info, m_upload,
-    m_update,   m_release, m_tensor_bytes, m_matmul, m_experts,   m_stats,
+    m_compiled, m_probe,  l_init,    l_free,         m_n_devices, l_device_info, l_upload,
+    m_update,   l_release, m_tensor_bytes, l_matmul, l_experts,   l_stats,
 };
 
 const coli__gpu_ops *mock_gpu_ops(void)

@@ -39,6 +39,7 @@ struct coli__tier {
     signed char *dev;     /* [L * E] device of each expert, -1: CPU */
     int *h;               /* [L * E * 3] gate, up, down handles */
     unsigned char *host;  /* [L * E] 0: host copies released */
+    coli__expert_source src; /* releases and rebuilds host copies */
     uint64_t res_experts[MAXD], res_bytes[MAXD];
     pthread_mutex_t mu;   /* the failure state and host rebuilds */
     pthread_mutex_t dev_mu[MAXD]; /* one call at a time on a device */
@@ -217,16 +218,43 @@ static coli_status upload_expert(const coli_model *m, struct coli__tier *t, int 
     return COLI_OK;
 }
 
+/* Once every expert is resident, the output projection goes where room
+ * is left: after the experts it is the largest matrix a token reads, and
+ * its product on a device has the CPU's bits in the quantized formats
+ * like any other (docs/formats.md). */
+static void place_output(coli_model *m, struct coli__tier *t, const uint64_t *budgets)
+{
+    const coli__mat *out = &m->w.lm_head;
+    if (!supported(out))
+        return;
+    coli__gpu_mat gm = gpu_mat(out);
+    uint64_t need = t->ops->tensor_bytes(&gm);
+    int best = -1;
+    for (int d = 0; d < t->n_dev; d++)
+        if (budgets[d] >= t->res_bytes[d] + need &&
+            (best < 0 || budgets[d] - t->res_bytes[d] > budgets[best] - t->res_bytes[best]))
+            best = d;
+    coli__err one;
+    coli__err_clear(&one);
+    if (best >= 0 && t->ops->upload(t->g, best, &gm, &t->out_h, &one) == COLI_OK) {
+        t->out_dev = best; /* not counted in res_bytes: those are the experts' */
+    } else {
+        t->out_h = -1;
+        if (best >= 0)
+            coli__log(&m->opts.log, COLI_LOG_INFO, "GPU expert tier: the output projection stays on the CPU: %s",
+                      one.msg);
+    }
+}
+
 static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const gpu_conf *gc)
 {
     size_t n = (size_t)t->L * (size_t)t->E;
+    coli_status st = COLI_OK;
+    void *buf = NULL;
     uint64_t *sizes = calloc(n ? n : 1, sizeof *sizes);
     int *where = malloc((n ? n : 1) * sizeof *where);
-    if (!sizes || !where) {
-        free(sizes);
-        free(where);
-        return coli__fail(&m->err, COLI_ENOMEM, "out of memory placing experts");
-    }
+    if (!sizes || !where)
+        goto nomem;
     for (int l = 0; l < t->L; l++) {
         const coli__layer *ly = &m->w.layers[l];
         if (!ly->is_moe)
@@ -253,22 +281,16 @@ static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const g
     }
     /* hot-first when the store has routing counts (model.coli.hot) */
     const uint64_t *hot = m->store ? coli__store_counts(m->store) : NULL;
-    int placed = coli__place(sizes, t->L, t->E, budgets, t->n_dev, hot, where, NULL);
-    if (placed < 0) {
-        free(sizes);
-        free(where);
-        return coli__fail(&m->err, COLI_ENOMEM, "out of memory placing experts");
+    if (coli__place(sizes, t->L, t->E, budgets, t->n_dev, hot, where, NULL) < 0)
+        goto nomem;
+    if (m->store && coli__store_streams(m->store) &&
+        posix_memalign(&buf, 4096, coli__store_record_bytes(m->store)) != 0) {
+        buf = NULL;
+        goto nomem;
     }
     int refused = 0;
     coli__err uerr;
     coli__err_clear(&uerr);
-    void *buf = NULL;
-    if (m->store && coli__store_streams(m->store) &&
-        posix_memalign(&buf, 4096, coli__store_record_bytes(m->store)) != 0) {
-        free(sizes);
-        free(where);
-        return coli__fail(&m->err, COLI_ENOMEM, "out of memory placing experts");
-    }
     for (int l = 0; l < t->L; l++)
         for (int e = 0; e < t->E; e++) {
             size_t i = (size_t)l * t->E + e;
@@ -280,11 +302,9 @@ static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const g
             coli_status ust = upload_expert(m, t, l, e, d, &t->h[3 * i], buf, &one);
             if (ust == COLI_EIO || ust == COLI_EFORMAT) {
                 /* the container, not the device, failed: that is the model's error */
-                free(buf);
-                free(sizes);
-                free(where);
                 m->err = one;
-                return ust;
+                st = ust;
+                goto done;
             }
             if (ust != COLI_OK) {
                 if (!refused++)
@@ -295,81 +315,37 @@ static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const g
             t->res_experts[d]++;
             t->res_bytes[d] += sizes[i];
         }
-    free(buf);
     if (refused)
-        coli__log(&m->opts.log, COLI_LOG_WARN, "GPU expert tier: %d experts could not be uploaded (first: %s); they run on the CPU",
-                  refused, uerr.msg);
-    /* Once every expert is resident, the output projection goes where room
-     * is left: after the experts it is the largest matrix a token reads,
-     * and its product on a device has the CPU's bits in the quantized
-     * formats like any other (docs/formats.md). */
+        coli__log(&m->opts.log, COLI_LOG_WARN,
+                  "GPU expert tier: %d experts could not be uploaded (first: %s); they run on the CPU", refused,
+                  uerr.msg);
     int all = !refused;
     for (size_t i = 0; all && i < n; i++)
         all = sizes[i] == 0 || where[i] >= 0;
-    const coli__mat *out = &m->w.lm_head;
-    if (all && supported(out)) {
-        coli__gpu_mat gm = gpu_mat(out);
-        uint64_t need = t->ops->tensor_bytes(&gm);
-        int best = -1;
-        for (int d = 0; d < t->n_dev; d++)
-            if (budgets[d] >= t->res_bytes[d] + need &&
-                (best < 0 || budgets[d] - t->res_bytes[d] > budgets[best] - t->res_bytes[best]))
-                best = d;
-        coli__err one;
-        coli__err_clear(&one);
-        if (best >= 0 && t->ops->upload(t->g, best, &gm, &t->out_h, &one) == COLI_OK) {
-            t->out_dev = best; /* not counted in res_bytes: those are the experts' */
-        } else {
-            t->out_h = -1;
-            if (best >= 0)
-                coli__log(&m->opts.log, COLI_LOG_INFO, "GPU expert tier: the output projection stays on the CPU: %s",
-                          one.msg);
-        }
-    }
+    if (all)
+        place_output(m, t, budgets);
+    goto done;
+nomem:
+    st = coli__fail(&m->err, COLI_ENOMEM, "out of memory placing experts");
+done:
+    free(buf);
     free(sizes);
     free(where);
-    return COLI_OK;
+    return st;
 }
 
 /* CUDA_RELEASE_HOST: drops the host copies of resident experts that the
- * loader allocated (quantized or converted weights). Weights used as
- * stored point into the mapped checkpoint: nothing to release there. */
+ * loader allocated (quantized or converted weights), through the source
+ * the loader handed down. Weights used as stored point into the mapped
+ * checkpoint: nothing to release there. */
 static coli_status release_host(coli_model *m, struct coli__tier *t)
 {
-    size_t *ix = coli__weights_owned_index(&m->w);
-    if (!ix)
-        return coli__fail(&m->err, COLI_ENOMEM, "out of memory releasing host copies of experts");
-    size_t *slots = malloc((size_t)t->L * (size_t)t->E * 3 * sizeof *slots), n_slots = 0;
-    if (!slots) {
-        free(ix);
-        return coli__fail(&m->err, COLI_ENOMEM, "out of memory releasing host copies of experts");
-    }
     uint64_t freed = 0;
     int mapped = 0;
-    for (int l = 0; l < t->L; l++)
-        for (int e = 0; e < t->E; e++) {
-            size_t i = (size_t)l * t->E + e;
-            if (t->dev[i] < 0)
-                continue;
-            coli__layer *ly = &m->w.layers[l];
-            coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
-            for (int k = 0; k < 3; k++) {
-                uint64_t b = coli__mat_bytes(mats[k]);
-                if (coli__weights_release_mat(&m->w, ix, m->w.n_owned, mats[k], &slots[n_slots])) {
-                    n_slots++;
-                    t->released = 1;
-                    freed += b;
-                    t->host[i] = 0;
-                } else {
-                    mapped = 1;
-                }
-            }
-        }
-    /* freed only now: the search needs the allocations' addresses */
-    for (size_t k = 0; k < n_slots; k++)
-        coli__weights_free_owned(&m->w, slots[k]);
-    free(slots);
-    free(ix);
+    if (t->src.release(t->src.user, t->dev, t->host, &freed, &mapped) != COLI_OK)
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory releasing host copies of experts");
+    for (size_t i = 0; i < (size_t)t->L * (size_t)t->E && !t->released; i++)
+        t->released = !t->host[i];
     coli__log(&m->opts.log, COLI_LOG_INFO, "GPU expert tier: released %llu MiB of host copies%s",
               (unsigned long long)(freed >> 20),
               mapped ? "; weights used as stored are mapped from the checkpoint and have no copy to release" : "");
@@ -384,7 +360,7 @@ coli_status coli__experts_check(const coli__opts *o, int *gpu_on, coli__err *err
     return COLI_OK;
 }
 
-coli_status coli__experts_open(coli_model *m)
+coli_status coli__experts_open(coli_model *m, const coli__expert_source *src)
 {
     gpu_conf gc;
     COLI_TRY(resolve(&m->opts, &gc, &m->err));
@@ -431,6 +407,7 @@ coli_status coli__experts_open(coli_model *m)
     for (int d = 0; d < MAXD; d++)
         pthread_mutex_init(&t->dev_mu[d], NULL);
     t->ops = ops;
+    t->src = *src;
     t->L = m->cfg.n_layers;
     t->E = m->cfg.n_experts;
     size_t n = (size_t)t->L * (size_t)t->E;
@@ -552,15 +529,14 @@ static coli_status ensure_host(const coli_model *m, struct coli__tier *t, int l,
     coli_status st = COLI_OK;
     pthread_mutex_lock(&t->mu);
     if (!t->host[i]) {
-        coli_model *mm = (coli_model *)m; /* the tier owns this part of the weights */
         coli__err err;
         coli__err_clear(&err);
-        st = coli__weights_reload_expert(&mm->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, l, e, &err);
+        st = t->src.reload(t->src.user, l, e, &err);
         if (st == COLI_OK)
             t->host[i] = 1;
         else
-            coli__log(&m->opts.log, COLI_LOG_ERROR, "GPU expert tier: rebuilding the host copy of layer %d expert %d: %s",
-                      l, e, err.msg);
+            coli__log(&m->opts.log, COLI_LOG_ERROR,
+                      "GPU expert tier: rebuilding the host copy of layer %d expert %d: %s", l, e, err.msg);
     }
     pthread_mutex_unlock(&t->mu);
     return st;
@@ -617,20 +593,34 @@ static coli_status cpu_expert(const coli_model *m, int l, int e, coli__pool *poo
     return coli__store_get(m->store, l, e, 1, b->em[0], &b->ref[0], err);
 }
 
-coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, uint64_t *read,
-                              coli__experts_counts *counts, coli__err *err)
-{
-    const coli__config *c = &m->cfg;
-    const coli__layer *ly = &m->w.layers[l];
-    const int H = c->hidden, E = c->n_experts, K = c->top_k, I = c->moe_inter, S = io->S;
-    struct coli__tier *t = m->gpu;
-    const int n_dev = t ? t->n_dev : 0, cpu = n_dev; /* group n_dev is the CPU */
+/* One call of coli__experts_run: what its steps share. */
+typedef struct moe_call {
+    const coli_model *m;
+    struct coli__tier *t;        /* NULL: every expert on the CPU */
+    coli__moe_io *io;
+    int l, H, E, K, I, S;
+    int n;                       /* routed pairs, in io->rows */
+    int cpu;                     /* the CPU's group: after the devices' 0 .. n_dev - 1 */
+    signed char *group;          /* [E] group of each routed expert; NULL: the CPU for all */
+    int lo[MAXD + 1], hi[MAXD + 1]; /* each group's rows of xe and ye */
+    int failed[MAXD];            /* devices whose call failed */
+} moe_call;
 
-    /* The canonical order: routed pairs by ascending expert, then token. */
+static int group_of(const moe_call *c, int e)
+{
+    return c->group ? c->group[e] : c->cpu;
+}
+
+/* The canonical order: routed pairs by ascending expert, then token. */
+static void order_pairs(moe_call *c, uint64_t *read, coli__experts_counts *counts)
+{
+    const coli__layer *ly = &c->m->w.layers[c->l];
+    coli__moe_io *io = c->io;
+    const int K = c->K;
     int n = 0;
-    for (int e = 0; e < E; e++) {
+    for (int e = 0; e < c->E; e++) {
         int n0 = n;
-        for (int s = 0; s < S; s++)
+        for (int s = 0; s < c->S; s++)
             for (int j = 0; j < K; j++)
                 if (io->sel[(size_t)s * K + j] == e)
                     io->rows[n++] = s * K + j;
@@ -638,99 +628,138 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
             *read += coli__mat_bytes(&ly->e_gate[e]) + coli__mat_bytes(&ly->e_up[e]) +
                      coli__mat_bytes(&ly->e_down[e]);
     }
+    c->n = n;
     if (counts)
         counts->pairs += (uint64_t)n;
-    if (m->store)
-        for (int s = 0; s < S; s++)
-            coli__store_routed(m->store, l, io->sel + (size_t)s * K, K, S == 1);
-    /* devices given up, as of now: another context may give one up meanwhile */
+    if (c->m->store)
+        for (int s = 0; s < c->S; s++)
+            coli__store_routed(c->m->store, c->l, io->sel + (size_t)s * K, K, c->S == 1);
+}
+
+/* Each routed expert's group, once for the call: its device, unless the
+ * device is given up (as of now: another context may give one up
+ * meanwhile), else the CPU. */
+static void assign_groups(moe_call *c)
+{
+    const struct coli__tier *t = c->t;
+    if (!c->group)
+        return;
     int off[MAXD];
-    for (int d = 0; d < n_dev; d++)
+    for (int d = 0; d < t->n_dev; d++)
         off[d] = atomic_load(&t->disabled[d]);
-#define GROUP(e) (t && t->dev[(size_t)l * E + (e)] >= 0 && !off[t->dev[(size_t)l * E + (e)]] \
-                      ? t->dev[(size_t)l * E + (e)] : cpu)
-    /* Rows laid out by group (device 0, 1, ..., then the CPU), each expert's
-     * rows together: one contiguous block per device call. */
-    int lo[MAXD + 1], hi[MAXD + 1];
+    const signed char *dev = t->dev + (size_t)c->l * c->E;
+    for (int r = 0; r < c->n; r++) {
+        int e = c->io->sel[c->io->rows[r]];
+        c->group[e] = (signed char)(dev[e] >= 0 && !off[dev[e]] ? dev[e] : c->cpu);
+    }
+}
+
+/* Rows laid out by group (device 0, 1, ..., then the CPU), each expert's
+ * rows together: one contiguous block per device call. */
+static void group_rows(moe_call *c)
+{
+    coli__moe_io *io = c->io;
+    const int H = c->H, K = c->K;
     int at = 0;
-    for (int gi = 0; gi <= n_dev; gi++) {
-        lo[gi] = at;
-        for (int r = 0; r < n; r++) {
+    for (int gi = 0; gi <= c->cpu; gi++) {
+        c->lo[gi] = at;
+        for (int r = 0; r < c->n; r++) {
             int pair = io->rows[r];
-            if (GROUP(io->sel[pair]) != gi)
+            if (group_of(c, io->sel[pair]) != gi)
                 continue;
             io->pos[pair] = at;
-            if (gi != cpu || S > 1) /* one token on the CPU reads xn itself */
+            if (gi != c->cpu || c->S > 1) /* one token on the CPU reads xn itself */
                 memcpy(io->xe + (size_t)at * H, io->xn + (size_t)(pair / K) * H, (size_t)H * sizeof(float));
             at++;
         }
-        hi[gi] = at;
+        c->hi[gi] = at;
     }
-    if (m->store) {
-        /* every read the CPU's share needs starts now, before the devices
-         * run theirs; each get below then waits only for its own record;
-         * reads for the next layer's predicted experts queue behind */
-        int want[COLI_MAX_ACTIVE], nw = 0;
-        for (int r = 0; r < n;) {
-            int e = io->sel[io->rows[r]];
-            while (r < n && io->sel[io->rows[r]] == e)
-                r++;
-            if (GROUP(e) == cpu && nw < COLI_MAX_ACTIVE)
-                want[nw++] = e;
-        }
-        coli__store_want(m->store, l, want, nw);
-        if (io->n_pred > 0)
-            coli__store_prefetch(m->store, io->pred_layer, io->pred, io->n_pred);
+}
+
+/* Every read the CPU's share needs starts now, before the devices run
+ * theirs; each get then waits only for its own record; reads for the next
+ * layer's predicted experts queue behind. */
+static void start_reads(const moe_call *c)
+{
+    const coli__moe_io *io = c->io;
+    coli__store *store = c->m->store;
+    if (!store)
+        return;
+    int want[COLI_MAX_ACTIVE], nw = 0;
+    for (int r = 0; r < c->n;) {
+        int e = io->sel[io->rows[r]];
+        while (r < c->n && io->sel[io->rows[r]] == e)
+            r++;
+        if (group_of(c, e) == c->cpu && nw < COLI_MAX_ACTIVE)
+            want[nw++] = e;
     }
-    /* One call per device with its experts in ascending order. */
-    int failed[MAXD + 1] = {0};
-    for (int d = 0; d < n_dev; d++) {
-        if (hi[d] == lo[d])
+    coli__store_want(store, c->l, want, nw);
+    if (io->n_pred > 0)
+        coli__store_prefetch(store, io->pred_layer, io->pred, io->n_pred);
+}
+
+/* One call per device with its experts in ascending order; a failed one
+ * leaves its experts to the CPU. */
+static void run_devices(moe_call *c, coli__experts_counts *counts)
+{
+    struct coli__tier *t = c->t;
+    coli__moe_io *io = c->io;
+    for (int d = 0; d < c->cpu; d++) {
+        if (c->hi[d] == c->lo[d])
             continue;
         coli__err derr;
         coli__err_clear(&derr);
         pthread_mutex_lock(&t->dev_mu[d]);
-        coli__gpu_expert *jobs = t->jobs + (size_t)d * E;
+        coli__gpu_expert *jobs = t->jobs + (size_t)d * c->E;
         int nj = 0, prev = -1;
-        for (int r = 0; r < n; r++) {
+        for (int r = 0; r < c->n; r++) {
             int e = io->sel[io->rows[r]];
-            if (GROUP(e) != d)
+            if (group_of(c, e) != d)
                 continue;
             if (e != prev) {
-                const int *h = &t->h[3 * ((size_t)l * E + e)];
+                const int *h = &t->h[3 * ((size_t)c->l * c->E + e)];
                 jobs[nj++] = (coli__gpu_expert){h[0], h[1], h[2], 0};
                 prev = e;
             }
             jobs[nj - 1].n_rows++;
         }
-        coli_status st = t->ops->experts(t->g, d, jobs, nj, io->xe + (size_t)lo[d] * H, io->ye + (size_t)lo[d] * H,
-                                         &derr);
+        size_t at = (size_t)c->lo[d] * c->H;
+        coli_status st = t->ops->experts(t->g, d, jobs, nj, io->xe + at, io->ye + at, &derr);
         pthread_mutex_unlock(&t->dev_mu[d]);
+        uint64_t rows = (uint64_t)(c->hi[d] - c->lo[d]);
         if (st == COLI_OK) {
             note_success(t, d);
             if (counts)
-                counts->dev_pairs[d] += (uint64_t)(hi[d] - lo[d]);
+                counts->dev_pairs[d] += rows;
         } else {
-            note_failure(m, t, d, st, derr.msg[0] ? derr.msg : coli_strerror(st));
-            failed[d] = 1;
+            note_failure(c->m, t, d, st, derr.msg[0] ? derr.msg : coli_strerror(st));
+            c->failed[d] = 1;
             if (counts)
-                counts->dev_fallback[d] += (uint64_t)(hi[d] - lo[d]);
+                counts->dev_fallback[d] += rows;
         }
     }
-    /* The CPU's experts, and those of devices that failed, ascending. */
+}
+
+/* The CPU's experts, and those of devices that failed, ascending. */
+static coli_status run_cpu(moe_call *c, coli__pool *pool, coli__err *err)
+{
+    const coli_model *m = c->m;
+    struct coli__tier *t = c->t;
+    coli__moe_io *io = c->io;
+    const int l = c->l, H = c->H, I = c->I;
     cpu_batch b;
     b.nt = 0;
     b.store = m->store;
     b.k = m->cpuk;
-    for (int r = 0; r < n;) {
+    for (int r = 0; r < c->n;) {
         int e = io->sel[io->rows[r]], r0 = r;
-        while (r < n && io->sel[io->rows[r]] == e)
+        while (r < c->n && io->sel[io->rows[r]] == e)
             r++;
-        int gi = GROUP(e);
-        if (gi != cpu && !failed[gi])
+        int gi = group_of(c, e);
+        if (gi != c->cpu && !c->failed[gi])
             continue;
         /* resident here, but failed or given up: its host copy may be gone */
-        if (t && t->released && t->dev[(size_t)l * E + e] >= 0) {
+        if (t && t->released && t->dev[(size_t)l * c->E + e] >= 0) {
             coli_status st = ensure_host(m, t, l, e);
             if (st != COLI_OK) {
                 give_back(&b);
@@ -749,24 +778,69 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
         }
         const coli__mat *em = b.em[b.nt];
         int p0 = io->pos[io->rows[r0]], cnt = r - r0;
-        const float *xe = gi == cpu && S == 1 ? io->xn : io->xe + (size_t)p0 * H;
+        const float *xe = gi == c->cpu && c->S == 1 ? io->xn : io->xe + (size_t)p0 * H;
         float *g = io->g + (size_t)p0 * I, *u = io->u + (size_t)p0 * I;
         b.tg[b.nt] = (coli__mm){&em[0], xe, cnt, g, &em[1], u};
         b.td[b.nt] = (coli__mm){&em[2], g, cnt, io->ye + (size_t)p0 * H, NULL, NULL};
         b.nt++;
     }
-#undef GROUP
-    coli_status fst = flush(pool, &b);
-    if (fst != COLI_OK)
-        return coli__fail(err, fst, "layer %d: %s", l, coli_strerror(fst));
-    /* Weighted sum per token, experts in ascending order, wherever they ran. */
-    memset(io->out, 0, (size_t)S * H * sizeof(float));
-    for (int r = 0; r < n; r++) {
+    coli_status st = flush(pool, &b);
+    if (st != COLI_OK)
+        return coli__fail(err, st, "layer %d: %s", l, coli_strerror(st));
+    return COLI_OK;
+}
+
+/* Weighted sum per token, experts in ascending order, wherever they ran:
+ * this order is the bit-exact contract (docs/formats.md). */
+static void combine(const moe_call *c)
+{
+    coli__moe_io *io = c->io;
+    const int H = c->H, K = c->K;
+    memset(io->out, 0, (size_t)c->S * H * sizeof(float));
+    for (int r = 0; r < c->n; r++) {
         int pair = io->rows[r];
-        coli__axpy(m->cpuk, io->out + (size_t)(pair / K) * H, io->wts[pair], io->ye + (size_t)io->pos[pair] * H,
+        coli__axpy(c->m->cpuk, io->out + (size_t)(pair / K) * H, io->wts[pair], io->ye + (size_t)io->pos[pair] * H,
                    H);
     }
-    return COLI_OK;
+}
+
+/* Experts' groups live on the stack up to this many experts a layer. */
+#define GROUPS_ON_STACK 256
+
+coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, uint64_t *read,
+                              coli__experts_counts *counts, coli__err *err)
+{
+    const coli__config *cfg = &m->cfg;
+    moe_call c = {
+        .m = m,
+        .t = m->gpu,
+        .io = io,
+        .l = l,
+        .H = cfg->hidden,
+        .E = cfg->n_experts,
+        .K = cfg->top_k,
+        .I = cfg->moe_inter,
+        .S = io->S,
+        .cpu = m->gpu ? m->gpu->n_dev : 0,
+    };
+    signed char on_stack[GROUPS_ON_STACK];
+    if (c.t) {
+        c.group = c.E <= GROUPS_ON_STACK ? on_stack : malloc((size_t)c.E);
+        if (!c.group)
+            return coli__fail(err, COLI_ENOMEM, "layer %d: out of memory grouping %d experts", l, c.E);
+    }
+    order_pairs(&c, read, counts);
+    assign_groups(&c);
+    group_rows(&c);
+    start_reads(&c);
+    if (c.t)
+        run_devices(&c, counts);
+    coli_status st = run_cpu(&c, pool, err);
+    if (st == COLI_OK)
+        combine(&c);
+    if (c.group != on_stack)
+        free(c.group);
+    return st;
 }
 
 /* ---- public: devices and statistics ------------------------------------- */

@@ -60,11 +60,27 @@ coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const fl
  * *gpu_on: whether they ask for the tier. */
 coli_status coli__experts_check(const coli__opts *o, int *gpu_on, coli__err *err);
 
+/* The loader's hold on the host copies of experts, handed down at open
+ * (lib/model/model.c): the tier releases and rebuilds them through it
+ * instead of calling the loader. */
+typedef struct coli__expert_source {
+    /* Drops the host copies the loader allocated of the experts with
+     * resident[l * E + e] >= 0, setting host[l * E + e] to 0 for each;
+     * *freed: their bytes; *mapped: 1 when some are mapped from the
+     * checkpoint (no copy of their own). COLI_ENOMEM: none was dropped. */
+    coli_status (*release)(void *user, const signed char *resident, unsigned char *host, uint64_t *freed,
+                           int *mapped);
+    /* Rebuilds the dropped host copies of expert e of layer l exactly as
+     * loaded at open. */
+    coli_status (*reload)(void *user, int l, int e, coli__err *err);
+    void *user;
+} coli__expert_source;
+
 /* At model open, after the weights: resolves the GPU options (API, then
  * environment), and when the tier is on places and uploads experts. A bad
  * environment value fails (naming the variable); a missing tier or device
- * only logs a warning and leaves m->gpu NULL. */
-coli_status coli__experts_open(coli_model *m);
+ * only logs a warning and leaves m->gpu NULL. src: kept by the tier. */
+coli_status coli__experts_open(coli_model *m, const coli__expert_source *src);
 void coli__experts_close(coli_model *m);
 
 /* "cpu only: ..." or "2 devices, 96 of 128 experts": for coli_model_info. */

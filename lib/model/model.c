@@ -112,8 +112,16 @@ static coli_status open_container(coli_model *m, const char *dir)
     m->wfmt = (coli_weight_format)c->weights;
     m->opts.q4_group = c->q4_group;
     COLI_TRY(coli__weights_load_container(&m->w, &m->cfg, c, &m->err));
-    coli__store_conf sc = {(uint64_t)m->opts.mem_budget_mb << 20, m->opts.expert_slots, (int)m->opts.prefetch,
-                           (int)m->opts.io_threads, (int)m->opts.hotset, m->cfg.top_k, m->opts.log, dir};
+    coli__store_conf sc = {
+        .budget = (uint64_t)m->opts.mem_budget_mb << 20,
+        .slots = m->opts.expert_slots,
+        .prefetch = (int)m->opts.prefetch,
+        .io_threads = (int)m->opts.io_threads,
+        .hotset = (int)m->opts.hotset,
+        .top_k = m->cfg.top_k,
+        .log = m->opts.log,
+        .dir = dir,
+    };
     return coli__store_open(c, &sc, &m->store, &m->err);
 }
 
@@ -122,6 +130,20 @@ static coli_status pick_cpu_kernels(coli_model *m)
     COLI_TRY(coli__cpusel_pick(m->opts.cpu_kernels, getenv("COLI_CPU"), coli__cpu_features(), &m->cpuk, &m->err));
     coli__log(&m->opts.log, COLI_LOG_DEBUG, "CPU kernels: %s", coli__cpuk_name(m->cpuk));
     return COLI_OK;
+}
+
+/* The loader's side of the GPU tier's host copies (coli__expert_source). */
+static coli_status release_experts(void *user, const signed char *resident, unsigned char *host, uint64_t *freed,
+                                   int *mapped)
+{
+    coli_model *m = user;
+    return coli__weights_release_experts(&m->w, &m->cfg, resident, host, freed, mapped);
+}
+
+static coli_status reload_expert(void *user, int l, int e, coli__err *err)
+{
+    coli_model *m = user;
+    return coli__weights_reload_expert(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, l, e, err);
 }
 
 static coli_status open_model(coli_model *m, const char *dir)
@@ -151,7 +173,8 @@ static coli_status open_model(coli_model *m, const char *dir)
                       dir);
     }
     describe_weights(m);
-    COLI_TRY(coli__experts_open(m));
+    const coli__expert_source src = {.release = release_experts, .reload = reload_expert, .user = m};
+    COLI_TRY(coli__experts_open(m, &src));
     if (m->store)
         COLI_TRY(coli__store_warm(m->store, m->gpu ? coli__experts_placement(m) : NULL, &m->err));
 
@@ -179,6 +202,23 @@ static coli_status open_model(coli_model *m, const char *dir)
     return COLI_OK;
 }
 
+/* Everything a model holds but its handle, its directory and its message:
+ * safe on a model half opened. */
+static void model_release(coli_model *m)
+{
+    coli__experts_close(m);
+    coli__store_close(m->store);
+    m->store = NULL;
+    coli__weights_free(&m->w, &m->cfg);
+    coli__cont_close(m->cont);
+    m->cont = NULL;
+    coli__tok_free(m->tok);
+    m->tok = NULL;
+    coli__st_close(m->ts);
+    m->ts = NULL;
+    coli__config_free(&m->cfg);
+}
+
 COLI_API coli_status coli_model_open(const char *dir, const coli_options *opts, coli_model **out)
 {
     if (!out)
@@ -191,42 +231,32 @@ COLI_API coli_status coli_model_open(const char *dir, const coli_options *opts, 
         m->opts = opts->o;
     else
         coli__opts_default(&m->opts);
-    if (!dir)
-        return model_fail(m, coli__fail(&m->err, COLI_EINVAL, "model directory is NULL"));
-    m->dir = strdup(dir);
-    if (!m->dir)
-        return model_fail(m, coli__fail(&m->err, COLI_ENOMEM, "out of memory"));
-    coli_status st = open_model(m, dir);
-    if (st != COLI_OK) {
-        /* Keep only the message: release what was loaded. */
-        coli__experts_close(m);
-        coli__store_close(m->store);
-        m->store = NULL;
-        coli__weights_free(&m->w, &m->cfg);
-        coli__cont_close(m->cont);
-        m->cont = NULL;
-        coli__tok_free(m->tok);
-        m->tok = NULL;
-        coli__st_close(m->ts);
-        m->ts = NULL;
-        coli__config_free(&m->cfg);
-        return model_fail(m, st);
+    coli_status st;
+    if (!dir) {
+        st = coli__fail(&m->err, COLI_EINVAL, "model directory is NULL");
+        goto fail;
     }
+    m->dir = strdup(dir);
+    if (!m->dir) {
+        st = coli__fail(&m->err, COLI_ENOMEM, "out of memory");
+        goto fail;
+    }
+    st = open_model(m, dir);
+    if (st != COLI_OK)
+        goto fail;
     m->ok = 1;
     return COLI_OK;
+fail:
+    /* Keep only the message: release what was loaded. */
+    model_release(m);
+    return model_fail(m, st);
 }
 
 COLI_API void coli_model_free(coli_model *m)
 {
     if (!m)
         return;
-    coli__experts_close(m);
-    coli__store_close(m->store);
-    coli__weights_free(&m->w, &m->cfg);
-    coli__cont_close(m->cont);
-    coli__tok_free(m->tok);
-    coli__st_close(m->ts);
-    coli__config_free(&m->cfg);
+    model_release(m);
     free(m->dir);
     free(m);
 }

@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
 #include "model/options.h"
+#include "store/convert.h"
 
 typedef struct coli__layer {
     coli__mat wq, wk, wv, wo;
@@ -22,21 +23,6 @@ typedef struct coli__layer {
     coli__mat router;                /* [n_experts, hidden] */
     coli__mat *e_gate, *e_up, *e_down; /* n_experts each */
 } coli__layer;
-
-/* How a matrix is treated by the quantized load formats (docs/formats.md). */
-typedef enum coli__mat_kind {
-    COLI_MAT_BIG = 0,  /* attention, dense MLP, experts: the chosen format */
-    COLI_MAT_OUT = 1,  /* output projection: q8 under any quantized format */
-    COLI_MAT_KEEP = 2  /* router, embedding: as stored */
-} coli__mat_kind;
-
-/* How much of a matrix one token reads. */
-typedef enum coli__mat_role {
-    COLI_ROLE_DENSE = 0,   /* all of it */
-    COLI_ROLE_EXPERT = 1,  /* top_k of n_experts such matrices */
-    COLI_ROLE_EMBED = 2,   /* one row */
-    COLI_ROLE_TIED_OUT = 3 /* the tied output projection (no tensor of its own) */
-} coli__mat_role;
 
 /* One matrix of the checkpoint, for sizing it in any format. */
 typedef struct coli__matrec {
@@ -101,19 +87,6 @@ struct coli_model {
  * in layer l, written to name[cap]. */
 const char *coli__weights_expert_name(const coli__config *c, int l, int e, int which, char *name, size_t cap);
 
-/* One tensor of a conversion plan (coli__weights_plan). */
-typedef struct coli__witem {
-    const char *name;          /* as the container names it */
-    const char *src;           /* the checkpoint tensor it is made from */
-    int rows, cols;            /* a vector: 1 row of cols values */
-    int is_vec;
-    coli__mat_kind kind;
-    coli__mat_role role;
-    coli__dtype stored, target;
-    int layer, expert, which;  /* expert -1: not an expert; which: 0 gate, 1 up, 2 down */
-} coli__witem;
-typedef coli_status (*coli__witem_fn)(void *user, const coli__witem *it, coli__err *err);
-
 struct coli__container;
 
 /* Loads every weight of cfg from ts in format fmt, checking names and
@@ -136,16 +109,14 @@ coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *
 coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_format fmt, int q4_group,
                                        const coli__witem *it, coli__weights *scratch, coli__mat *out,
                                        coli__err *err);
-/* When the loader allocated matrix *mat's host copy (1): sets its data (or
- * q.qs) to NULL and *slot to its entry of w->owned, for the caller to free
- * once done searching; 0 when it points into the checkpoint's mapping,
- * which costs no memory of its own. index: from coli__weights_owned_index
- * (allocations by address), n its length. */
-int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, coli__mat *mat, size_t *slot);
-size_t *coli__weights_owned_index(const coli__weights *w);
-/* Gives back allocation w->owned[slot] (its pages, when it lies in a
- * region) and sets the entry to NULL. */
-void coli__weights_free_owned(coli__weights *w, size_t slot);
+/* Drops the host copies the loader allocated of the experts with
+ * resident[l * E + e] >= 0 (an expert resident on a GPU), setting
+ * host[l * E + e] to 0 for each: their data (or q.qs) becomes NULL and
+ * their memory goes back (the pages, when it lies in a region). *freed:
+ * the bytes dropped; *mapped: 1 when some point into the checkpoint's
+ * mapping, which costs no memory of its own. COLI_ENOMEM: nothing dropped. */
+coli_status coli__weights_release_experts(coli__weights *w, const coli__config *cfg, const signed char *resident,
+                                          unsigned char *host, uint64_t *freed, int *mapped);
 /* Loads again the matrices of expert e of layer l whose host copy was
  * released, from the checkpoint, exactly as at open. */
 coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,

@@ -92,7 +92,7 @@ static void *region_new(coli__weights *w, size_t bytes)
 }
 
 /* 64-byte aligned (whole cache lines for the SIMD kernels) memory that
- * lives as long as the weights, or until coli__weights_free_owned. */
+ * lives as long as the weights, or until released (coli__weights_release_experts). */
 static void *own(loader *L, size_t bytes)
 {
     coli__weights *w = L->w;
@@ -121,23 +121,6 @@ static void *own(loader *L, size_t bytes)
     }
     w->owned[w->n_owned++] = (coli__block){m, size};
     return m;
-}
-
-void coli__weights_free_owned(coli__weights *w, size_t slot)
-{
-    coli__block *b = &w->owned[slot];
-    if (!b->p)
-        return;
-    if (b->size == 0) {
-        free(b->p);
-    } else {
-        /* the whole pages inside it go back to the system */
-        uintptr_t lo = ((uintptr_t)b->p + 4095) & ~(uintptr_t)4095;
-        uintptr_t hi = ((uintptr_t)b->p + b->size) & ~(uintptr_t)4095;
-        if (hi > lo)
-            madvise((void *)lo, hi - lo, MADV_DONTNEED);
-    }
-    b->p = NULL;
 }
 
 static coli_status record(loader *L, int rows, int cols, coli__mat_kind kind, int stored_size,
@@ -489,7 +472,9 @@ static coli_status cont_mat(loader *L, coli__mat *m, const char *name, int rows,
 static coli_status plan_item(loader *L, const char *name, const char *src, int rows, int cols, int is_vec,
                              coli__mat_kind kind, coli__mat_role role, coli__dtype stored, coli__dtype target)
 {
-    coli__witem it = {name, src, rows, cols, is_vec, kind, role, stored, target, L->layer, L->expert, L->which};
+    coli__witem it = {.name = name, .src = src, .rows = rows, .cols = cols, .is_vec = is_vec, .kind = kind,
+                      .role = role, .stored = stored, .target = target, .layer = L->layer, .expert = L->expert,
+                      .which = L->which};
     return L->plan(L->plan_user, &it, L->err);
 }
 
@@ -640,7 +625,8 @@ coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const 
                                coli_weight_format fmt, int q4_group, int threads, int x16, coli__err *err)
 {
     memset(w, 0, sizeof *w);
-    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, NULL, NULL, 0, x16, NULL, 0};
+    loader L = {.w = w, .cfg = cfg, .ts = ts, .fmt = fmt, .q4_group = q4_group, .err = err, .layer = -1,
+                .expert = -1, .x16 = x16};
     coli__err perr;
     if (threads != 1 && coli__pool_create(threads, &L.pool, &perr) != COLI_OK)
         L.pool = NULL; /* quantize on the caller's thread alone */
@@ -655,8 +641,8 @@ coli_status coli__weights_load_container(coli__weights *w, const coli__config *c
                                          coli__err *err)
 {
     memset(w, 0, sizeof *w);
-    loader L = {w,    cfg,  NULL, (coli_weight_format)c->weights, c->q4_group, err, c, NULL, NULL, -1, -1, 0, NULL,
-                NULL, 0,    0,    NULL, 0};
+    loader L = {.w = w, .cfg = cfg, .fmt = (coli_weight_format)c->weights, .q4_group = c->q4_group, .err = err,
+                .cont = c, .layer = -1, .expert = -1};
     if (c->n_layers != cfg->n_layers || c->n_experts != (cfg->n_moe_layers ? cfg->n_experts : 0) ||
         c->n_moe != cfg->n_moe_layers)
         return coli__fail(err, COLI_EFORMAT, "%s: %d layers, %d MoE layers of %d experts; config.json says %d, %d, %d",
@@ -670,7 +656,8 @@ coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *
 {
     coli__weights w;
     memset(&w, 0, sizeof w);
-    loader L = {&w, cfg, ts, fmt, q4_group, err, NULL, fn, user, -1, -1, 0, NULL, NULL, 0, 0, NULL, 0};
+    loader L = {.w = &w, .cfg = cfg, .ts = ts, .fmt = fmt, .q4_group = q4_group, .err = err, .plan = fn,
+                .plan_user = user, .layer = -1, .expert = -1};
     coli_status st = load_all(&L);
     coli__weights_free(&w, cfg);
     return st;
@@ -679,7 +666,7 @@ coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *
 coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_format fmt, int q4_group,
                                        const coli__witem *it, coli__weights *scratch, coli__mat *out, coli__err *err)
 {
-    loader L = {scratch, NULL, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, NULL, NULL, 0, 0, NULL, 0};
+    loader L = {.w = scratch, .ts = ts, .fmt = fmt, .q4_group = q4_group, .err = err, .layer = -1, .expert = -1};
     coli_status st;
     if (it->is_vec) {
         const coli__tensor *t = NULL;
@@ -826,29 +813,25 @@ void coli__weights_bytes(const coli__weights *w, const coli__config *cfg, coli_w
 
 /* ---- host copies of experts resident on a GPU (CUDA_RELEASE_HOST) ---- */
 
-static const coli__block *g_sort_base; /* for the qsort comparator only */
+/* An allocation of w->owned by address: the key rides in the element, so
+ * that the sort needs no shared state (qsort has no user pointer in C11)
+ * and models open on several threads at once. */
+typedef struct owned_key {
+    uintptr_t at;
+    size_t slot;
+} owned_key;
 
 static int by_address(const void *pa, const void *pb)
 {
-    uintptr_t a = (uintptr_t)g_sort_base[*(const size_t *)pa].p, b = (uintptr_t)g_sort_base[*(const size_t *)pb].p;
-    return (a > b) - (a < b);
+    const owned_key *a = pa, *b = pb;
+    return (a->at > b->at) - (a->at < b->at);
 }
 
-size_t *coli__weights_owned_index(const coli__weights *w)
-{
-    size_t *ix = malloc((w->n_owned ? w->n_owned : 1) * sizeof *ix);
-    if (!ix)
-        return NULL;
-    for (size_t i = 0; i < w->n_owned; i++)
-        ix[i] = i;
-    /* called once at open, on the opening thread */
-    g_sort_base = w->owned;
-    qsort(ix, w->n_owned, sizeof *ix, by_address);
-    g_sort_base = NULL;
-    return ix;
-}
-
-int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, coli__mat *mat, size_t *slot)
+/* When the loader allocated matrix *mat's host copy (1): sets its data (or
+ * q.qs) to NULL and *slot to its entry of w->owned, for the caller to free
+ * once done searching; 0 when it points into the checkpoint's mapping,
+ * which costs no memory of its own. */
+static int release_mat(const owned_key *keys, size_t n, coli__mat *mat, size_t *slot)
 {
     const void *base = coli__mat_base(mat);
     if (!base)
@@ -856,9 +839,9 @@ int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, c
     size_t lo = 0, hi = n;
     while (lo < hi) { /* binary search of base among the allocations */
         size_t mid = lo + (hi - lo) / 2;
-        uintptr_t a = (uintptr_t)w->owned[index[mid]].p;
+        uintptr_t a = keys[mid].at;
         if (a == (uintptr_t)base) {
-            *slot = index[mid];
+            *slot = keys[mid].slot;
             if (coli__dtype_is_quant(mat->dt)) {
                 mat->q.qs = NULL;
                 mat->q.d = mat->q.m = NULL;
@@ -875,10 +858,72 @@ int coli__weights_release_mat(coli__weights *w, const size_t *index, size_t n, c
     return 0;
 }
 
+/* Gives back allocation w->owned[slot] (its pages, when it lies in a
+ * region) and sets the entry to NULL. */
+static void free_owned(coli__weights *w, size_t slot)
+{
+    coli__block *b = &w->owned[slot];
+    if (!b->p)
+        return;
+    if (b->size == 0) {
+        free(b->p);
+    } else {
+        /* the whole pages inside it go back to the system */
+        uintptr_t lo = ((uintptr_t)b->p + 4095) & ~(uintptr_t)4095;
+        uintptr_t hi = ((uintptr_t)b->p + b->size) & ~(uintptr_t)4095;
+        if (hi > lo)
+            madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
+    b->p = NULL;
+}
+
+coli_status coli__weights_release_experts(coli__weights *w, const coli__config *cfg, const signed char *resident,
+                                          unsigned char *host, uint64_t *freed, int *mapped)
+{
+    const int L = cfg->n_layers, E = cfg->n_experts;
+    owned_key *keys = malloc((w->n_owned ? w->n_owned : 1) * sizeof *keys);
+    size_t *slots = malloc(((size_t)L * (size_t)E * 3 + 1) * sizeof *slots), n_slots = 0;
+    if (!keys || !slots) {
+        free(keys);
+        free(slots);
+        return COLI_ENOMEM;
+    }
+    for (size_t i = 0; i < w->n_owned; i++)
+        keys[i] = (owned_key){.at = (uintptr_t)w->owned[i].p, .slot = i};
+    qsort(keys, w->n_owned, sizeof *keys, by_address);
+    *freed = 0;
+    *mapped = 0;
+    for (int l = 0; l < L; l++)
+        for (int e = 0; e < E; e++) {
+            size_t i = (size_t)l * E + e;
+            if (resident[i] < 0)
+                continue;
+            coli__layer *ly = &w->layers[l];
+            coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
+            for (int k = 0; k < 3; k++) {
+                uint64_t b = coli__mat_bytes(mats[k]);
+                if (release_mat(keys, w->n_owned, mats[k], &slots[n_slots])) {
+                    n_slots++;
+                    *freed += b;
+                    host[i] = 0;
+                } else {
+                    *mapped = 1;
+                }
+            }
+        }
+    /* freed only now: the search needs the allocations' addresses */
+    for (size_t k = 0; k < n_slots; k++)
+        free_owned(w, slots[k]);
+    free(slots);
+    free(keys);
+    return COLI_OK;
+}
+
 coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
                                         coli_weight_format fmt, int q4_group, int l, int e, coli__err *err)
 {
-    loader L = {w, cfg, ts, fmt, q4_group, err, NULL, NULL, NULL, -1, -1, 0, NULL, NULL, 0, 0, NULL, 0};
+    loader L = {.w = w, .cfg = cfg, .ts = ts, .fmt = fmt, .q4_group = q4_group, .err = err, .layer = -1,
+                .expert = -1};
     coli__layer *ly = &w->layers[l];
     coli__mat *mats[3] = {&ly->e_gate[e], &ly->e_up[e], &ly->e_down[e]};
     coli_status st = COLI_OK;

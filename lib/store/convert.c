@@ -1,12 +1,12 @@
-/* convert.c - coli_convert: a checkpoint into a streaming container
- * (docs/container.md).
+/* convert.c - the container writer: a checkpoint into a streaming
+ * container (docs/container.md), for coli_convert.
  *
- * The loader's own walk (coli__weights_plan) lists the tensors, so the
+ * The loader's own walk (the source's plan) lists the tensors, so the
  * container holds what loading would make, in its order. The layout is
  * fixed before anything is converted; then worker threads take one job
  * at a time (a dense tensor, or one expert's record of three matrices),
- * make its bytes exactly as the loader would (coli__weights_convert_item),
- * and write them at their place with pwrite. Memory stays at one job per
+ * make its bytes exactly as the loader would (the source's make), and
+ * write them at their place with pwrite. Memory stays at one job per
  * thread. The head goes last, and the file is renamed into place only
  * once synced. */
 #include <errno.h>
@@ -21,10 +21,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/sized.h"
 #include "store/container.h"
+#include "store/convert.h"
 #include "io/crc32c.h"
-#include "model/model.h"
+#include "cpu/kernels.h"
 
 typedef struct item {
     coli__witem it;
@@ -39,8 +39,8 @@ typedef struct job {
 } job;
 
 typedef struct conv {
-    coli__config cfg;
-    coli__tensor_set *ts;
+    const coli__conv_job *cj;  /* what to convert, and the loader's side */
+    const coli__config *cfg;
     coli_weight_format fmt;
     int group;
     item *items;
@@ -117,11 +117,11 @@ static coli_status on_item(void *user, const coli__witem *it, coli__err *err)
 
 static coli_status layout(conv *c, coli__err *err)
 {
-    const int L = c->cfg.n_layers, E = c->cfg.n_moe_layers ? c->cfg.n_experts : 0;
+    const int L = c->cfg->n_layers, E = c->cfg->n_moe_layers ? c->cfg->n_experts : 0;
     size_t n_dense = 0;
     for (size_t i = 0; i < c->n_items; i++)
         n_dense += c->items[i].it.expert < 0;
-    size_t n_rec = (size_t)c->cfg.n_moe_layers * (size_t)E;
+    size_t n_rec = (size_t)c->cfg->n_moe_layers * (size_t)E;
     c->head = COLI_CONT_HEADER + n_dense * COLI_CONT_DIRENT + (uint64_t)L * COLI_CONT_LAYOUT +
               n_rec * COLI_CONT_RECENT;
     c->dense_off = round_up(c->head, COLI_CONT_ALIGN);
@@ -144,7 +144,7 @@ static coli_status layout(conv *c, coli__err *err)
     at = c->rec0;
     for (int l = 0, m = 0; l < L; l++) {
         c->moe_index[l] = -1;
-        if (!c->cfg.is_moe[l])
+        if (!c->cfg->is_moe[l])
             continue;
         c->moe_index[l] = m;
         uint64_t end = 0;
@@ -154,8 +154,9 @@ static coli_status layout(conv *c, coli__err *err)
             end = x->offset + x->bytes;
         }
         if (end > UINT32_MAX)
-            return coli__fail(err, COLI_EUNSUPPORTED, "layer %d: an expert of %llu bytes exceeds the record limit of 4 GiB",
-                              l, (unsigned long long)end);
+            return coli__fail(err, COLI_EUNSUPPORTED,
+                              "layer %d: an expert of %llu bytes exceeds the record limit of 4 GiB", l,
+                              (unsigned long long)end);
         uint64_t padded = round_up(end, COLI_CONT_ALIGN);
         if (padded > c->rec_max)
             c->rec_max = padded;
@@ -203,7 +204,7 @@ static coli_status write_at(conv *c, const void *p, size_t n, uint64_t off, coli
  * page cache keeps them for whoever reads them next). */
 static void drop_source(const conv *c, const char *name)
 {
-    const coli__tensor *t = coli__st_find(c->ts, name);
+    const coli__tensor *t = coli__st_find(c->cj->ts, name);
     if (!t || !t->nbytes)
         return;
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)t->data, b = a + t->nbytes;
@@ -215,19 +216,8 @@ static void drop_source(const conv *c, const char *name)
 
 static coli_status make(conv *c, const coli__witem *it, uint64_t bytes, void *dst, coli__err *err)
 {
-    coli__weights scratch;
-    memset(&scratch, 0, sizeof scratch);
-    coli__mat m;
-    coli_status st = coli__weights_convert_item(c->ts, c->fmt, c->group, it, &scratch, &m, err);
-    if (st == COLI_OK && (m.dt != it->target || coli__mat_bytes(&m) != bytes))
-        st = coli__fail(err, COLI_EFORMAT, "tensor '%s': made as dtype %d, %llu bytes; the plan said %d, %llu",
-                        it->name, (int)m.dt, (unsigned long long)coli__mat_bytes(&m), (int)it->target,
-                        (unsigned long long)bytes);
-    if (st == COLI_OK) {
-        /* quantized arrays are one allocation: quants, scales, minimums */
-        memcpy(dst, coli__mat_base(&m), bytes);
-    }
-    coli__weights_free(&scratch, NULL);
+    const coli__conv_source *src = &c->cj->src;
+    coli_status st = src->make(src->user, it, dst, bytes, err);
     drop_source(c, it->src);
     return st;
 }
@@ -285,14 +275,15 @@ static void *worker(void *arg)
                 progress(c, x->bytes);
             continue;
         }
-        coli__cont_record *r = &c->recs[(size_t)c->moe_index[jb->layer] * (size_t)c->cfg.n_experts + jb->expert];
+        coli__cont_record *r = &c->recs[(size_t)c->moe_index[jb->layer] * (size_t)c->cfg->n_experts + jb->expert];
         size_t padded = round_up(r->bytes, COLI_CONT_ALIGN);
         memset(buf, 0, padded);
         for (int k = 0; k < 3 && st == COLI_OK; k++) {
             const item *z = &c->items[c->ex[k][jb->layer]];
             coli__witem it = z->it;
             char name[256];
-            it.name = it.src = coli__weights_expert_name(&c->cfg, jb->layer, jb->expert, k, name, sizeof name);
+            it.name = it.src = c->cj->src.expert_name(c->cj->src.user, jb->layer, jb->expert, k, name,
+                                                       sizeof name);
             it.expert = jb->expert;
             st = make(c, &it, z->bytes, buf + z->offset, &err);
         }
@@ -321,7 +312,7 @@ static coli_status write_head(conv *c, uint32_t config_crc, coli__err *err)
     uint8_t *h = calloc(1, c->head);
     if (!h)
         return coli__fail(err, COLI_ENOMEM, "out of memory for the container's head");
-    const int L = c->cfg.n_layers, E = c->cfg.n_moe_layers ? c->cfg.n_experts : 0;
+    const int L = c->cfg->n_layers, E = c->cfg->n_moe_layers ? c->cfg->n_experts : 0;
     size_t n_dense = 0;
     for (size_t i = 0; i < c->n_items; i++)
         n_dense += c->items[i].it.expert < 0;
@@ -333,7 +324,7 @@ static coli_status write_head(conv *c, uint32_t config_crc, coli__err *err)
     coli__put32(h + 20, (uint32_t)c->group);
     coli__put32(h + 24, (uint32_t)L);
     coli__put32(h + 28, (uint32_t)E);
-    coli__put32(h + 32, (uint32_t)c->cfg.n_moe_layers);
+    coli__put32(h + 32, (uint32_t)c->cfg->n_moe_layers);
     coli__put32(h + 36, (uint32_t)n_dense);
     coli__put64(h + 40, c->file_size);
     coli__put64(h + 48, dir);
@@ -381,7 +372,7 @@ static coli_status write_head(conv *c, uint32_t config_crc, coli__err *err)
             coli__put64(e + 16, x->bytes);
         }
     }
-    for (size_t r = 0; r < (size_t)c->cfg.n_moe_layers * (size_t)E; r++) {
+    for (size_t r = 0; r < (size_t)c->cfg->n_moe_layers * (size_t)E; r++) {
         uint8_t *d = h + tab + r * COLI_CONT_RECENT;
         coli__put64(d, c->recs[r].offset);
         coli__put32(d + 8, c->recs[r].bytes);
@@ -450,42 +441,19 @@ done:
     return st;
 }
 
-/* The first version of coli_convert_params ended before progress. */
-#define COLI__CONVERT_PARAMS_V1 offsetof(coli_convert_params, progress)
-
-COLI_API void coli_convert_params_init(coli_convert_params *p, size_t struct_size)
+static coli_status run(conv *c, coli__err *err)
 {
-    coli_convert_params d;
-    memset(&d, 0, sizeof d);
-    d.weights = COLI_WEIGHTS_Q4;
-    d.q4_group = 32;
-    coli__sized_init(p, &d, sizeof d, struct_size);
-}
-
-static coli_status run(conv *c, const char *src, const char *out, coli__err *err)
-{
+    const coli__conv_job *cj = c->cj;
+    const char *src = cj->src_dir, *out = cj->out_dir;
     const coli_convert_params *p = c->p;
-    if (p->weights != COLI_WEIGHTS_BF16 && p->weights != COLI_WEIGHTS_Q8 && p->weights != COLI_WEIGHTS_Q4 &&
-        p->weights != COLI_WEIGHTS_Q2)
-        return coli__fail(err, COLI_EINVAL, "coli_convert: weights must be bf16, q8, q4 or q2 (got %d)", (int)p->weights);
-    int group = p->q4_group ? p->q4_group : 32;
-    if (group != 32 && group != 64 && group != 128)
-        return coli__fail(err, COLI_EINVAL, "coli_convert: q4 group %d is not 32, 64 or 128", group);
-    c->fmt = p->weights;
-    c->group = p->weights == COLI_WEIGHTS_Q4 ? group : 32;
-    struct stat a, b;
-    if (stat(src, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        return coli__fail(err, COLI_EINVAL, "coli_convert: the output directory '%s' is the checkpoint's own", out);
-    COLI_TRY(coli__config_load(src, &c->cfg, err));
-    COLI_TRY(coli__st_open_dir(src, &c->ts, err));
     for (int k = 0; k < 3; k++) {
-        c->ex[k] = malloc((size_t)c->cfg.n_layers * sizeof(int));
+        c->ex[k] = malloc((size_t)c->cfg->n_layers * sizeof(int));
         if (!c->ex[k])
             return coli__fail(err, COLI_ENOMEM, "out of memory");
-        for (int l = 0; l < c->cfg.n_layers; l++)
+        for (int l = 0; l < c->cfg->n_layers; l++)
             c->ex[k][l] = -1;
     }
-    COLI_TRY(coli__weights_plan(&c->cfg, c->ts, c->fmt, c->group, on_item, c, err));
+    COLI_TRY(cj->src.plan(cj->src.user, on_item, c, err));
     COLI_TRY(layout(c, err));
 
     if (mkdir(out, 0755) != 0 && errno != EEXIST)
@@ -494,8 +462,8 @@ static coli_status run(conv *c, const char *src, const char *out, coli__err *err
     if (!final)
         return coli__fail(err, COLI_ENOMEM, "out of memory");
     if (!p->overwrite && access(final, F_OK) == 0) {
-        coli_status st = coli__fail(err, COLI_EINVAL, "%s exists; convert into another directory or allow overwriting",
-                                    final);
+        coli_status st = coli__fail(err, COLI_EINVAL,
+                                    "%s exists; convert into another directory or allow overwriting", final);
         free(final);
         return st;
     }
@@ -533,9 +501,9 @@ static coli_status run(conv *c, const char *src, const char *out, coli__err *err
     if (st == COLI_OK)
         st = copy_file(src, out, "config.json", 1, err);
     if (st == COLI_OK) {
-        char *cj = coli__path_join(out, "config.json");
-        st = cj ? coli__file_crc(cj, &config_crc, err) : coli__fail(err, COLI_ENOMEM, "out of memory");
-        free(cj);
+        char *cpath = coli__path_join(out, "config.json");
+        st = cpath ? coli__file_crc(cpath, &config_crc, err) : coli__fail(err, COLI_ENOMEM, "out of memory");
+        free(cpath);
     }
     static const char *const optional[] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json",
                                            "special_tokens_map.json"};
@@ -563,45 +531,30 @@ static coli_status run(conv *c, const char *src, const char *out, coli__err *err
     return st;
 }
 
-COLI_API coli_status coli_convert(const char *model_dir, const char *out_dir, const coli_convert_params *params,
-                                  char *errbuf, size_t errcap)
+coli_status coli__cont_write(const coli__conv_job *cj, coli__err *err)
 {
-    coli__err err;
-    coli__err_clear(&err);
-    coli_convert_params p;
-    coli_convert_params_init(&p, sizeof p);
-    coli_status st = COLI_OK;
-    if (!model_dir || !out_dir)
-        st = coli__fail(&err, COLI_EINVAL, "coli_convert: NULL directory");
-    else
-        st = coli__sized_in(&p, params, sizeof p, COLI__CONVERT_PARAMS_V1, "coli_convert_params", &err);
     conv *c = calloc(1, sizeof *c);
-    if (st == COLI_OK && !c)
-        st = coli__fail(&err, COLI_ENOMEM, "out of memory");
-    if (st == COLI_OK) {
-        c->fd = -1;
-        c->p = &p;
-        pthread_mutex_init(&c->mu, NULL);
-        st = run(c, model_dir, out_dir, &err);
-        pthread_mutex_destroy(&c->mu);
+    if (!c)
+        return coli__fail(err, COLI_ENOMEM, "out of memory");
+    c->cj = cj;
+    c->cfg = cj->cfg;
+    c->fmt = cj->fmt;
+    c->group = cj->group;
+    c->p = cj->params;
+    c->fd = -1;
+    pthread_mutex_init(&c->mu, NULL);
+    coli_status st = run(c, err);
+    pthread_mutex_destroy(&c->mu);
+    for (size_t i = 0; i < c->n_items; i++) {
+        free(c->items[i].name);
+        free(c->items[i].src);
     }
-    if (c) {
-        for (size_t i = 0; i < c->n_items; i++) {
-            free(c->items[i].name);
-            free(c->items[i].src);
-        }
-        free(c->items);
-        for (int k = 0; k < 3; k++)
-            free(c->ex[k]);
-        free(c->recs);
-        free(c->moe_index);
-        free(c->jobs);
-        coli__st_close(c->ts);
-        coli__config_free(&c->cfg);
-        free(c);
-    }
-    if (errbuf && errcap) {
-        snprintf(errbuf, errcap, "%s", st == COLI_OK ? "" : err.msg);
-    }
+    free(c->items);
+    for (int k = 0; k < 3; k++)
+        free(c->ex[k]);
+    free(c->recs);
+    free(c->moe_index);
+    free(c->jobs);
+    free(c);
     return st;
 }

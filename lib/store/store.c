@@ -153,15 +153,16 @@ static coli_status read_error(const coli__store *s, int l, int e, int fail, int 
     switch (fail) {
     case F_CRC:
         return coli__cont_verify(s->c, l, e, NULL, err) == COLI_OK
-                   ? coli__fail(err, COLI_EIO, "%s: layer %d expert %d: the record read back does not match its checksum",
-                                f, l, e)
+                   ? coli__fail(err, COLI_EIO,
+                                "%s: layer %d expert %d: the record read back does not match its checksum", f, l, e)
                    : COLI_EFORMAT;
     case F_SHORT:
         return coli__fail(err, COLI_EIO, "%s: layer %d expert %d: short read of the record at offset %llu", f, l, e,
                           (unsigned long long)r->offset);
     case F_INJECTED:
-        return coli__fail(err, COLI_EIO, "%s: layer %d expert %d: reading the record at offset %llu: %s (COLI_IO_FAIL_AFTER)",
-                          f, l, e, (unsigned long long)r->offset, strerror(eno));
+        return coli__fail(err, COLI_EIO,
+                          "%s: layer %d expert %d: reading the record at offset %llu: %s (COLI_IO_FAIL_AFTER)", f, l,
+                          e, (unsigned long long)r->offset, strerror(eno));
     default:
         return coli__fail(err, COLI_EIO, "%s: layer %d expert %d: reading the record at offset %llu: %s", f, l, e,
                           (unsigned long long)r->offset, strerror(eno));
@@ -315,7 +316,7 @@ static coli_status open_streamed(coli__store *s, uint64_t n_slots, coli__err *er
         s->where[i] = -1;
     s->keep = UINT64_MAX;
     for (int i = 0; i < s->n_slots; i++)
-        s->slots[i] = (slot){-1, -1, S_EMPTY, 0, 0, 0, 0, O_NONE, F_NONE, 0};
+        s->slots[i] = (slot){.l = -1, .e = -1, .state = S_EMPTY, .origin = O_NONE, .fail = F_NONE};
     s->fd_plain = open(c->path, O_RDONLY | O_CLOEXEC);
     if (s->fd_plain < 0)
         return coli__fail(err, COLI_EIO, "%s: %s", c->path, strerror(errno));
@@ -374,12 +375,13 @@ coli_status coli__store_open(const coli__container *c, const coli__store_conf *c
         if (slots < (uint64_t)conf->top_k) {
             if (conf->slots > 0)
                 st = coli__fail(err, COLI_ERANGE,
-                                "option expert_slots: %llu slots cannot hold the %d experts one token routes to in a layer",
+                                "option expert_slots: %llu slots cannot hold the %d experts one token routes to "
+                                "in a layer",
                                 (unsigned long long)slots, conf->top_k);
             else
                 st = coli__fail(err, COLI_ERANGE,
-                                "option mem_budget_mb: %llu MiB cannot hold the dense weights (%.1f MiB) and the %d experts "
-                                "one token routes to in a layer (%.2f MiB each); at least %llu MiB is needed",
+                                "option mem_budget_mb: %llu MiB cannot hold the dense weights (%.1f MiB) and the %d "
+                                "experts one token routes to in a layer (%.2f MiB each); at least %llu MiB is needed",
                                 (unsigned long long)(conf->budget >> 20), (double)dense / 1048576.0, conf->top_k,
                                 (double)rec / 1048576.0,
                                 (unsigned long long)((dense + (uint64_t)conf->top_k * rec + 1048575) >> 20));
@@ -395,7 +397,8 @@ coli_status coli__store_open(const coli__container *c, const coli__store_conf *c
         return st;
     }
     if (s->streamed)
-        snprintf(s->detail, sizeof s->detail, "streamed: %d of %llu experts in RAM (%.1f MiB slots), %d I/O threads, %s, prefetch %s",
+        snprintf(s->detail, sizeof s->detail,
+                 "streamed: %d of %llu experts in RAM (%.1f MiB slots), %d I/O threads, %s, prefetch %s",
                  s->n_slots, (unsigned long long)total, (double)s->slot_bytes / 1048576.0, s->n_io,
                  atomic_load(&s->direct) ? "O_DIRECT" : "page cache dropped", conf->prefetch ? "on" : "off");
     else
