@@ -19,38 +19,7 @@ trap 'rm -rf "$tmp"' EXIT
 out=$tmp/out
 err=$tmp/err
 
-failures=0
-checks=0
-
-pass() {
-	checks=$((checks + 1))
-	echo "ok: $1"
-}
-
-fail() {
-	checks=$((checks + 1))
-	failures=$((failures + 1))
-	echo "FAIL: $1"
-}
-
-# run EXPECTED_STATUS DESCRIPTION COMMAND...: runs the command with stdout in
-# $out and stderr in $err; returns 0 if it exited with EXPECTED_STATUS.
-run() {
-	expected=$1
-	what=$2
-	shift 2
-	"$@" >"$out" 2>"$err" </dev/null
-	status=$?
-	if [ "$status" -ne "$expected" ]; then
-		fail "$what: exit status $status, expected $expected"
-		if [ -s "$err" ]; then
-			echo "  stderr:"
-			sed -n '1,20s/^/    /p' "$err"
-		fi
-		return 1
-	fi
-	return 0
-}
+. "$(dirname "$0")/lib.sh" # pass, fail, run
 
 # Checks that $1 (a file) contains the fixed string $2.
 contains() {

@@ -25,18 +25,8 @@ HIPCC=${HIPCC:-hipcc}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_configure_gpu.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-checks=0
-failures=0
+. "$(dirname "$0")/lib.sh" # pass, fail
 skips=0
-pass() {
-	checks=$((checks + 1))
-	echo "ok: $1"
-}
-fail() {
-	checks=$((checks + 1))
-	failures=$((failures + 1))
-	echo "FAIL: $1"
-}
 skip() {
 	skips=$((skips + 1))
 	echo "skip: $1"

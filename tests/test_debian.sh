@@ -19,11 +19,7 @@ changelog=$srcdir/debian/changelog
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_debian.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-failures=0
-fail() {
-	failures=$((failures + 1))
-	echo "FAIL: $1"
-}
+. "$(dirname "$0")/lib.sh" # fail
 
 sed -n 's/^COLI_API[^(]*[ *]\(coli_[a-z0-9_]*\)(.*/\1/p' "$header" | sort -u >"$tmp/declared"
 # Symbol lines are " name@Base version"; the first line names the library.

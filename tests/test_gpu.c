@@ -18,28 +18,23 @@
 #include "cpu/quant.h"
 #include "cpu/silu.h"
 #include "cpu/threadpool.h"
+#include "testutil.h"
 
 static const coli__gpu_ops *ops;
 static coli__pool *pool;
 
 /* ---- data ------------------------------------------------------------- */
 
-static uint64_t rng = 1;
+static uint64_t rng = 1; /* testutil's generator, one stream */
 
 static uint64_t next_u64(void)
 {
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return tu_rng_u64(&rng);
 }
 
 static float next_normal(void)
 {
-    double s = 0;
-    for (int i = 0; i < 4; i++)
-        s += (double)(next_u64() >> 11) * 0x1p-53;
-    return (float)((s - 2.0) * 1.7320508);
+    return (float)tu_rng_normal(&rng);
 }
 
 /* A matrix on the host in one format, with the CPU's view of it. */

@@ -31,17 +31,7 @@ CC=${CC:-cc}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_man.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-failures=0
-checks=0
-pass() {
-	checks=$((checks + 1))
-	echo "ok: $1"
-}
-fail() {
-	checks=$((checks + 1))
-	failures=$((failures + 1))
-	echo "FAIL: $1"
-}
+. "$(dirname "$0")/lib.sh" # pass, fail
 
 for f in "$COLI" "$page1" "$page3" "$header" "$readme"; do
 	if [ ! -f "$f" ]; then

@@ -24,6 +24,8 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
+/* One stream of testutil's generator for the whole program, reseeded by
+ * each test that needs its own sequence. */
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 
 static void rng_seed(uint64_t s)
@@ -31,13 +33,9 @@ static void rng_seed(uint64_t s)
     g_rng = s * 0x9e3779b97f4a7c15ull + 1;
 }
 
-/* splitmix64 */
 static uint64_t rng_u64(void)
 {
-    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return tu_rng_u64(&g_rng);
 }
 
 /* uniform in [0, n) */
@@ -46,16 +44,14 @@ static int rng_int(int n)
     return (int)(rng_u64() % (uint64_t)n);
 }
 
-/* uniform in [0, 1) */
 static double rng_unit(void)
 {
-    return (double)(rng_u64() >> 11) * 0x1p-53;
+    return tu_rng_unit(&g_rng);
 }
 
-/* roughly normal, mean 0, variance 1 */
 static double rng_normal(void)
 {
-    return (rng_unit() + rng_unit() + rng_unit() + rng_unit() - 2.0) * 1.7320508;
+    return tu_rng_normal(&g_rng);
 }
 
 static uint32_t fbits(float f)

@@ -38,11 +38,7 @@ awk 'NF >= 3 && $2 != "A" { print $3 }' "$tmp/nm" | sed 's/@.*//' |
 # Functions the header declares with COLI_API (the name is on that line).
 sed -n 's/^COLI_API[^(]*[ *]\(coli_[a-z0-9_]*\)(.*/\1/p' "$header" | sort -u >"$tmp/declared"
 
-failures=0
-fail() {
-	failures=$((failures + 1))
-	echo "FAIL: $1"
-}
+. "$(dirname "$0")/lib.sh" # fail
 
 ndeclared=$(wc -l <"$tmp/declared")
 nexported=$(wc -l <"$tmp/exported")

@@ -589,3 +589,28 @@ coli_status tu_generate(coli_context *c, const int32_t *prompt, size_t n_prompt,
     p.user = user;
     return coli_generate(c, prompt, n_prompt, s, &p, out, cap, n_out, NULL);
 }
+
+/* ---- random numbers ------------------------------------------------------ */
+
+uint64_t tu_rng_u64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double tu_rng_unit(uint64_t *state)
+{
+    return (double)(tu_rng_u64(state) >> 11) * 0x1p-53;
+}
+
+double tu_rng_normal(uint64_t *state)
+{
+    double s = tu_rng_unit(state);
+
+    s += tu_rng_unit(state);
+    s += tu_rng_unit(state);
+    s += tu_rng_unit(state);
+    return (s - 2.0) * 1.7320508;
+}

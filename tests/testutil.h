@@ -102,4 +102,16 @@ float tu_bf16_to_f32(uint16_t h);
  * to infinity and NaN kept. */
 uint16_t tu_f32_to_f16(float f);
 
+/* ---- random numbers ------------------------------------------------------ */
+
+/* splitmix64 over the caller's state (advanced by each call): the same
+ * sequences on every machine, so that a test's inputs, and what it
+ * expects of them, never change. */
+uint64_t tu_rng_u64(uint64_t *state);
+/* Uniform in [0, 1): the top 53 bits of one draw. */
+double tu_rng_unit(uint64_t *state);
+/* Roughly normal, mean 0, variance 1: four uniform draws summed in order,
+ * centred and scaled. */
+double tu_rng_normal(uint64_t *state);
+
 #endif

@@ -16,7 +16,9 @@
 #endif
 
 #include "bench.h"
+#include "errors.h"
 #include "gpu_report.h"
+#include "jsonout.h"
 #include "store_report.h"
 
 #include <errno.h>

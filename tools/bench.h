@@ -1,6 +1,5 @@
 /*
- * bench.h - `coli bench`: the measurements (bench.c) and the few helpers of
- * coli.c that they share.
+ * bench.h - `coli bench`: the measurements (bench.c).
  *
  * coli.c parses the command line and opens the model; bench.c probes the
  * memory bandwidth, times prefill and decode, and prints the report.
@@ -12,20 +11,7 @@
 
 #include "disk_probe.h"
 
-#include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-
-/* ---- provided by coli.c ---------------------------------------------------- */
-
-/* Prints "coli: <coli_strerror(status)>: <detail>" on stderr; returns 1. */
-int runtime_error(int status, const char *detail);
-/* Writes s as a JSON string. */
-void json_string(FILE *f, const char *s, size_t len);
-/* Writes v with the printf format fmt, or null if v is not finite. */
-void json_real(FILE *f, double v, const char *fmt);
-
-/* ---- provided by bench.c --------------------------------------------------- */
 
 typedef struct bench_params {
     const char *model_dir;       /* as given, for the report */

@@ -5,7 +5,10 @@
  * thing it does can be done by any other program linked to the library.
  *
  * The option table, the parser and the help formatter are in options.c;
- * this file holds the subcommands and main.
+ * this file holds main and the subcommands that have no file of their own.
+ * Calls go one way: from here to the command files (bench, compare,
+ * convert, gpu_report, store_report), from those to the helpers that every
+ * file shares (options, errors, jsonout, demo_dir), never back up.
  *
  * Exit status: 0 on success, 1 on a failure (the library's, printed as
  * "coli: <coli_strerror>: <detail>"; an unreadable file; a write error on
@@ -21,14 +24,16 @@
 #include "bench.h"
 #include "compare.h"
 #include "convert.h"
+#include "demo_dir.h"
+#include "errors.h"
 #include "gpu_report.h"
+#include "jsonout.h"
 #include "options.h"
 #include "store_report.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,136 +41,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/* Where the demo model is installed. The Makefile defines it; the fallback
- * keeps a stand-alone compile working. */
-#ifndef COLI_PKGDATADIR
-#define COLI_PKGDATADIR "/usr/local/share/libcolibri"
-#endif
-
-/* ---- small utilities ---------------------------------------------------- */
-
-/* Reports a failure of the library and returns 1. */
-int runtime_error(int status, const char *detail)
-{
-    if (detail != NULL && detail[0] != '\0')
-        fprintf(stderr, "coli: %s: %s\n", coli_strerror(status), detail);
-    else
-        fprintf(stderr, "coli: %s\n", coli_strerror(status));
-    return 1;
-}
-
-/* ---- JSON output ---------------------------------------------------------- */
-
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 if it is not valid
- * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
-static size_t utf8_valid_len(const unsigned char *s, size_t avail)
-{
-    unsigned c = s[0];
-    size_t len, i;
-    uint32_t cp;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (avail < len)
-        return 0;
-    for (i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-/* Writes s as a JSON string: quotes, backslashes and control characters are
- * escaped, valid UTF-8 passes through, invalid bytes become U+FFFD. */
-void json_string(FILE *f, const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-
-    fputc('"', f);
-    while (i < len) {
-        unsigned c = p[i];
-        size_t n;
-
-        switch (c) {
-        case '"': fputs("\\\"", f); i++; continue;
-        case '\\': fputs("\\\\", f); i++; continue;
-        case '\n': fputs("\\n", f); i++; continue;
-        case '\r': fputs("\\r", f); i++; continue;
-        case '\t': fputs("\\t", f); i++; continue;
-        case '\b': fputs("\\b", f); i++; continue;
-        case '\f': fputs("\\f", f); i++; continue;
-        default: break;
-        }
-        if (c < 0x20 || c == 0x7f) {
-            fprintf(f, "\\u%04x", c);
-            i++;
-            continue;
-        }
-        n = utf8_valid_len(p + i, len - i);
-        if (n == 0) {
-            fputs("\\ufffd", f);
-            i++;
-            continue;
-        }
-        fwrite(p + i, 1, n, f);
-        i += n;
-    }
-    fputc('"', f);
-}
-
-static void json_ids(FILE *f, const int32_t *ids, size_t n)
-{
-    size_t i;
-
-    fputc('[', f);
-    for (i = 0; i < n; i++)
-        fprintf(f, "%s%" PRId32, i ? "," : "", ids[i]);
-    fputc(']', f);
-}
-
-/* A JSON number; JSON has no NaN or infinity, so those become null. */
-void json_real(FILE *f, double v, const char *fmt)
-{
-    if (isfinite(v))
-        fprintf(f, fmt, v);
-    else
-        fputs("null", f);
-}
-
-/* --format text|json (declared in gpu_report.h) */
-int parse_format(const args *a, int default_json, int *json)
-{
-    const char *v = a->value[O_FORMAT];
-
-    *json = default_json;
-    if (v == NULL)
-        return 0;
-    if (strcmp(v, "text") == 0)
-        *json = 0;
-    else if (strcmp(v, "json") == 0)
-        *json = 1;
-    else
-        return usage_error("invalid value '%s' for --format (expected text or json)", v);
-    return 0;
-}
 
 /* ---- opening the model ---------------------------------------------------- */
 
@@ -178,63 +53,6 @@ typedef struct model_args {
     gpu_args gpu;
     store_args store;
 } model_args;
-
-static int file_exists(const char *dir, const char *name)
-{
-    char path[4096];
-    int n = snprintf(path, sizeof path, "%s/%s", dir, name);
-
-    return n > 0 && (size_t)n < sizeof path && access(path, R_OK) == 0;
-}
-
-/* The directory of the running executable, into buf; 0 if unknown. */
-static int exe_dir(char *buf, size_t cap)
-{
-    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
-    char *slash;
-
-    if (n <= 0 || (size_t)n >= cap - 1)
-        return 0;
-    buf[n] = '\0';
-    if ((slash = strrchr(buf, '/')) == NULL)
-        return 0;
-    *slash = '\0';
-    return 1;
-}
-
-/*
- * The demo model: $COLI_DEMO_MODEL, else the installed copy, else the
- * data/demo of the build tree that the running executable lies in (so that
- * ./coli works straight after make). Uninstalled, ./coli is a libtool
- * wrapper that runs .libs/coli, hence both <exe dir> and its parent. No
- * path of the build is compiled in: the installed tool must not look there.
- * NULL when there is none.
- */
-const char *demo_model_dir(void)
-{
-    static char buf[4096];
-    const char *env = getenv("COLI_DEMO_MODEL");
-    char *slash;
-    size_t len;
-
-    if (env != NULL && env[0] != '\0')
-        return env;
-    if (file_exists(COLI_PKGDATADIR "/demo", "config.json"))
-        return COLI_PKGDATADIR "/demo";
-    if (!exe_dir(buf, sizeof buf - sizeof "/data/demo"))
-        return NULL;
-    len = strlen(buf);
-    memcpy(buf + len, "/data/demo", sizeof "/data/demo");
-    if (file_exists(buf, "config.json"))
-        return buf;
-    buf[len] = '\0';
-    if ((slash = strrchr(buf, '/')) == NULL)
-        return NULL;
-    memcpy(slash, "/data/demo", sizeof "/data/demo");
-    if (file_exists(buf, "config.json"))
-        return buf;
-    return NULL;
-}
 
 /* Warns when --threads asks for more threads than there are cores: it is
  * allowed (the library takes up to its bound), but decode will be slow. */

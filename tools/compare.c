@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "bench.h" /* bench_argmax */
 #include "compare.h"
+#include "errors.h"
+#include "jsonout.h"
 
 /* KL(p || q) between the softmax distributions of logits a (p) and b (q). */
 static double kl_div(const float *a, const float *b, int n)

@@ -13,8 +13,9 @@
 
 #include "convert.h"
 
-#include "bench.h"      /* runtime_error, json_string, json_real */
-#include "gpu_report.h" /* parse_format */
+#include "demo_dir.h"
+#include "errors.h"
+#include "jsonout.h"
 
 #include <colibri/colibri.h>
 

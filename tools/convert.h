@@ -7,14 +7,6 @@
 
 #include "options.h"
 
-/* ---- provided by coli.c ---------------------------------------------------- */
-
-/* The demo model's directory (COLI_DEMO_MODEL, the installed one, or the
- * build tree's), or NULL when there is none. */
-const char *demo_model_dir(void);
-
-/* ---- provided by convert.c --------------------------------------------------- */
-
 extern const char convert_synopsis[];
 extern const opthelp convert_options[];
 extern const char convert_epilogue[];

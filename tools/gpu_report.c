@@ -7,7 +7,8 @@
 
 #include "gpu_report.h"
 
-#include "bench.h" /* runtime_error, json_string, json_real */
+#include "errors.h"
+#include "jsonout.h"
 
 #include <inttypes.h>
 #include <math.h>

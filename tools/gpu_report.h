@@ -17,10 +17,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Provided by coli.c: --format text|json into *json (default_json when
- * absent); 0 or EXIT_USAGE. */
-int parse_format(const args *a, int default_json, int *json);
-
 /* The GPU options of one command line. */
 typedef struct gpu_args {
     int gpu;             /* -1: not given (COLI_CUDA decides), 0: --no-gpu, 1: --gpu or implied */

@@ -361,6 +361,23 @@ int parse_ids(const char *opt, const char *s, int allow_empty, int32_t **ids_out
     return 0;
 }
 
+/* --format text|json */
+int parse_format(const args *a, int default_json, int *json)
+{
+    const char *v = a->value[O_FORMAT];
+
+    *json = default_json;
+    if (v == NULL)
+        return 0;
+    if (strcmp(v, "text") == 0)
+        *json = 0;
+    else if (strcmp(v, "json") == 0)
+        *json = 1;
+    else
+        return usage_error("invalid value '%s' for --format (expected text or json)", v);
+    return 0;
+}
+
 /* ---- standard output --------------------------------------------------------- */
 
 static int g_stdout_errno;

@@ -138,6 +138,9 @@ int parse_real(const char *opt, const char *s, double min, double max, double *o
 /* The value of library option opt, given as option name, within
  * coli_option_bounds; a usage error outside them. */
 int option_in_bounds(const char *name, coli_option opt, const char *s, int64_t *out);
+/* --format text|json into *json (default_json when absent); 0 or
+ * EXIT_USAGE. */
+int parse_format(const args *a, int default_json, int *json);
 /* A comma-separated list of token ids ("1,2,3"); *ids_out is malloc'd. */
 int parse_ids(const char *opt, const char *s, int allow_empty, int32_t **ids_out, size_t *n_out);
 

@@ -7,7 +7,8 @@
 
 #include "store_report.h"
 
-#include "bench.h" /* runtime_error, json_real */
+#include "errors.h"
+#include "jsonout.h"
 
 #include <inttypes.h>
 #include <math.h>
