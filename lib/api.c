@@ -1,4 +1,8 @@
-/* api.c - version and compiled-in features. */
+/* api.c - version and compiled-in features.
+ *
+ * The public face sits on top of lib/: every public function is marked
+ * COLI_API where its subsystem implements it, and this file holds the
+ * ones that belong to no subsystem. */
 #include "colibri/colibri.h"
 
 COLI_API unsigned coli_version_number(void)

@@ -701,8 +701,6 @@ START_TEST(test_family_names_resolve)
         int want = 1;
         if (t == COLI_T_LM_HEAD)
             want = !cfg.tie_embeddings;
-        else if (t == COLI_T_BQ || t == COLI_T_BK || t == COLI_T_BV)
-            want = cfg.attn.bias;
         else if (t == COLI_T_Q_NORM || t == COLI_T_K_NORM)
             want = cfg.attn.qk_norm != COLI_QK_NORM_NONE;
         else if (t == COLI_T_GATE || t == COLI_T_UP || t == COLI_T_DOWN)

@@ -578,6 +578,18 @@ int tu_greedy(coli_context *c, const int32_t *ids, size_t n, int steps, int voca
     }
 }
 
+int tu_n_experts(const char *dir)
+{
+    coli_model *m = NULL;
+    coli_model_info info;
+    info.struct_size = sizeof info;
+    int n = -1;
+    if (coli_model_open(dir, NULL, &m) == COLI_OK && coli_model_get_info(m, &info) == COLI_OK)
+        n = info.n_moe_layers * info.n_experts;
+    coli_model_free(m);
+    return n;
+}
+
 coli_status tu_generate(coli_context *c, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
                         coli_sampler *s, coli_token_fn on_token, void *user, int32_t *out, size_t cap,
                         size_t *n_out)

@@ -91,6 +91,9 @@ int tu_greedy(coli_context *c, const int32_t *ids, size_t n, int steps, int voca
 coli_status tu_generate(coli_context *c, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
                         coli_sampler *s, coli_token_fn on_token, void *user, int32_t *out, size_t cap,
                         size_t *n_out);
+/* The routed experts of the model in dir, MoE layers times experts (it
+ * is opened with default options for that); -1 when it does not open. */
+int tu_n_experts(const char *dir);
 
 /* ---- floats ------------------------------------------------------------ */
 

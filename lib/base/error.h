@@ -1,4 +1,9 @@
-/* error.h - detail messages that travel with a status (internal). */
+/* error.h - detail messages that travel with a status (internal).
+ *
+ * lib/base/ is the bottom layer: what every other folder says (statuses
+ * and their messages, the log callback, element types and their names,
+ * environment variables, versioned structs). It includes nothing of lib/
+ * but itself (docs/architecture.md). */
 #ifndef COLI_ERROR_H
 #define COLI_ERROR_H
 

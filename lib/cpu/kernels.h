@@ -3,7 +3,11 @@
  * Weights are row-major [rows, cols] matrices kept in the dtype they were
  * loaded in; bf16 and f16 rows are widened to f32 as they are used. A kernel
  * set (scalar, AVX2+FMA, or AVX-512 VNNI for quantized products) is picked
- * per model at open (COLI_OPT_CPU_KERNELS); every set gives the same bits. */
+ * per model at open (COLI_OPT_CPU_KERNELS); every set gives the same bits.
+ *
+ * lib/cpu/ holds the CPU's arithmetic: the instruction-set probe, the
+ * thread pool, the q8/q4/q2 formats and every kernel set. It may include
+ * lib/base/ only; kernels.c is its top, the one file that picks a set. */
 #ifndef COLI_KERNELS_H
 #define COLI_KERNELS_H
 

@@ -9,7 +9,11 @@
  * Implementations: lib/gpu/backend.cu (CUDA or HIP, one source) and
  * lib/gpu/none.c (no tier compiled in: every device query answers "none").
  * Callers reach one through a table of functions (coli__gpu_ops), so that
- * tests can put a host implementation of the same contract in its place. */
+ * tests can put a host implementation of the same contract in its place.
+ *
+ * lib/gpu/ sits beside lib/store/, above lib/io/, lib/cpu/ and lib/base/,
+ * which it may include (it shares fp16.h, silu.h and qround.h with the
+ * CPU); the vendor is known in compat.h alone. */
 #ifndef COLI_GPU_BACKEND_H
 #define COLI_GPU_BACKEND_H
 

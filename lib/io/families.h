@@ -48,9 +48,6 @@ typedef enum coli__tname {
     COLI_T_WK,
     COLI_T_WV,
     COLI_T_WO,
-    COLI_T_BQ, /* the q/k/v biases of an attention that has them */
-    COLI_T_BK,
-    COLI_T_BV,
     COLI_T_Q_NORM,
     COLI_T_K_NORM,
     COLI_T_GATE, /* the dense MLP */

@@ -159,7 +159,7 @@ static coli_status parse_config(coli__cfg_reader *r, coli__config *c)
     c->rms_eps = (float)eps;
 
     COLI_TRY(coli__cfg_bool(r, "tie_word_embeddings", 0, &c->tie_embeddings));
-    /* a family whose attention has biases reads its own flag */
+    /* no family has biases yet: one that does reads its own flag */
     COLI_TRY(coli__cfg_refuse_true(r, "attention_bias"));
     COLI_TRY(coli__cfg_refuse_true(r, "mlp_bias"));
 

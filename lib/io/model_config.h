@@ -2,7 +2,11 @@
  *
  * Every architecture is normalised into one description; fields an
  * architecture does not have take neutral values (no clipping, no window).
- * What differs between families is their row in lib/io/families.c. */
+ * What differs between families is their row in lib/io/families.c.
+ *
+ * lib/io/ reads files: JSON, safetensors, config.json and the family
+ * table, tokenizer.json, checksums. It may include lib/cpu/ and lib/base/;
+ * it knows nothing of models in memory. */
 #ifndef COLI_MODEL_CONFIG_H
 #define COLI_MODEL_CONFIG_H
 
@@ -16,12 +20,13 @@ typedef enum coli__qk_norm {
     COLI_QK_NORM_FULL  /* OLMoE: RMSNorm of the whole projection, weight [heads*head_dim] */
 } coli__qk_norm;
 
-/* The options of the attention piece (lib/model/attention.c). */
+/* The options of the attention piece (lib/model/attention.c). A new
+ * option (the q/k/v biases of GLM-4.5) is a field here, read by the
+ * family's parse function and applied by the piece. */
 typedef struct coli__attn_opts {
     coli__qk_norm qk_norm;
     float clip_qkv;         /* 0: none */
     int sliding_window;     /* 0: none */
-    int bias;               /* q, k and v projections add a bias (no family yet: attention_bias is refused) */
 } coli__attn_opts;
 
 /* The options of the router piece (lib/model/router.c). */

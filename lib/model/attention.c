@@ -56,12 +56,6 @@ static void attn_task(void *arg, int64_t b, int64_t e, int thread)
     }
 }
 
-static void add(float *v, const float *bias, int n)
-{
-    for (int i = 0; i < n; i++)
-        v[i] += bias[i];
-}
-
 static void clip(float *v, int n, float m)
 {
     for (int i = 0; i < n; i++)
@@ -102,11 +96,6 @@ static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__
     COLI_TRY(coli__pass_mm_multi(b, qkv, 3));
     for (int t = 0; t < S; t++) {
         float *q = b->q + (size_t)t * QD, *k = b->k + (size_t)t * KVD, *v = b->v + (size_t)t * KVD;
-        if (c->attn.bias) { /* nn.Linear's bias, after the product */
-            add(q, ly->bq, QD);
-            add(k, ly->bk, KVD);
-            add(v, ly->bv, KVD);
-        }
         qk_norm(c, ly, q, k);
         if (c->attn.clip_qkv > 0) {
             clip(q, QD, c->attn.clip_qkv);

@@ -1,6 +1,12 @@
 /* model.h - a loaded model: config, mapped tensors, weights in the chosen
  * format, tokenizer (internal). A model is read-only once open, so many
- * contexts may use it at once. */
+ * contexts may use it at once.
+ *
+ * lib/model/ is a loaded model and its forward pass: options, the loader,
+ * the decoder's order of operations and the pieces families differ in,
+ * where experts run, contexts and sampling. It may include every folder
+ * below it (store, gpu, io, cpu, base) and is included only by lib/api.c
+ * and itself. */
 #ifndef COLI_MODEL_H
 #define COLI_MODEL_H
 
@@ -17,7 +23,6 @@ typedef struct coli__layer {
     coli__mat wq, wk, wv, wo;
     float *attn_norm, *ffn_norm;     /* [hidden], widened to f32 */
     float *q_norm, *k_norm;          /* NULL when the architecture has none */
-    float *bq, *bk, *bv;             /* q/k/v biases; NULL unless cfg.attn.bias */
     int is_moe;
     coli__mat gate, up, down;        /* dense MLP */
     coli__mat router;                /* [n_experts, hidden] */

@@ -576,11 +576,6 @@ static coli_status load_layer(loader *L, int l)
     COLI_TRY(load_mat(L, &ly->wk, NAME(COLI_T_WK, l, 0), kv, H, BIG, DENSE));
     COLI_TRY(load_mat(L, &ly->wv, NAME(COLI_T_WV, l, 0), kv, H, BIG, DENSE));
     COLI_TRY(load_mat(L, &ly->wo, NAME(COLI_T_WO, l, 0), H, q, BIG, DENSE));
-    if (c->attn.bias) {
-        COLI_TRY(load_vec(L, &ly->bq, NAME(COLI_T_BQ, l, 0), q));
-        COLI_TRY(load_vec(L, &ly->bk, NAME(COLI_T_BK, l, 0), kv));
-        COLI_TRY(load_vec(L, &ly->bv, NAME(COLI_T_BV, l, 0), kv));
-    }
     if (c->attn.qk_norm == COLI_QK_NORM_HEAD) {
         COLI_TRY(load_vec(L, &ly->q_norm, NAME(COLI_T_Q_NORM, l, 0), c->head_dim));
         COLI_TRY(load_vec(L, &ly->k_norm, NAME(COLI_T_K_NORM, l, 0), c->head_dim));

@@ -10,7 +10,12 @@
  * used expert of its own layer once that layer holds its share of the
  * slots, else of the layer furthest above its share; the hot set (the
  * experts most often routed to, from model.coli.hot) is pinned. Which
- * slot an expert occupies never changes its bytes, so never a result. */
+ * slot an expert occupies never changes its bytes, so never a result.
+ *
+ * lib/store/ holds converted models: the container (read and written),
+ * the experts' cache of slots and the hot set. It may include lib/io/,
+ * lib/cpu/ and lib/base/; what it needs of the loader is handed down to it
+ * (convert.h). */
 #ifndef COLI_STORE_H
 #define COLI_STORE_H
 
