@@ -351,7 +351,7 @@ static coli_status quantize(loader *L, coli__mat *m, const char *file, const cha
     if (atomic_load(&j.range))
         return coli__fail(L->err, COLI_ERANGE,
                           "tensor '%s': values too large for the fp16 scales of %s; load it as bf16 or f32", name,
-                          q == COLI_DT_Q8 ? "q8" : q == COLI_DT_Q4 ? "q4" : "q2");
+                          coli__dtype_name(q));
     if (j.qbuf) {
         w->layout = COLI__QL_X16;
         w->d = NULL;
