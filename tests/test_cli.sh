@@ -409,6 +409,7 @@ short_of() {
 	--threads) s=-t ;;
 	--seed) s=-s ;;
 	--context) s=-c ;;
+	--prompt-file) s=-f ;;
 	--help) s=-h ;;
 	--version) s=-V ;;
 	*) s=- ;;
@@ -473,7 +474,7 @@ for c in $commands; do
 			fi
 		fi
 	done <"$tmp/universe"
-	for s in -m -p -n -t -s -c; do
+	for s in -m -p -n -t -s -c -f; do
 		grep " $s " "$o" >/dev/null && continue
 		"$COLI" "$c" "${s}1" --help >/dev/null 2>"$err"
 		if [ $? -ne 2 ] || ! contains "$err" "unknown option '$s'"; then
@@ -1865,14 +1866,17 @@ fi
 dv=$tmp/demo_q4
 if run 0 "convert the demo model" "$COLI" convert -m "$demo_src" --out "$dv"; then
 	if run 1 "--ram-gb too small" "$COLI" generate -m "$dv" -p "In the" -n 2 --ram-gb 0.001; then
-		need=$(sed -n 's/.*at least \([0-9][0-9]*\) MiB is needed.*/\1/p' "$err")
-		if contains "$err" "--ram-gb 0.001" && [ -n "$need" ] && [ "$need" -gt 1 ]; then
-			pass "--ram-gb too small: exit 1 naming --ram-gb, at least $need MiB needed"
+		# In our option and unit: "give at least --ram-gb 0.123", not the
+		# library's COLI_OPT_MEM_BUDGET_MB in MiB.
+		need=$(sed -n 's/.* need \([0-9][0-9]*\) MiB; .*/\1/p' "$err")
+		gb=$(sed -n 's/.*give at least --ram-gb \([0-9.]*\),.*/\1/p' "$err")
+		if contains "$err" "--ram-gb 0.001 is too small" && [ -n "$need" ] && [ "$need" -gt 1 ] &&
+			[ -n "$gb" ] && ! contains "$err" COLI_OPT && ! contains "$err" mem_budget; then
+			pass "--ram-gb too small: exit 1 naming --ram-gb, at least $gb GiB ($need MiB) needed"
 		else
 			fail "--ram-gb too small: $(cat "$err")"
 		fi
-		gb=$(awk -v m="$need" 'BEGIN { printf "%.6f\n", m / 1024 }')
-		if [ -n "$need" ] && run 0 "--ram-gb $gb (the size asked for)" "$COLI" info -m "$dv" --ram-gb "$gb" --format json; then
+		if [ -n "$gb" ] && run 0 "--ram-gb $gb (the size asked for)" "$COLI" info -m "$dv" --ram-gb "$gb" --format json; then
 			if contains "$out" '"store":{"mode":"streamed"' && [ "$(json_int "$out" slots)" -ge 2 ]; then
 				pass "--ram-gb of the $need MiB asked for opens the model streamed"
 			else
@@ -1973,6 +1977,198 @@ if run 0 "make-synthetic (for Ctrl-C)" "$synth" --out "$tmp/big" --hidden 256 --
 		fail "Ctrl-C during convert: never exited 130: $(cat "$tmp/int.err")"
 	fi
 	rm -rf "$tmp/big" "$tmp/big_q2"
+fi
+
+# ---- Errors that say what to do (issue 17) ----------------------------------
+
+# Token ids as coli tokenize prints them (spaces) work where ids are taken;
+# coli logits takes a text prompt too, with -p, --prompt-file and -f.
+"$COLI" info -m "$q" --format json >"$tmp/qinfo.json" 2>/dev/null
+qmax=$(json_int "$tmp/qinfo.json" max_positions)
+ids=$("$COLI" tokenize -m "$q" --text 'hello world')
+commas=$(printf '%s\n' "$ids" | tr ' ' ',')
+printf 'hello world' >"$tmp/hw.txt"
+if run 0 "logits --prompt-ids (spaces)" "$COLI" logits -m "$q" --prompt-ids "$ids"; then
+	mv "$out" "$tmp/lg_spaces"
+	if run 0 "logits -p" "$COLI" logits -m "$q" -p 'hello world' && cmp -s "$out" "$tmp/lg_spaces" &&
+		run 0 "logits -f" "$COLI" logits -m "$q" -f "$tmp/hw.txt" && cmp -s "$out" "$tmp/lg_spaces" &&
+		run 0 "logits --prompt-ids (commas)" "$COLI" logits -m "$q" --prompt-ids "$commas" &&
+		cmp -s "$out" "$tmp/lg_spaces"; then
+		pass "logits: ids apart by spaces, by commas, -p TEXT and -f FILE give the same logits"
+	else
+		fail "logits: the prompt forms differ ($ids / $commas)"
+	fi
+fi
+if run 0 "detokenize --ids (spaces)" "$COLI" detokenize -m "$q" --ids " $ids " && [ "$(cat "$out")" = 'hello world' ]; then
+	pass "detokenize --ids takes what tokenize printed"
+else
+	fail "detokenize --ids '$ids': $(cat "$out" "$err")"
+fi
+usage_error "an id list with a letter says the forms" "commas or spaces" "$COLI" logits --prompt-ids "1 x"
+
+# A prompt longer than the context, and a context filled during generate:
+# the numbers, and -c up to the model's maximum.
+if [ -n "$qmax" ] && run 1 "logits: prompt over -c" "$COLI" logits -m "$q" --prompt-ids 1,2,3,4,5 -c 4; then
+	if contains "$err" "5 tokens" && contains "$err" "4 positions" && contains "$err" "-c 5" &&
+		contains "$err" "model's $qmax" && ! contains "$err" coli_eval; then
+		pass "a prompt over the context: its size, the context's, -c and the model's maximum"
+	else
+		fail "logits: prompt over -c: $(cat "$err")"
+	fi
+fi
+if [ -n "$qmax" ] && run 0 "generate: context fills" "$COLI" generate -m "$q" --prompt-ids 1 -c 4 -n 10 \
+	--temperature 0 --ignore-eos; then
+	if contains "$err" "stopped: the context is full (4 positions; -c raises it up to the model's $qmax)"; then
+		pass "generate: a full context says its size, -c and the model's maximum"
+	else
+		fail "generate: context fills: $(cat "$err")"
+	fi
+fi
+
+# Option names: ours, not the library's.
+if run 1 "--weights against a converted model" "$COLI" info -m "$cv" --weights q8; then
+	if contains "$err" "--weights asks for q8" && ! contains "$err" COLI_OPT && ! contains "$err" "option weights"; then
+		pass "a converted model of another format: the message names --weights"
+	else
+		fail "--weights q8 on $cv: $(cat "$err")"
+	fi
+fi
+if run 1 "--expert-slots 1 (names)" "$COLI" info -m "$cv" --expert-slots 1; then
+	if contains "$err" "give at least 2" && ! contains "$err" COLI_OPT && ! contains "$err" expert_slots; then
+		pass "--expert-slots too few: the least that works, in our option's name"
+	else
+		fail "--expert-slots 1: $(cat "$err")"
+	fi
+fi
+
+# compare on a converted model: the reference is its own format.
+if run 0 "compare on a converted model" "$COLI" compare -m "$cv" --weights q4 --prompt-tokens 4 --gen-tokens 2 \
+	--format json; then
+	if contains "$out" '"against":"q4"'; then
+		pass "compare on a converted model compares against its format by default"
+	else
+		fail "compare on $cv: $(cat "$out")"
+	fi
+fi
+if run 1 "compare --against f32 on a converted model" "$COLI" compare -m "$cv" --weights q4 --against f32; then
+	if contains "$err" "--against f32" && contains "$err" "leave --against out"; then
+		pass "compare --against another format on a converted model says what to do"
+	else
+		fail "compare --against f32 on $cv: $(cat "$err")"
+	fi
+fi
+
+# Converting twice.
+if run 1 "convert a converted model" "$COLI" convert -m "$cv" --out "$tmp/conv2"; then
+	if contains "$err" "already converted" && contains "$err" "original checkpoint" && ! contains "$err" safetensors; then
+		pass "convert of a converted directory says it is converted"
+	else
+		fail "convert twice: $(cat "$err")"
+	fi
+fi
+
+# GGUF files and Hub names: what we read, and that we download nothing.
+mkdir -p "$tmp/gguf"
+: >"$tmp/gguf/model-Q4_K_M.gguf"
+if run 1 "a directory of a GGUF file" "$COLI" info -m "$tmp/gguf"; then
+	if contains "$err" "GGUF" && contains "$err" "config.json and *.safetensors"; then
+		pass "a GGUF directory: the hint names the format we read"
+	else
+		fail "GGUF directory: $(cat "$err")"
+	fi
+fi
+if run 1 "a Hub name" "$COLI" generate -m Qwen/Qwen3-30B-A3B -p x; then
+	if contains "$err" "Hugging Face Hub name" && contains "$err" "downloads nothing"; then
+		pass "a Hub name: the hint says we download nothing"
+	else
+		fail "Hub name: $(cat "$err")"
+	fi
+fi
+
+# Did you mean; llama.cpp's names.
+usage_error "did you mean an option" "did you mean '--temperature'" "$COLI" generate --temprature 1
+usage_error "did you mean a command" "did you mean 'generate'" "$COLI" genrate
+usage_error "coli help: did you mean" "did you mean 'generate'" "$COLI" help genrate
+usage_error "-cnv is not -c nv" "conversation mode" "$COLI" generate -cnv
+usage_error "-ngl is explained" "--gpu" "$COLI" generate -ngl 99
+usage_error "-fa is explained" "flash attention" "$COLI" generate -fa
+if run 0 "generate --temp" "$COLI" generate -m "$q" --prompt-ids 1,2 -n 4 --temp 0 --format json &&
+	mv "$out" "$tmp/temp.json" && run 0 "generate -f" "$COLI" generate -m "$q" -f "$tmp/hw.txt" -n 1 &&
+	contains "$out" "hello world" &&
+	run 0 "generate --temperature" "$COLI" generate -m "$q" --prompt-ids 1,2 -n 4 --temperature 0 --format json &&
+	[ "$(sed -n 's/.*"tokens":\(\[[^]]*\]\).*/\1/p' "$out")" = \
+		"$(sed -n 's/.*"tokens":\(\[[^]]*\]\).*/\1/p' "$tmp/temp.json")" ]; then
+	pass "llama.cpp's --temp and -f are --temperature and --prompt-file"
+else
+	fail "--temp / -f: $(cat "$err")"
+fi
+
+# Threads: at most 4 per online core.
+cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null)
+if [ -n "$cores" ] && [ "$cores" -le 256 ]; then
+	usage_error "--threads over 4 per core" "at most $((4 * cores))" "$COLI" info -m "$q" --threads $((4 * cores + 1))
+	usage_error "convert --threads over 4 per core" "at most $((4 * cores))" "$COLI" convert -m "$q" \
+		--out "$tmp/thr" --threads $((4 * cores + 1))
+	if run 0 "--threads at 4 per core" "$COLI" info -m "$q" --threads $((4 * cores)); then
+		pass "--threads at 4 per core is allowed"
+	fi
+else
+	fail "the threads cap needs the number of online cores, at most 256 (have '$cores')"
+fi
+
+# Numbers: decimal only, ranges in the option's own unit.
+usage_error "--ram-gb in hex" "not a decimal number" "$COLI" info -m "$cv" --ram-gb 0x10
+usage_error "--temperature inf" "not a decimal number" "$COLI" generate --prompt-ids 1 --temperature inf
+usage_error "--top-p nan" "not a decimal number" "$COLI" generate --prompt-ids 1 --top-p nan
+usage_error "--top-k with a sign and junk" "not a decimal integer" "$COLI" generate --prompt-ids 1 --top-k 4k
+if run 2 "--ram-gb -1 (range)" "$COLI" info -m "$cv" --ram-gb -1; then
+	if contains "$err" "give 0 to 1073741824" && ! contains "$err" "e+"; then
+		pass "--ram-gb -1: a plain range in GiB"
+	else
+		fail "--ram-gb -1: $(cat "$err")"
+	fi
+fi
+
+# A write error on standard output stops generate, saying so.
+"$COLI" generate -m "$q" -p x -n 4 --temperature 0 --ignore-eos >/dev/full 2>"$err" </dev/null
+status=$?
+if [ "$status" = 1 ] && contains "$err" "stopped: a write error on standard output: No space left on device" &&
+	! contains "$err" callback; then
+	pass "generate > /dev/full: stopped by a write error, with its reason"
+else
+	fail "generate > /dev/full: exit $status: $(cat "$err")"
+fi
+
+# A model without tokenizer.json: a text prompt fails saying to give ids;
+# --prompt-ids prints the generated ids.
+mkdir -p "$tmp/notok"
+for f in config.json generation_config.json model.safetensors; do
+	ln -s "$(cd "$q" && pwd)/$f" "$tmp/notok/$f"
+done
+if run 1 "generate -p without a tokenizer" "$COLI" generate -m "$tmp/notok" -p hello -n 2; then
+	if contains "$err" "no tokenizer.json" && contains "$err" "--prompt-ids" && [ ! -s "$out" ]; then
+		pass "a text prompt without a tokenizer fails, naming --prompt-ids"
+	else
+		fail "generate -p without a tokenizer: $(cat "$out" "$err")"
+	fi
+fi
+if run 0 "generate --prompt-ids without a tokenizer" "$COLI" generate -m "$tmp/notok" --prompt-ids 1,2 -n 3 \
+	--temperature 0 --ignore-eos; then
+	if grep -x '[0-9]* [0-9]* [0-9]*' "$out" >/dev/null && contains "$err" "printing token ids"; then
+		pass "--prompt-ids without a tokenizer prints the 3 generated ids"
+	else
+		fail "generate --prompt-ids without a tokenizer: $(cat "$out" "$err")"
+	fi
+fi
+
+# An --out that cannot be made: the directory and the system's reason.
+if [ -d /proc/self ] && run 1 "convert --out /proc/nope" "$COLI" convert -m "$q" --out /proc/nope; then
+	if contains "$err" "cannot create the directory /proc/nope: No such file or directory" &&
+		! contains "$err" "input/output error"; then
+		pass "convert --out in a directory that cannot hold one: names it, with the system's reason"
+	else
+		fail "convert --out /proc/nope: $(cat "$err")"
+	fi
 fi
 
 echo "$checks checks, $failures failures"

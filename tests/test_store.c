@@ -499,7 +499,7 @@ START_TEST(test_damage_at_open)
     /* a budget that cannot hold one token's experts (2) */
     ck_assert_int_eq(tu_replace_in_file(out, "config.json", "{ ", "{"), 0);
     ck_assert_int_eq(try_open(out, 1, msg, sizeof msg, NULL), COLI_ERANGE);
-    ck_assert_msg(strstr(msg, "expert_slots") && strstr(msg, "2 experts"), "%s", msg);
+    ck_assert_msg(strstr(msg, "COLI_OPT_EXPERT_SLOTS") && strstr(msg, "2 experts"), "%s", msg);
     /* the container's format, not another */
     conf c = {COLI_WEIGHTS_Q8, 0, 0, 0, 0};
     coli_options *o = options(&c);

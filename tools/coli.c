@@ -116,7 +116,7 @@ static int parse_model_args(const args *a, model_args *m)
         m->have_q4_group = 1;
     }
     if (a->value[O_THREADS] != NULL) {
-        rc = option_in_bounds("--threads", COLI_OPT_THREADS, a->value[O_THREADS], &m->threads);
+        rc = parse_threads("--threads", a->value[O_THREADS], &m->threads);
         if (rc != 0)
             return rc;
         m->have_threads = 1;
@@ -153,7 +153,9 @@ static void log_to_stderr(void *user, coli_log_level level, const char *message)
     /* open_model says it once, with the model's detail. */
     if (!verbose && gpu_log_is_unused_warning(level, message))
         return;
-    fprintf(stderr, "coli: %s: %s\n", (unsigned)level < 4 ? names[level] : "log", message);
+    fprintf(stderr, "coli: %s: ", (unsigned)level < 4 ? names[level] : "log");
+    print_translated(stderr, message); /* our option names for the library's */
+    fputc('\n', stderr);
 }
 
 /* The library options that m asks for. On failure prints the message and
@@ -223,14 +225,18 @@ static int open_model(model_args *m, coli_model **out)
     st = coli_model_open(m->dir, opts, &model);
     if (st != COLI_OK) {
         const char *msg = model ? coli_model_errmsg(model) : "";
-        if (msg == NULL || msg[0] == '\0') {
+        if (store_explain_open_failure(&m->store, st, msg)) {
+            /* said in the tool's options and units */
+        } else if (msg == NULL || msg[0] == '\0') {
             fprintf(stderr, "coli: %s: %s\n", coli_strerror(st), m->dir);
         } else if (strstr(msg, m->dir) == NULL) {
-            fprintf(stderr, "coli: %s: %s: %s\n", coli_strerror(st), m->dir, msg);
+            fprintf(stderr, "coli: %s: %s: ", coli_strerror(st), m->dir);
+            print_translated(stderr, msg);
+            fputc('\n', stderr);
         } else {
             runtime_error(st, msg);
         }
-        store_explain_open_failure(&m->store, st, msg);
+        explain_model_path(cli_prog, m->dir);
         coli_model_free(model);
         model = NULL;
         goto done;
@@ -365,7 +371,7 @@ static const opthelp generate_options[] = {
     {O_PROMPT, "prompt text, tokenized with the model's tokenizer"},
     {O_PROMPT_FILE, "read the prompt text from FILE ('-': standard\ninput), byte for byte, "
                     "at most 64 MiB"},
-    {O_PROMPT_IDS, "prompt as comma-separated token ids"},
+    {O_PROMPT_IDS, "prompt as token ids apart by commas or spaces\n(as coli tokenize prints them)"},
     {O_MAX_TOKENS, "generate at most N tokens (default 64)"},
     {O_TEMPERATURE, "sampling temperature; 0 = greedy (default 0.8)"},
     {O_TOP_K, "keep the K most likely tokens; 0 = off (default 40)"},
@@ -403,7 +409,9 @@ static volatile sig_atomic_t g_interrupted; /* set by Ctrl-C during generate */
 
 typedef struct gen_state {
     int stream;        /* text mode: write as we go */
+    int ids_only;      /* no tokenizer: stream the ids (len counts them), no text */
     int write_failed;
+    int write_errno;   /* of the failed write */
     char *text;        /* json mode: collected text */
     size_t len, cap;
 } gen_state;
@@ -416,12 +424,18 @@ static int on_token(void *user, int32_t token, const char *text, size_t len)
     if (g_interrupted)
         return 1; /* stop after this token: what came is kept */
     if (g->stream) {
-        if (len > 0 && fwrite(text, 1, len, stdout) != len)
+        if (g->ids_only) {
+            if (printf("%s%" PRId32, g->len++ ? " " : "", token) < 0)
+                g->write_failed = 1;
+        } else if (len > 0 && fwrite(text, 1, len, stdout) != len) {
             g->write_failed = 1;
+        }
         if (fflush(stdout) != 0)
             g->write_failed = 1;
-        if (g->write_failed)
+        if (g->write_failed) {
+            g->write_errno = errno;
             note_stdout_error(errno);
+        }
         return g->write_failed; /* stop when nobody reads any more */
     }
     if (g->len + len + 1 > g->cap) {
@@ -433,6 +447,43 @@ static int on_token(void *user, int32_t token, const char *text, size_t len)
     g->len += len;
     g->text[g->len] = '\0';
     return 0;
+}
+
+/* The model has no tokenizer.json (coli_detokenize says so on no ids). */
+static int lacks_tokenizer(coli_model *model)
+{
+    char c;
+    size_t len = 0;
+
+    return coli_detokenize(model, NULL, 0, 0, &c, 1, &len) == COLI_ESTATE;
+}
+
+/* Why the context is full, and what makes room: -c up to the model's
+ * maximum, or a shorter prompt past it. The numbers are the context's and
+ * the model's own. */
+static void explain_context(const coli_context *ctx, const coli_model_info *info, size_t n_prompt)
+{
+    size_t cap = coli_context_capacity(ctx);
+
+    if (n_prompt > (size_t)info->max_positions)
+        fprintf(stderr, "%s: the prompt has %zu tokens, more than the model's %d positions: shorten it\n",
+                cli_prog, n_prompt, info->max_positions);
+    else
+        fprintf(stderr, "%s: the prompt has %zu tokens, more than the context's %zu positions: -c %zu or "
+                        "more makes room for it (up to the model's %d)\n",
+                cli_prog, n_prompt, cap, n_prompt, info->max_positions);
+}
+
+/* "the context is full (512 positions; -c raises it up to the model's 4096)" */
+static void context_full_line(char *buf, size_t size, const coli_context *ctx, const coli_model_info *info)
+{
+    size_t cap = coli_context_capacity(ctx);
+
+    if (cap < (size_t)info->max_positions)
+        snprintf(buf, size, "the context is full (%zu positions; -c raises it up to the model's %d)", cap,
+                 info->max_positions);
+    else
+        snprintf(buf, size, "the context is full (%zu positions, the model's maximum)", cap);
 }
 
 static uint64_t clock_seed(void)
@@ -556,9 +607,11 @@ static int cmd_generate(const args *a)
     double min_p = 0.0, repeat_penalty = 1.0;
     int64_t repeat_last_n = 64;
     coli_model *model = NULL;
+    coli_model_info info;
     coli_context *ctx = NULL;
     coli_sampler *sampler = NULL;
     coli_stats stats;
+    char full_line[160], write_line[160];
     gpu_report gpu;
     coli_store_stats store;
     gen_state g;
@@ -620,8 +673,17 @@ static int cmd_generate(const args *a)
     }
 
     rc = 1;
-    if (open_model(&m, &model) != 0)
+    if (open_model(&m, &model) != 0 || get_info(model, &info) != 0)
         goto done;
+    g.ids_only = lacks_tokenizer(model);
+    if (g.ids_only && text != NULL) {
+        fprintf(stderr, "%s: %s has no tokenizer.json, so a text prompt cannot be read: give token ids "
+                        "with --prompt-ids (the output is then ids too)\n",
+                cli_prog, m.dir);
+        goto done;
+    }
+    if (g.ids_only && !json)
+        fprintf(stderr, "%s: %s has no tokenizer.json: printing token ids, not text\n", cli_prog, m.dir);
     if (text != NULL) {
         if (tokenize_text(model, text, text_len, !a->given[O_NO_SPECIAL], &prompt, &n_prompt) != 0)
             goto done;
@@ -672,15 +734,20 @@ static int cmd_generate(const args *a)
     if (st != COLI_OK) {
         fflush(stdout);
         runtime_error(st, coli_context_errmsg(ctx));
+        if (st == COLI_ENOSPC)
+            explain_context(ctx, &info, n_prompt);
         goto done;
     }
+    context_full_line(full_line, sizeof full_line, ctx, &info);
+    snprintf(write_line, sizeof write_line, "a write error on standard output: %s", strerror(g.write_errno));
     if (n_out > (size_t)max_tokens)
         n_out = (size_t)max_tokens;
     reason_name = interrupted ? "interrupted" : coli_stop_reason_name(why);
     reason_line = interrupted                  ? "interrupted (Ctrl-C)"
                   : why == COLI_STOP_EOS       ? "end of sequence"
                   : why == COLI_STOP_LENGTH    ? "--max-tokens reached"
-                  : why == COLI_STOP_CONTEXT   ? "the context is full"
+                  : why == COLI_STOP_CONTEXT   ? full_line
+                  : g.write_failed             ? write_line
                   : why == COLI_STOP_STRING    ? "a --stop string"
                                                : reason_name;
     memset(&stats, 0, sizeof stats);
@@ -738,13 +805,19 @@ done:
 /* ---- coli logits ---------------------------------------------------------- */
 
 static const char logits_synopsis[] =
-    "Usage: coli logits [--model DIR] --prompt-ids ID,ID,... [OPTION]...\n"
+    "Usage: coli logits [--model DIR] --prompt TEXT [OPTION]...\n"
+    "  or:  coli logits [--model DIR] --prompt-file FILE [OPTION]...\n"
+    "  or:  coli logits [--model DIR] --prompt-ids ID,ID,... [OPTION]...\n"
     "Run the model on the prompt and print the next-token logits of its last\n"
     "position, for the whole vocabulary.\n";
 
 static const opthelp logits_options[] = {
     H_MODEL,
-    {O_PROMPT_IDS, "prompt as comma-separated token ids"},
+    {O_PROMPT, "prompt text, tokenized with the model's tokenizer"},
+    {O_PROMPT_FILE, "read the prompt text from FILE ('-': standard\ninput), byte for byte, "
+                    "at most 64 MiB"},
+    {O_PROMPT_IDS, "prompt as token ids apart by commas or spaces\n(as coli tokenize prints them)"},
+    {O_NO_SPECIAL, "do not add the tokenizer's special tokens to the\nprompt text"},
     H_WEIGHTS,
     H_Q4_GROUP,
     H_THREADS,
@@ -764,7 +837,9 @@ static int cmd_logits(const args *a)
     coli_model *model = NULL;
     coli_context *ctx = NULL;
     int32_t *prompt = NULL;
-    size_t n_prompt = 0;
+    size_t n_prompt = 0, text_len = 0;
+    const char *text = NULL; /* the prompt text, if not ids */
+    char *file_text = NULL;
     const float *logits;
     int json, rc, i;
     coli_status st;
@@ -773,14 +848,31 @@ static int cmd_logits(const args *a)
         return rc;
     if ((rc = parse_model_args(a, &m)) != 0)
         return rc;
-    if (a->value[O_PROMPT_IDS] == NULL)
-        return usage_error("--prompt-ids is required");
-    if ((rc = parse_ids("--prompt-ids", a->value[O_PROMPT_IDS], 0, &prompt, &n_prompt)) != 0)
+    if ((rc = check_prompt_args(a)) != 0)
         return rc;
+    if (a->value[O_PROMPT_IDS] != NULL &&
+        (rc = parse_ids("--prompt-ids", a->value[O_PROMPT_IDS], 0, &prompt, &n_prompt)) != 0)
+        return rc;
+    if (a->value[O_PROMPT] != NULL) {
+        text = a->value[O_PROMPT];
+        text_len = strlen(text);
+    } else if (a->value[O_PROMPT_FILE] != NULL) {
+        if ((rc = read_prompt_file(a->value[O_PROMPT_FILE], &file_text, &text_len)) != 0)
+            return rc;
+        text = file_text;
+    }
 
     rc = 1;
     if (open_model(&m, &model) != 0 || get_info(model, &info) != 0)
         goto done;
+    if (text != NULL) {
+        if (tokenize_text(model, text, text_len, !a->given[O_NO_SPECIAL], &prompt, &n_prompt) != 0)
+            goto done;
+        if (n_prompt == 0) {
+            runtime_error(COLI_EINVAL, "the prompt is empty after tokenization");
+            goto done;
+        }
+    }
     st = coli_context_create(model, NULL, &ctx);
     if (st != COLI_OK) {
         runtime_error(st, ctx ? coli_context_errmsg(ctx) : coli_model_errmsg(model));
@@ -789,6 +881,8 @@ static int cmd_logits(const args *a)
     st = coli_eval(ctx, prompt, n_prompt);
     if (st != COLI_OK) {
         runtime_error(st, coli_context_errmsg(ctx));
+        if (st == COLI_ENOSPC)
+            explain_context(ctx, &info, n_prompt);
         goto done;
     }
     logits = coli_context_logits(ctx);
@@ -813,6 +907,7 @@ done:
     coli_context_free(ctx);
     coli_model_free(model);
     free(prompt);
+    free(file_text);
     return rc;
 }
 
@@ -877,7 +972,7 @@ static const char detokenize_synopsis[] =
 
 static const opthelp detokenize_options[] = {
     H_MODEL,
-    {O_IDS, "comma-separated token ids"},
+    {O_IDS, "token ids apart by commas or spaces"},
     {O_SKIP_SPECIAL, "leave special tokens out of the text"},
     {O_FORMAT, "text or json ({\"text\":\"...\"}) (default text)"},
     H_VERBOSE,
@@ -1261,7 +1356,8 @@ static const opthelp compare_options[] = {
                 "checkpoint stores them)"},
     {O_Q4_GROUP, "group size of q4 weights under test: 32, 64 or\n128 (default 32; the "
                  "reference uses 32)"},
-    {O_AGAINST, "the reference format: auto, f32, bf16, q8, q4 or\nq2 (default f32)"},
+    {O_AGAINST, "the reference format: auto, f32, bf16, q8, q4 or\nq2 (default f32; for a converted "
+                "model, its format)"},
     {O_PROMPT_IDS, "prompt token ids (default: random ids)"},
     {O_PROMPT_TOKENS, "length of the random prompt (default 64)"},
     {O_GEN_TOKENS, "length of the greedy continuations (default 24)"},
@@ -1275,6 +1371,14 @@ static const opthelp compare_options[] = {
     H_END,
 };
 
+/* dir holds model.coli: a converted model, of one weight format. */
+static int is_converted(const char *dir)
+{
+    char path[4096];
+
+    return (size_t)snprintf(path, sizeof path, "%s/model.coli", dir) < sizeof path && access(path, F_OK) == 0;
+}
+
 static int cmd_compare(const args *a)
 {
     compare_params p;
@@ -1284,7 +1388,8 @@ static int cmd_compare(const args *a)
     size_t n_prompt = 0;
     int64_t prompt_tokens = 64, against = COLI_WEIGHTS_F32;
     uint64_t seed = 1;
-    int rc;
+    coli_model_info info;
+    int rc, converted;
 
     memset(&p, 0, sizeof p);
     p.greedy = 24;
@@ -1307,19 +1412,30 @@ static int cmd_compare(const args *a)
     if (a->value[O_PROMPT_IDS] && (rc = parse_ids("--prompt-ids", a->value[O_PROMPT_IDS], 0, &prompt,
                                                   &n_prompt)) != 0)
         return rc;
+    converted = is_converted(m.dir);
+    if (converted && a->value[O_AGAINST] == NULL)
+        against = COLI_WEIGHTS_AUTO; /* the one format model.coli holds */
     r = m;
     r.weights = against;
+    r.have_weights = 1;
     r.have_q4_group = 0;
     memset(&r.gpu, 0, sizeof r.gpu); /* the reference: every expert on the CPU */
     r.gpu.expert_mb = -1;
     store_args_default(&r.store); /* and, when converted, mapped */
     rc = 1;
-    if (open_model(&m, &test) != 0 || open_model(&r, &ref) != 0)
+    if (open_model(&m, &test) != 0 || get_info(test, &info) != 0)
+        goto done;
+    if (converted && against != COLI_WEIGHTS_AUTO && against != (int64_t)info.weights) {
+        fprintf(stderr, "%s: --against %s: %s is converted to %s (model.coli) and holds no other format: "
+                        "leave --against out to compare against %s, or give the original checkpoint\n",
+                cli_prog, a->value[O_AGAINST], m.dir, coli_weight_format_name(info.weights),
+                coli_weight_format_name(info.weights));
+        goto done;
+    }
+    if (open_model(&r, &ref) != 0)
         goto done;
     if (!prompt) {
         /* Random ids from the seed, below the vocabulary size. */
-        coli_model_info info = {.struct_size = sizeof info};
-        coli_model_get_info(test, &info);
         n_prompt = (size_t)prompt_tokens;
         prompt = xrealloc(NULL, n_prompt * sizeof *prompt);
         uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
@@ -1332,7 +1448,8 @@ static int cmd_compare(const args *a)
     }
     p.model_dir = m.dir;
     p.name_test = coli_weight_format_name((coli_weight_format)m.weights);
-    p.name_ref = coli_weight_format_name((coli_weight_format)against);
+    p.name_ref = coli_weight_format_name(converted && against == COLI_WEIGHTS_AUTO ? info.weights
+                                                                                   : (coli_weight_format)against);
     p.prompt = prompt;
     p.n_prompt = n_prompt;
     rc = compare_run(test, ref, &p);
@@ -1375,6 +1492,25 @@ static const command *find_command(const char *name)
         if (strcmp(name, g_commands[i].name) == 0)
             return &g_commands[i];
     return NULL;
+}
+
+/* "unknown command 'genrate'; did you mean 'generate'?" */
+static int unknown_command(const char *prog, const char *name)
+{
+    const char *names[N_COMMANDS + 1];
+    const char *pick;
+    size_t i;
+
+    for (i = 0; i < N_COMMANDS; i++)
+        names[i] = g_commands[i].name;
+    names[N_COMMANDS] = "help";
+    pick = did_you_mean(name, names, N_COMMANDS + 1);
+    if (pick != NULL)
+        fprintf(stderr, "%s: unknown command '%s'; did you mean '%s'?\n", prog, name, pick);
+    else
+        fprintf(stderr, "%s: unknown command '%s'\n", prog, name);
+    fprintf(stderr, "Try '%s --help'.\n", prog);
+    return EXIT_USAGE;
 }
 
 static void main_usage(FILE *f)
@@ -1430,7 +1566,7 @@ static int cmd_help(int argc, char **argv)
     if (argc > 1)
         return usage_error("unexpected argument '%s'", argv[1]);
     if ((cmd = find_command(argv[0])) == NULL)
-        return usage_error("unknown command '%s'", argv[0]);
+        return unknown_command(cli_prog, argv[0]);
     print_help(cmd, stdout);
     return 0;
 }
@@ -1457,10 +1593,9 @@ static int run_main(int argc, char **argv)
     if (strcmp(argv[1], "help") == 0)
         return cmd_help(argc - 2, argv + 2);
     if ((cmd = find_command(argv[1])) == NULL) {
-        if (argv[1][0] == '-')
-            fprintf(stderr, "coli: unknown option '%s'\n", argv[1]);
-        else
-            fprintf(stderr, "coli: unknown command '%s'\n", argv[1]);
+        if (argv[1][0] != '-')
+            return unknown_command("coli", argv[1]);
+        fprintf(stderr, "coli: unknown option '%s'\n", argv[1]);
         fprintf(stderr, "Try 'coli --help'.\n");
         return EXIT_USAGE;
     }

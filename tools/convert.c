@@ -170,6 +170,25 @@ static void print_summary(int json, const char *model, const char *out, const ch
            (double)bytes / (1024.0 * 1024.0), seconds, mbs);
 }
 
+/* A directory that coli convert wrote, without the checkpoint it came
+ * from: converting it again has nothing to read. Says so and returns 1. */
+static int already_converted(const char *model)
+{
+    static const char *const checkpoint[] = {"model.safetensors", "model.safetensors.index.json"};
+    char p[4096];
+    struct stat sb;
+
+    if ((size_t)snprintf(p, sizeof p, "%s/model.coli", model) >= sizeof p || stat(p, &sb) != 0)
+        return 0;
+    for (size_t i = 0; i < sizeof checkpoint / sizeof checkpoint[0]; i++)
+        if ((size_t)snprintf(p, sizeof p, "%s/%s", model, checkpoint[i]) < sizeof p && stat(p, &sb) == 0)
+            return 0;
+    fprintf(stderr, "%s: %s is already converted (it holds model.coli and no checkpoint): give the "
+                    "directory of the original checkpoint to convert it again\n",
+            cli_prog, model);
+    return 1;
+}
+
 int cmd_convert(const args *a)
 {
     const char *model = a->value[O_MODEL], *out = a->value[O_OUT];
@@ -205,11 +224,13 @@ int cmd_convert(const args *a)
             return usage_error("--q4-group applies only to --weights q4");
     }
     if (a->value[O_THREADS] != NULL &&
-        (rc = option_in_bounds("--threads", COLI_OPT_THREADS, a->value[O_THREADS], &threads)) != 0)
+        (rc = parse_threads("--threads", a->value[O_THREADS], &threads)) != 0)
         return rc;
     if (model == NULL && (model = demo_model_dir()) == NULL)
         return runtime_error(COLI_ENOENT, "no demo model (not installed?): give --model DIR or "
                                           "set COLI_DEMO_MODEL");
+    if (already_converted(model))
+        return 1;
     len = strlen(out);
     if ((size_t)snprintf(path, sizeof path, "%s%smodel.coli", out,
                          out[len - 1] == '/' ? "" : "/") >= sizeof path)
@@ -242,8 +263,17 @@ int cmd_convert(const args *a)
         fprintf(stderr, "%s: interrupted (Ctrl-C): %s was not written\n", cli_prog, path);
         return 130;
     }
-    if (st != COLI_OK)
-        return runtime_error(st, errbuf);
+    if (st == COLI_EIO && errbuf[0] != '\0') {
+        /* the message holds the system's own reason; "input/output error"
+         * before it would be a second, wrong one */
+        fprintf(stderr, "%s: %s\n", cli_prog, errbuf);
+        return 1;
+    }
+    if (st != COLI_OK) {
+        runtime_error(st, errbuf);
+        explain_model_path(cli_prog, model);
+        return 1;
+    }
     if (stat(path, &sb) != 0) {
         fprintf(stderr, "%s: %s: converted, but cannot be read back\n", cli_prog, path);
         return 1;

@@ -6,8 +6,19 @@
 #ifndef COLI_TOOLS_ERRORS_H
 #define COLI_TOOLS_ERRORS_H
 
+#include <stdio.h>
+
 /* Prints "coli: <coli_strerror(status)>: <detail>" on stderr (no ": <detail>"
- * when detail is NULL or empty); returns 1. */
+ * when detail is NULL or empty), the library's option names (COLI_OPT_...)
+ * in detail replaced by the tool's (--threads); returns 1. */
 int runtime_error(int status, const char *detail);
+
+/* Writes msg to f with COLI_OPT_ names replaced by the tool's options. */
+void print_translated(FILE *f, const char *msg);
+
+/* After a model that would not open: a hint when dir is a Hub name that
+ * does not exist here ("Qwen/Qwen3-30B-A3B") or a GGUF file, or holds one;
+ * nothing otherwise. prog prefixes the line. */
+void explain_model_path(const char *prog, const char *dir);
 
 #endif /* COLI_TOOLS_ERRORS_H */

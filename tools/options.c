@@ -11,10 +11,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *cli_prog = "coli";
 
@@ -26,7 +28,7 @@ const optdef cli_opts[O_COUNT] = {
     [O_MODEL] = {"--model", 'm', "DIR", 0},
     [O_PROMPT] = {"--prompt", 'p', "TEXT", 0},
     [O_PROMPT_IDS] = {"--prompt-ids", 0, "LIST", 0},
-    [O_PROMPT_FILE] = {"--prompt-file", 0, "FILE", 0},
+    [O_PROMPT_FILE] = {"--prompt-file", 'f', "FILE", 0},
     [O_MAX_TOKENS] = {"--max-tokens", 'n', "N", 0},
     [O_TEMPERATURE] = {"--temperature", 0, "T", 0},
     [O_TOP_K] = {"--top-k", 0, "K", 0},
@@ -114,6 +116,122 @@ static int accepts(const command *cmd, int id)
     return 0;
 }
 
+/* ---- llama.cpp's names, near misses -------------------------------------- */
+
+/* A name people bring from llama.cpp: an alias of one of ours (id), or one
+ * with no equivalent here (id O_COUNT), with what to do instead. Looked up
+ * as a whole word before short options, so that "-cnv" is not "-c nv". */
+typedef struct foreign_opt {
+    const char *name;
+    int id;
+    const char *why;
+} foreign_opt;
+
+#define WHY_NGL                                                                               \
+    "llama.cpp's GPU layers: coli keeps the dense weights on the CPU; --gpu puts the routed " \
+    "experts on the GPU (--gpu-expert-gb: how much memory they take)"
+#define WHY_CNV                                                                               \
+    "llama.cpp's conversation mode: coli has none; coli generate continues one prompt (-p " \
+    "TEXT, -f FILE or --prompt-ids) and exits"
+#define WHY_FA "llama.cpp's flash attention: coli has no such switch; leave it out"
+
+static const foreign_opt g_foreign[] = {
+    {"--temp", O_TEMPERATURE, NULL},
+    {"--file", O_PROMPT_FILE, NULL},
+    {"--ctx-size", O_CONTEXT, NULL},
+    {"--n-predict", O_MAX_TOKENS, NULL},
+    {"-ngl", O_COUNT, WHY_NGL},
+    {"--n-gpu-layers", O_COUNT, WHY_NGL},
+    {"--gpu-layers", O_COUNT, WHY_NGL},
+    {"-cnv", O_COUNT, WHY_CNV},
+    {"--conversation", O_COUNT, WHY_CNV},
+    {"-fa", O_COUNT, WHY_FA},
+    {"--flash-attn", O_COUNT, WHY_FA},
+};
+
+#define N_FOREIGN (sizeof g_foreign / sizeof g_foreign[0])
+
+/* The row of g_foreign spelt arg[0..len), or NULL. */
+static const foreign_opt *find_foreign(const char *arg, size_t len)
+{
+    for (size_t i = 0; i < N_FOREIGN; i++)
+        if (strlen(g_foreign[i].name) == len && strncmp(g_foreign[i].name, arg, len) == 0)
+            return &g_foreign[i];
+    return NULL;
+}
+
+/* Levenshtein distance, for the suggestions of unknown names. */
+static size_t edit_distance(const char *a, size_t na, const char *b, size_t nb)
+{
+    size_t row[64], i, j;
+
+    if (nb >= sizeof row / sizeof row[0])
+        return (size_t)-1;
+    for (j = 0; j <= nb; j++)
+        row[j] = j;
+    for (i = 1; i <= na; i++) {
+        size_t diag = row[0];
+
+        row[0] = i;
+        for (j = 1; j <= nb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[nb];
+}
+
+/* A near miss: at most 2 edits, and at most a third of the word. */
+static int near_miss(const char *word, size_t len, const char *name, size_t *best)
+{
+    size_t d = edit_distance(word, len, name, strlen(name));
+
+    if (d > 2 || 3 * d > len || d >= *best)
+        return 0;
+    *best = d;
+    return 1;
+}
+
+const char *did_you_mean(const char *word, const char *const *names, size_t n)
+{
+    const char *pick = NULL;
+    size_t best = (size_t)-1;
+
+    for (size_t i = 0; i < n; i++)
+        if (near_miss(word, strlen(word), names[i], &best))
+            pick = names[i];
+    return pick;
+}
+
+/* The unknown long option arg[0..len): suggests the nearest that cmd takes
+ * (llama.cpp's aliases included), or says that cmd does not take it. */
+static int unknown_long(const command *cmd, const char *arg, size_t len)
+{
+    const char *pick = NULL;
+    size_t best = (size_t)-1, skip = 2; /* "--" does not count */
+    int k;
+
+    for (k = 0; k < O_COUNT; k++)
+        if (strlen(cli_opts[k].name) == len && strncmp(cli_opts[k].name, arg, len) == 0)
+            return usage_error("unknown option '%.*s': %s does not take it", (int)len, arg, cli_prog);
+    for (k = 0; k < O_COUNT; k++)
+        if (accepts(cmd, k) && near_miss(arg + skip, len - skip, cli_opts[k].name + skip, &best))
+            pick = cli_opts[k].name;
+    for (size_t i = 0; i < N_FOREIGN; i++)
+        if (g_foreign[i].id != O_COUNT && accepts(cmd, g_foreign[i].id) && g_foreign[i].name[1] == '-' &&
+            near_miss(arg + skip, len - skip, g_foreign[i].name + skip, &best))
+            pick = cli_opts[g_foreign[i].id].name;
+    if (pick != NULL)
+        return usage_error("unknown option '%.*s'; did you mean '%s'?", (int)len, arg, pick);
+    return usage_error("unknown option '%.*s'", (int)len, arg);
+}
+
 /* Records one occurrence of option id with value v (NULL for a flag). */
 static int store(args *a, int id, const char *v)
 {
@@ -140,6 +258,13 @@ static int parse_one(const command *cmd, int argc, char **argv, int *i, args *a,
     const char *name = shown;
     int k;
 
+    {
+        const char *eq = strchr(arg, '=');
+        const foreign_opt *f = find_foreign(arg, eq ? (size_t)(eq - arg) : strlen(arg));
+
+        if (f != NULL && f->id == O_COUNT)
+            return usage_error("option '%s' is %s", f->name, f->why);
+    }
     if (arg[1] != '-') {
         for (k = 0; k < O_COUNT; k++)
             if (cli_opts[k].short_name == arg[1] && accepts(cmd, k))
@@ -155,12 +280,16 @@ static int parse_one(const command *cmd, int argc, char **argv, int *i, args *a,
         const char *eq = strchr(arg, '=');
         size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
 
+        const foreign_opt *f = find_foreign(arg, len);
+
         for (k = 0; k < O_COUNT; k++)
             if (strlen(cli_opts[k].name) == len && strncmp(cli_opts[k].name, arg, len) == 0 &&
                 accepts(cmd, k))
                 break;
+        if (k == O_COUNT && f != NULL && accepts(cmd, f->id))
+            k = f->id; /* llama.cpp's name for it */
         if (k == O_COUNT)
-            return usage_error("unknown option '%.*s'", (int)len, arg);
+            return unknown_long(cmd, arg, len);
         name = cli_opts[k].name;
         if (eq != NULL)
             inline_value = eq + 1;
@@ -252,19 +381,63 @@ void print_help(const command *cmd, FILE *f)
 
 /* ---- values ---------------------------------------------------------------- */
 
+/* A decimal number: [+-]digits[.digits][e[+-]digits] (int_only: the
+ * digits alone), as people write it; strtod would also take hex, inf, nan
+ * and leading blanks. */
+static int is_decimal(const char *s, int int_only)
+{
+    int digits = 0;
+
+    if (*s == '+' || *s == '-')
+        s++;
+    for (; *s >= '0' && *s <= '9'; s++)
+        digits++;
+    if (int_only)
+        return digits > 0 && *s == '\0';
+    if (*s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++)
+            digits++;
+    if (digits == 0)
+        return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (*s < '0' || *s > '9')
+            return 0;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    return *s == '\0';
+}
+
+/* A bound as people write it: 1073741824, 0.95 or 0.000001, not 1.07374e+09. */
+static const char *plain(char *buf, size_t size, double v)
+{
+    size_t n;
+
+    snprintf(buf, size, "%.6f", v);
+    n = strlen(buf);
+    while (n > 0 && buf[n - 1] == '0')
+        buf[--n] = '\0';
+    if (n > 0 && buf[n - 1] == '.')
+        buf[--n] = '\0';
+    return buf;
+}
+
 int parse_int64(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out)
 {
     char *end = NULL;
     long long v;
 
     errno = 0;
-    if (s[0] == '\0' || s[0] == ' ' || s[0] == '\t')
-        return usage_error("invalid value '%s' for %s: not an integer", s, opt);
+    if (!is_decimal(s, 1))
+        return usage_error("invalid value '%s' for %s: not a decimal integer", s, opt);
     v = strtoll(s, &end, 10);
     if (*end != '\0')
-        return usage_error("invalid value '%s' for %s: not an integer", s, opt);
+        return usage_error("invalid value '%s' for %s: not a decimal integer", s, opt);
     if (errno == ERANGE || v < min || v > max)
-        return usage_error("value '%s' for %s is out of range [%" PRId64 ", %" PRId64 "]", s,
+        return usage_error("value '%s' for %s is out of range: give %" PRId64 " to %" PRId64, s,
                            opt, min, max);
     *out = (int64_t)v;
     return 0;
@@ -276,30 +449,32 @@ int parse_uint64(const char *opt, const char *s, uint64_t *out)
     unsigned long long v;
 
     errno = 0;
-    if (s[0] < '0' || s[0] > '9')
-        return usage_error("invalid value '%s' for %s: not a non-negative integer", s, opt);
+    if (s[0] < '0' || s[0] > '9' || !is_decimal(s, 1))
+        return usage_error("invalid value '%s' for %s: not a non-negative decimal integer", s, opt);
     v = strtoull(s, &end, 10);
     if (*end != '\0')
-        return usage_error("invalid value '%s' for %s: not a non-negative integer", s, opt);
+        return usage_error("invalid value '%s' for %s: not a non-negative decimal integer", s, opt);
     if (errno == ERANGE)
-        return usage_error("value '%s' for %s is out of range", s, opt);
+        return usage_error("value '%s' for %s is out of range: give 0 to %llu", s, opt, ULLONG_MAX);
     *out = (uint64_t)v;
     return 0;
 }
 
 int parse_real(const char *opt, const char *s, double min, double max, double *out)
 {
+    char lo[64], hi[64];
     char *end = NULL;
     double v;
 
     errno = 0;
-    if (s[0] == '\0' || s[0] == ' ' || s[0] == '\t')
-        return usage_error("invalid value '%s' for %s: not a number", s, opt);
+    if (!is_decimal(s, 0))
+        return usage_error("invalid value '%s' for %s: not a decimal number", s, opt);
     v = strtod(s, &end);
     if (*end != '\0' || !isfinite(v))
-        return usage_error("invalid value '%s' for %s: not a number", s, opt);
+        return usage_error("invalid value '%s' for %s: not a decimal number", s, opt);
     if (errno == ERANGE || v < min || v > max)
-        return usage_error("value '%s' for %s is out of range [%g, %g]", s, opt, min, max);
+        return usage_error("value '%s' for %s is out of range: give %s to %s", s, opt,
+                           plain(lo, sizeof lo, min), plain(hi, sizeof hi, max));
     *out = v;
     return 0;
 }
@@ -316,6 +491,28 @@ int option_in_bounds(const char *name, coli_option opt, const char *s, int64_t *
     return parse_int64(name, s, min, max, out);
 }
 
+int parse_threads(const char *name, const char *s, int64_t *out)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int rc = option_in_bounds(name, COLI_OPT_THREADS, s, out);
+
+    if (rc != 0)
+        return rc;
+    /* Threads past the cores only take turns: 1000 on 2 cores decode
+     * hundreds of times slower. A few per core is still a sane experiment. */
+    if (cores > 0 && *out > THREADS_PER_CORE_MAX * (int64_t)cores)
+        return usage_error("%s %s is more than %d times the %ld online cores: give at most %ld "
+                           "(0: one per core)",
+                           name, s, THREADS_PER_CORE_MAX, cores, THREADS_PER_CORE_MAX * cores);
+    return 0;
+}
+
+/* A blank of an id list. */
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
 int parse_ids(const char *opt, const char *s, int allow_empty, int32_t **ids_out, size_t *n_out)
 {
     int32_t *ids = NULL;
@@ -324,19 +521,22 @@ int parse_ids(const char *opt, const char *s, int allow_empty, int32_t **ids_out
 
     *ids_out = NULL;
     *n_out = 0;
+    while (is_blank(*p))
+        p++;
     if (*p == '\0') {
         if (allow_empty)
             return 0;
         return usage_error("%s needs at least one token id", opt);
     }
+    /* Ids apart by commas, blanks or both: "1,2,3", "1 2 3" (what coli
+     * tokenize prints), "1, 2, 3". */
     for (;;) {
         char *end = NULL;
         long long v;
+        int comma = 0;
 
-        if (*p < '0' || *p > '9') {
-            free(ids);
-            return usage_error("invalid token id list '%s' for %s", s, opt);
-        }
+        if (*p < '0' || *p > '9')
+            goto bad;
         errno = 0;
         v = strtoll(p, &end, 10);
         if (errno == ERANGE || v > INT32_MAX) {
@@ -348,17 +548,24 @@ int parse_ids(const char *opt, const char *s, int allow_empty, int32_t **ids_out
             ids = xrealloc(ids, cap * sizeof *ids);
         }
         ids[n++] = (int32_t)v;
-        if (*end == '\0')
+        for (p = end; is_blank(*p) || (*p == ',' && !comma); p++)
+            comma |= *p == ',';
+        if (*p == '\0') {
+            if (comma)
+                goto bad; /* a trailing comma: an id is missing */
             break;
-        if (*end != ',') {
-            free(ids);
-            return usage_error("invalid token id list '%s' for %s", s, opt);
         }
-        p = end + 1;
+        if (p == end)
+            goto bad; /* no separator */
     }
     *ids_out = ids;
     *n_out = n;
     return 0;
+bad:
+    free(ids);
+    return usage_error("invalid token id list '%s' for %s: give non-negative ids apart by commas "
+                       "or spaces, e.g. '1,2,3' or '1 2 3'",
+                       s, opt);
 }
 
 /* --format text|json */

@@ -138,11 +138,20 @@ int parse_real(const char *opt, const char *s, double min, double max, double *o
 /* The value of library option opt, given as option name, within
  * coli_option_bounds; a usage error outside them. */
 int option_in_bounds(const char *name, coli_option opt, const char *s, int64_t *out);
+/* --threads: within coli_option_bounds and at most THREADS_PER_CORE_MAX
+ * times the online cores; a usage error past either. */
+#define THREADS_PER_CORE_MAX 4
+int parse_threads(const char *name, const char *s, int64_t *out);
 /* --format text|json into *json (default_json when absent); 0 or
  * EXIT_USAGE. */
 int parse_format(const args *a, int default_json, int *json);
-/* A comma-separated list of token ids ("1,2,3"); *ids_out is malloc'd. */
+/* A list of token ids apart by commas and/or blanks ("1,2,3", "1 2 3");
+ * *ids_out is malloc'd. */
 int parse_ids(const char *opt, const char *s, int allow_empty, int32_t **ids_out, size_t *n_out);
+
+/* The name of names[0..n) nearest to word (a few edits at most), or NULL:
+ * the "did you mean" of unknown names. */
+const char *did_you_mean(const char *word, const char *const *names, size_t n);
 
 /* realloc that reports running out of memory and exits with status 1. */
 void *xrealloc(void *p, size_t n);

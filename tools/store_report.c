@@ -85,17 +85,43 @@ int store_args_apply(const store_args *s, coli_options *opts)
     return 0;
 }
 
-void store_explain_open_failure(const store_args *s, int status, const char *msg)
+int store_explain_open_failure(const store_args *s, int status, const char *msg)
 {
+    const char *at;
+    unsigned long long mib = 0;
+    int k = 0;
+
     if (status != COLI_ERANGE || msg == NULL)
-        return;
-    if (s->ram_gb != NULL && strstr(msg, "mem_budget_mb") != NULL)
-        fprintf(stderr, "%s: --ram-gb %s (%" PRId64 " MiB) is too small for this model: give "
-                        "more, or 0 for no limit\n",
-                cli_prog, s->ram_gb, s->budget_mb);
-    else if (s->slots > 0 && strstr(msg, "expert_slots") != NULL)
-        fprintf(stderr, "%s: --expert-slots %" PRId64 " is too few for this model\n", cli_prog,
-                s->slots);
+        return 0;
+    /* The library counts the budget in MiB; the user gave GiB. */
+    if (s->ram_gb != NULL && strstr(msg, "COLI_OPT_MEM_BUDGET_MB") != NULL) {
+        at = strstr(msg, "at least ");
+        if (at != NULL && sscanf(at, "at least %llu MiB", &mib) == 1) {
+            /* rounded up to what --ram-gb reads back as enough */
+            double gb = ceil((double)mib * 1000.0 / 1024.0) / 1000.0;
+
+            fprintf(stderr, "%s: --ram-gb %s is too small for this model: its dense weights and the "
+                            "experts one token routes to in a layer need %llu MiB; give at least "
+                            "--ram-gb %.3f, or 0 for no limit\n",
+                    cli_prog, s->ram_gb, mib, gb);
+        } else {
+            fprintf(stderr, "%s: --ram-gb %s is too small for this model: give more, or 0 for no limit\n",
+                    cli_prog, s->ram_gb);
+        }
+        return 1;
+    }
+    if (s->slots > 0 && strstr(msg, "COLI_OPT_EXPERT_SLOTS") != NULL) {
+        at = strstr(msg, "cannot hold the ");
+        if (at != NULL && sscanf(at, "cannot hold the %d experts", &k) == 1)
+            fprintf(stderr, "%s: --expert-slots %" PRId64 " is too few for this model: one token routes "
+                            "to %d experts in a layer; give at least %d, or 0 for as many as --ram-gb "
+                            "leaves room for\n",
+                    cli_prog, s->slots, k, k);
+        else
+            fprintf(stderr, "%s: --expert-slots %" PRId64 " is too few for this model\n", cli_prog, s->slots);
+        return 1;
+    }
+    return 0;
 }
 
 int store_io_threads(const store_args *s)

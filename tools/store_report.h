@@ -36,9 +36,10 @@ int store_args_parse(const args *a, store_args *s);
 /* Sets the options s asks for on opts; 0, or 1 after a message. */
 int store_args_apply(const store_args *s, coli_options *opts);
 /* After coli_model_open failed with status and the library's msg: when
- * the budget or the slots that s set were too small, a line on stderr
- * naming the option (the library names its own option, not ours). */
-void store_explain_open_failure(const store_args *s, int status, const char *msg);
+ * the budget or the slots that s set were too small, says so on stderr in
+ * our options and units (--ram-gb in GiB, not the library's MiB) and
+ * returns 1, the library's message then being redundant; else 0. */
+int store_explain_open_failure(const store_args *s, int status, const char *msg);
 
 /* The I/O threads that s asks for, else the library's default (4). */
 int store_io_threads(const store_args *s);

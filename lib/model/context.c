@@ -49,7 +49,7 @@ COLI_API coli_status coli_context_create(coli_model *m, const coli_options *opts
         n_ctx = m->cfg.max_pos < 4096 ? m->cfg.max_pos : 4096;
     if (n_ctx > m->cfg.max_pos)
         coli__log(&m->opts.log, COLI_LOG_WARN,
-                  "option context: %lld positions exceed the model's max_position_embeddings (%d)",
+                  "COLI_OPT_CONTEXT: %lld positions exceed the model's max_position_embeddings (%d)",
                   (long long)n_ctx, m->cfg.max_pos);
     coli_status st = coli__pool_create((int)c->opts.threads, &c->pool, err);
     if (st == COLI_OK)
@@ -104,8 +104,9 @@ static coli_status eval_tokens(coli_context *c, const int32_t *tokens, size_t n,
                                           (long)tokens[i], i, vocab));
     if (n > (size_t)c->kv.n_ctx - c->pos)
         return ctx_fail(c, coli__fail(&c->err, COLI_ENOSPC,
-                                      "coli_eval: %zu tokens at position %zu exceed the context of %d positions",
-                                      n, c->pos, c->kv.n_ctx));
+                                      "the context is full: %zu tokens asked for at position %zu, but it has %d positions "
+                                      "(%zu free)",
+                                      n, c->pos, c->kv.n_ctx, (size_t)c->kv.n_ctx - c->pos));
     double t0 = now_s();
     uint64_t read = 0;
     coli_status st = coli__forward(c->m, &c->kv, &c->scratch, c->pool, tokens, (int)n, (int)c->pos,

@@ -103,12 +103,12 @@ static coli_status open_container(coli_model *m, const char *dir)
     const coli__container *c = m->cont;
     if (m->opts.weights != COLI_WEIGHTS_AUTO && m->opts.weights != c->weights)
         return coli__fail(&m->err, COLI_EINVAL,
-                          "option weights: %s holds %s weights, %s was asked for; omit the option or convert again",
-                          c->path, coli_weight_format_name((coli_weight_format)c->weights),
-                          coli_weight_format_name((coli_weight_format)m->opts.weights));
+                          "COLI_OPT_WEIGHTS asks for %s, but %s holds %s weights; leave it at auto or convert again",
+                          coli_weight_format_name((coli_weight_format)m->opts.weights), c->path,
+                          coli_weight_format_name((coli_weight_format)c->weights));
     if (m->opts.weights == COLI_WEIGHTS_Q4 && m->opts.q4_group != c->q4_group)
-        return coli__fail(&m->err, COLI_EINVAL, "option q4_group: %s holds q4 weights in groups of %d, not %d",
-                          c->path, c->q4_group, (int)m->opts.q4_group);
+        return coli__fail(&m->err, COLI_EINVAL, "COLI_OPT_Q4_GROUP asks for groups of %d, but %s holds q4 weights in groups of %d",
+                          (int)m->opts.q4_group, c->path, c->q4_group);
     m->wfmt = (coli_weight_format)c->weights;
     m->opts.q4_group = c->q4_group;
     COLI_TRY(coli__weights_load_container(&m->w, &m->cfg, c, &m->err));

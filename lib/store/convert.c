@@ -457,7 +457,7 @@ static coli_status run(conv *c, coli__err *err)
     COLI_TRY(layout(c, err));
 
     if (mkdir(out, 0755) != 0 && errno != EEXIST)
-        return coli__fail(err, COLI_EIO, "%s: %s", out, strerror(errno));
+        return coli__fail(err, COLI_EIO, "cannot create the directory %s: %s", out, strerror(errno));
     char *final = coli__path_join(out, COLI_CONT_FILE);
     if (!final)
         return coli__fail(err, COLI_ENOMEM, "out of memory");
@@ -473,7 +473,7 @@ static coli_status run(conv *c, coli__err *err)
     c->fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     coli_status st = COLI_OK;
     if (c->fd < 0)
-        st = coli__fail(err, COLI_EIO, "%s: %s", tmp, strerror(errno));
+        st = coli__fail(err, COLI_EIO, "cannot create %s: %s", tmp, strerror(errno));
     else if (ftruncate(c->fd, (off_t)c->file_size) != 0)
         st = coli__fail(err, COLI_EIO, "%s: cannot make it %llu bytes: %s", tmp, (unsigned long long)c->file_size,
                         strerror(errno));

@@ -375,12 +375,12 @@ coli_status coli__store_open(const coli__container *c, const coli__store_conf *c
         if (slots < (uint64_t)conf->top_k) {
             if (conf->slots > 0)
                 st = coli__fail(err, COLI_ERANGE,
-                                "option expert_slots: %llu slots cannot hold the %d experts one token routes to "
+                                "COLI_OPT_EXPERT_SLOTS: %llu slots cannot hold the %d experts one token routes to "
                                 "in a layer",
                                 (unsigned long long)slots, conf->top_k);
             else
                 st = coli__fail(err, COLI_ERANGE,
-                                "option mem_budget_mb: %llu MiB cannot hold the dense weights (%.1f MiB) and the %d "
+                                "COLI_OPT_MEM_BUDGET_MB: %llu MiB cannot hold the dense weights (%.1f MiB) and the %d "
                                 "experts one token routes to in a layer (%.2f MiB each); at least %llu MiB is needed",
                                 (unsigned long long)(conf->budget >> 20), (double)dense / 1048576.0, conf->top_k,
                                 (double)rec / 1048576.0,
