@@ -104,8 +104,8 @@ static coli_status eval_tokens(coli_context *c, const int32_t *tokens, size_t n,
                                           (long)tokens[i], i, vocab));
     if (n > (size_t)c->kv.n_ctx - c->pos)
         return ctx_fail(c, coli__fail(&c->err, COLI_ENOSPC,
-                                      "the context is full: %zu tokens asked for at position %zu, but it has %d positions "
-                                      "(%zu free)",
+                                      "the context is full: %zu tokens asked for at position %zu, but it has %d "
+                                      "positions (%zu free)",
                                       n, c->pos, c->kv.n_ctx, (size_t)c->kv.n_ctx - c->pos));
     double t0 = now_s();
     uint64_t read = 0;

@@ -107,7 +107,8 @@ static coli_status open_container(coli_model *m, const char *dir)
                           coli_weight_format_name((coli_weight_format)m->opts.weights), c->path,
                           coli_weight_format_name((coli_weight_format)c->weights));
     if (m->opts.weights == COLI_WEIGHTS_Q4 && m->opts.q4_group != c->q4_group)
-        return coli__fail(&m->err, COLI_EINVAL, "COLI_OPT_Q4_GROUP asks for groups of %d, but %s holds q4 weights in groups of %d",
+        return coli__fail(&m->err, COLI_EINVAL,
+                          "COLI_OPT_Q4_GROUP asks for groups of %d, but %s holds q4 weights in groups of %d",
                           (int)m->opts.q4_group, c->path, c->q4_group);
     m->wfmt = (coli_weight_format)c->weights;
     m->opts.q4_group = c->q4_group;
