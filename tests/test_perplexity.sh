@@ -149,7 +149,8 @@ if run 0 "generate --logprobs 3" "$COLI" generate --model "$q" --weights f32 --p
 		# `coli logits` prints 9 significant digits: 1e-6 is far above that
 	# rounding and far below any real difference.
 	# One line per generated token: id logprob top-ids... top-logprobs...
-	sed -n 's/.*"logprobs":\[\(.*\)\],"text".*/\1/p' "$out" | sed 's/},{"id":\([0-9]*\),"logprob":\([^,]*\),"top"/}\n{"id":\1,"logprob":\2,"top"/g' |
+	sed -n 's/.*"logprobs":\[\(.*\)\],"text".*/\1/p' "$out" |
+		sed 's/},{"id":\([0-9]*\),"logprob":\([^,]*\),"top"/}\n{"id":\1,"logprob":\2,"top"/g' |
 		sed 's/[^-0-9.eE+]\{1,\}/ /g; s/^ //; s/ $//' >"$tmp/lp.txt"
 	toks=$(sed -n 's/.*"tokens":\[\([0-9,]*\)\].*/\1/p' "$out")
 	lines=$(wc -l <"$tmp/lp.txt")
