@@ -28,7 +28,9 @@
 #include "errors.h"
 #include "gpu_report.h"
 #include "jsonout.h"
+#include "logprob.h"
 #include "options.h"
+#include "perplexity.h"
 #include "store_report.h"
 
 #include <errno.h>
@@ -39,6 +41,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -392,6 +395,9 @@ static const opthelp generate_options[] = {
     H_STORE,
     {O_NO_SPECIAL, "do not add the tokenizer's special tokens to the\nprompt text"},
     {O_FORMAT, "text or json (default text)"},
+    {O_LOGPROBS, "with --format json: the log-probability of each\ngenerated token and of the N most likely "
+                 "tokens\n(0-20) under the model's distribution (the\nlog-softmax of its logits, before any "
+                 "sampler\nsetting)"},
     {O_STATS, "after the summary, print the expert store's\nfigures (converted models) and the GPU "
               "tier's, per\ndevice, on standard error"},
     H_VERBOSE,
@@ -414,13 +420,18 @@ typedef struct gen_state {
     int write_errno;   /* of the failed write */
     char *text;        /* json mode: collected text */
     size_t len, cap;
+    coli_context *ctx; /* --logprobs: its logits are the token's during on_token */
+    size_t vocab;
+    int logprobs;
+    logprob_list lp;
 } gen_state;
 
 static int on_token(void *user, int32_t token, const char *text, size_t len)
 {
     gen_state *g = user;
 
-    (void)token;
+    if (g->logprobs)
+        logprob_list_add(&g->lp, coli_context_logits(g->ctx), g->vocab, token);
     if (g_interrupted)
         return 1; /* stop after this token: what came is kept */
     if (g->stream) {
@@ -654,6 +665,15 @@ static int cmd_generate(const args *a)
     for (int k = 0; k < a->given[O_STOP]; k++)
         if (a->values[O_STOP][k][0] == '\0')
             return usage_error("--stop needs a non-empty string");
+    if (a->value[O_LOGPROBS] != NULL) {
+        int64_t top_n;
+        if ((rc = parse_int64("--logprobs", a->value[O_LOGPROBS], 0, 20, &top_n)) != 0)
+            return rc;
+        if (!json)
+            return usage_error("--logprobs needs --format json");
+        g.logprobs = 1;
+        g.lp.k = (size_t)top_n;
+    }
     if (a->value[O_SEED] != NULL) {
         if ((rc = parse_uint64("--seed", a->value[O_SEED], &seed)) != 0)
             return rc;
@@ -712,6 +732,13 @@ static int cmd_generate(const args *a)
     }
     out = xrealloc(NULL, (size_t)(max_tokens ? max_tokens : 1) * sizeof *out);
     g.stream = !json;
+    if (g.logprobs) {
+        coli_model_info info;
+        if (get_info(model, &info) != 0)
+            goto done;
+        g.ctx = ctx;
+        g.vocab = (size_t)info.vocab_size;
+    }
     if (g.stream && text != NULL && !a->given[O_NO_ECHO]) {
         fwrite(text, 1, text_len, stdout);
         fflush(stdout);
@@ -766,6 +793,10 @@ static int cmd_generate(const args *a)
         json_ids(stdout, prompt, n_prompt);
         printf(",\"tokens\":");
         json_ids(stdout, out, n_out);
+        if (g.logprobs) {
+            printf(",\"logprobs\":");
+            logprob_list_json(stdout, &g.lp);
+        }
         printf(",\"text\":");
         json_string(stdout, g.text ? g.text : "", g.len);
         printf(",\"prefill_tok_s\":");
@@ -799,6 +830,7 @@ done:
     free(out);
     free(g.text);
     free(file_text);
+    logprob_list_free(&g.lp);
     return rc;
 }
 
@@ -1460,6 +1492,116 @@ done:
     return rc;
 }
 
+/* ---- coli perplexity ------------------------------------------------------ */
+
+static const char perplexity_synopsis[] =
+    "Usage: coli perplexity [--model DIR] --text-file FILE [OPTION]...\n"
+    "Measure the perplexity of the model on a text, as llama-perplexity does:\n"
+    "the text is tokenized and cut into windows of --context tokens, each run\n"
+    "from an empty context; the tokens of the second half of each window are\n"
+    "scored by their log-probability given all the window's tokens before them,\n"
+    "and the perplexity is exp(mean negative log-likelihood). With --against,\n"
+    "the model is also loaded in a reference format and compared with it at the\n"
+    "same positions: mean and largest KL(reference || tested) and the share of\n"
+    "positions where the most likely tokens agree.\n";
+
+static const opthelp perplexity_options[] = {
+    H_MODEL,
+    {O_TEXT_FILE, "the text ('-': standard input), at most 64 MiB"},
+    {O_CONTEXT, "tokens per window, at least 2 (default: 512 or\nthe model's maximum positions, "
+                "whichever is\nsmaller); a text shorter than a window is one\nwindow"},
+    H_WEIGHTS,
+    H_Q4_GROUP,
+    {O_AGAINST, "also compare with the model in this format: auto,\nf32, bf16, q8, q4 or q2 "
+                "(a checkpoint; a converted\nmodel holds one format only)"},
+    H_THREADS,
+    H_CPU,
+    H_GPU,
+    H_STORE,
+    {O_FORMAT, "text or json (default text)"},
+    H_VERBOSE,
+    H_END,
+};
+
+static const char perplexity_epilogue[] =
+    "A remainder of the text shorter than a window is left out, as llama-perplexity\n"
+    "leaves it. Each window scores the tokens from index N/2 (at least 1) to its\n"
+    "end: one token more than llama-perplexity, which starts at N/2+1. The\n"
+    "tokens are evaluated one at a time, which is slow on large models.\n";
+
+static int cmd_perplexity(const args *a)
+{
+    perplexity_params p;
+    model_args m, r;
+    coli_model_info info;
+    coli_model *test = NULL, *ref = NULL;
+    int32_t *tokens = NULL;
+    size_t n_tokens = 0, text_len = 0;
+    char *text = NULL;
+    int64_t against = COLI_WEIGHTS_F32;
+    struct stat sb;
+    int rc;
+
+    memset(&p, 0, sizeof p);
+    if ((rc = parse_format(a, 0, &p.json)) != 0)
+        return rc;
+    if ((rc = parse_model_args(a, &m)) != 0)
+        return rc;
+    if (a->value[O_TEXT_FILE] == NULL)
+        return usage_error("--text-file is required");
+    if (a->value[O_TEXT_FILE][0] == '\0')
+        return usage_error("--text-file needs a file name ('-' for standard input)");
+    if (m.have_context && m.context < 2)
+        return usage_error("invalid value '%s' for --context (a window needs at least 2 tokens)",
+                           a->value[O_CONTEXT]);
+    if (a->value[O_AGAINST] && (rc = parse_weights("--against", a->value[O_AGAINST], &against)) != 0)
+        return rc;
+    if (strcmp(a->value[O_TEXT_FILE], "-") != 0 && stat(a->value[O_TEXT_FILE], &sb) == 0 &&
+        S_ISREG(sb.st_mode) && sb.st_size == 0) {
+        fprintf(stderr, "%s: %s: the text is empty\n", cli_prog, a->value[O_TEXT_FILE]);
+        return 1;
+    }
+    if ((rc = read_prompt_file(a->value[O_TEXT_FILE], &text, &text_len)) != 0)
+        return rc;
+    rc = 1;
+    if (open_model(&m, &test) != 0 || get_info(test, &info) != 0)
+        goto done;
+    if (tokenize_text(test, text, text_len, 1, &tokens, &n_tokens) != 0)
+        goto done;
+    if (n_tokens < 2) {
+        fprintf(stderr, "%s: %s: the text has %zu token%s; perplexity needs at least 2\n", cli_prog,
+                a->value[O_TEXT_FILE], n_tokens, n_tokens == 1 ? "" : "s");
+        goto done;
+    }
+    p.window = m.have_context ? (size_t)m.context : 512;
+    if (!m.have_context && info.max_positions > 0 && (size_t)info.max_positions < p.window)
+        p.window = (size_t)info.max_positions;
+    if (a->value[O_AGAINST]) {
+        r = m;
+        r.have_weights = 1;
+        r.weights = against;
+        r.have_q4_group = 0;
+        memset(&r.gpu, 0, sizeof r.gpu); /* the reference: every expert on the CPU */
+        r.gpu.expert_mb = -1;
+        store_args_default(&r.store);
+        if (open_model(&r, &ref) != 0)
+            goto done;
+        p.name_ref = coli_weight_format_name((coli_weight_format)against);
+    }
+    p.model_dir = m.dir;
+    p.text_file = strcmp(a->value[O_TEXT_FILE], "-") == 0 ? "standard input" : a->value[O_TEXT_FILE];
+    p.name_test = m.have_weights ? coli_weight_format_name((coli_weight_format)m.weights) : weights_label(&info);
+    p.tokens = tokens;
+    p.n_tokens = n_tokens;
+    rc = perplexity_run(test, ref, &p);
+done:
+    coli_model_free(test);
+    coli_model_free(ref);
+    free(tokens);
+    free(text);
+    return rc;
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 static const command g_commands[] = {
@@ -1476,6 +1618,8 @@ static const command g_commands[] = {
      bench_options, bench_epilogue, cmd_bench},
     {"compare", "compare a weight format with another (top-1, KL)", compare_synopsis,
      compare_options, NULL, cmd_compare},
+    {"perplexity", "measure perplexity on a text, and KL against another format", perplexity_synopsis,
+     perplexity_options, perplexity_epilogue, cmd_perplexity},
     {"convert", "convert a checkpoint for streaming from disk (model.coli)", convert_synopsis,
      convert_options, convert_epilogue, cmd_convert},
     {"gpu", "list the GPU tier and the devices it sees", gpu_synopsis, gpu_options, gpu_epilogue,

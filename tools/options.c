@@ -72,6 +72,8 @@ const optdef cli_opts[O_COUNT] = {
     [O_DISK_PROBE] = {"--disk-probe", 0, NULL, 0},
     [O_RANDOM_DECODE] = {"--random-decode", 0, NULL, 0},
     [O_CPU] = {"--cpu", 0, "SET", 0},
+    [O_TEXT_FILE] = {"--text-file", 0, "FILE", 0},
+    [O_LOGPROBS] = {"--logprobs", 0, "N", 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */

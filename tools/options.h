@@ -68,6 +68,8 @@ enum opt_id {
     O_DISK_PROBE,
     O_RANDOM_DECODE,
     O_CPU,
+    O_TEXT_FILE,
+    O_LOGPROBS,
     O_COUNT
 };
 

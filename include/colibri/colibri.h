@@ -415,7 +415,9 @@ COLI_API void coli_sampler_reset(coli_sampler *s);
 /*
  * Called once per generated token with the newly decodable UTF-8 text
  * (possibly empty while a multi-byte character is incomplete). Return
- * nonzero to stop generation.
+ * nonzero to stop generation. While it runs the token is not yet evaluated:
+ * coli_context_logits() of the generating context gives the raw logits the
+ * token was sampled from.
  */
 typedef int (*coli_token_fn)(void *user, int32_t token, const char *text, size_t len);
 
