@@ -1240,6 +1240,53 @@ START_TEST(test_decode_bytes_match_estimate)
 }
 END_TEST
 
+/* The default context is the model's whole max_position_embeddings (once
+ * capped at 4096), its KV cache is counted in coli_model_info and
+ * coli_stats, and a context beyond the model is refused, naming it. */
+START_TEST(test_context_default_full_length)
+{
+    char *src = fixture_dir("qwen3_moe"), *dir = tu_mkdtemp();
+    coli_options *o = NULL;
+    coli_model *m = NULL;
+    coli_context *c = NULL;
+    coli_model_info info = {.struct_size = sizeof info};
+    coli_stats st = {.struct_size = sizeof st};
+    int32_t ids[3] = {1, 2, 3};
+
+    ck_assert_int_eq(tu_copy_dir(src, dir), 0);
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"max_position_embeddings\": 512",
+                                        "\"max_position_embeddings\": 40960"), 0);
+    ck_assert_int_eq(coli_model_open(dir, NULL, &m), COLI_OK);
+    ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
+    ck_assert_int_eq(info.max_positions, 40960);
+    uint64_t per_pos = 2u * (uint64_t)info.n_layers * (uint64_t)info.n_kv_heads * (uint64_t)info.head_dim * 4u;
+    ck_assert_uint_eq(info.kv_bytes_per_position, per_pos);
+    ck_assert_int_eq(info.context_positions, 40960);
+    ck_assert_uint_eq(info.kv_bytes, per_pos * 40960);
+
+    ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+    ck_assert_uint_eq(coli_context_capacity(c), 40960);
+    ck_assert_int_eq(coli_eval(c, ids, 3), COLI_OK);
+    ck_assert_int_eq(coli_context_stats(c, &st), COLI_OK);
+    ck_assert_uint_eq(st.context_positions, 40960);
+    ck_assert_uint_eq(st.context_used, 3);
+    ck_assert_uint_eq(st.kv_bytes, per_pos * 40960);
+    coli_context_free(c);
+    c = NULL;
+
+    ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, 40961), COLI_OK);
+    ck_assert_int_eq(coli_context_create(m, o, &c), COLI_ERANGE);
+    ck_assert_ptr_null(c);
+    ck_assert_ptr_nonnull(strstr(coli_model_errmsg(m), "max_position_embeddings (40960)"));
+    coli_options_free(o);
+    coli_model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+    free(src);
+}
+END_TEST
+
 /* ---- streamed text ---------------------------------------------------------------- */
 
 typedef struct stream_buf {
@@ -1330,6 +1377,7 @@ static Suite *api_suite(void)
     tcase_add_test(model, test_context_bad_token);
     tcase_add_test(model, test_generate_stop_and_greedy);
     tcase_add_test(model, test_stats);
+    tcase_add_test(model, test_context_default_full_length);
     tcase_add_loop_test(model, test_generate_stream_matches_detokenize, 0, 12);
     tcase_add_loop_test(model, test_decode_bytes_match_estimate, 0, 6);
     suite_add_tcase(s, model);

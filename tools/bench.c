@@ -53,6 +53,89 @@ int bench_online_cores(void)
 
 /* ---- memory bandwidth probe ---------------------------------------------------- */
 
+/* The size of a sysfs cache file ("32768K"), 0 if unreadable. */
+static int64_t read_cache_size(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long long v = 0;
+    char unit = 0;
+
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%lld%c", &v, &unit) < 1 || v < 0)
+        v = 0;
+    fclose(f);
+    return unit == 'K' ? v << 10 : unit == 'M' ? v << 20 : unit == 'G' ? v << 30 : v;
+}
+
+/* The first line of a small sysfs file into buf, "" if unreadable. */
+static void read_line(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+
+    buf[0] = '\0';
+    if (f == NULL)
+        return;
+    if (fgets(buf, (int)cap, f) == NULL)
+        buf[0] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    fclose(f);
+}
+
+int64_t bench_llc_bytes(void)
+{
+    enum { MAX_SEEN = 256 };
+    static char seen[MAX_SEEN][64]; /* shared_cpu_list of each cache counted */
+    int n_seen = 0, best_level = 0, cpus = bench_online_cores();
+    int64_t total = 0;
+    char path[128], line[64];
+
+    for (int cpu = 0; cpu < cpus; cpu++) {
+        for (int idx = 0; idx < 16; idx++) {
+            int level;
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cache/index%d/level", cpu, idx);
+            read_line(path, line, sizeof line);
+            if (line[0] == '\0')
+                break;
+            level = atoi(line);
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cache/index%d/type", cpu, idx);
+            read_line(path, line, sizeof line);
+            if (strcmp(line, "Instruction") == 0 || level < best_level)
+                continue;
+            if (level > best_level) { /* a higher level: start the count again */
+                best_level = level;
+                total = 0;
+                n_seen = 0;
+            }
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cache/index%d/shared_cpu_list", cpu,
+                     idx);
+            read_line(path, line, sizeof line);
+            int k = 0;
+            while (k < n_seen && strcmp(seen[k], line) != 0)
+                k++;
+            if (k < n_seen || n_seen == MAX_SEEN)
+                continue;
+            snprintf(seen[n_seen++], sizeof seen[0], "%s", line);
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cache/index%d/size", cpu, idx);
+            total += read_cache_size(path);
+        }
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (total <= 0) {
+        long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        total = l3 > 0 ? l3 : 0;
+    }
+#endif
+    return total;
+}
+
+int64_t bench_probe_default_mib(int64_t llc_bytes)
+{
+    int64_t mib = llc_bytes > 0 ? (4 * llc_bytes + (1 << 20) - 1) >> 20 : 1024;
+
+    return mib < 64 ? 64 : mib > 1024 ? 1024 : mib;
+}
+
 typedef struct probe_job {
     int64_t *data;
     size_t n;
@@ -358,8 +441,9 @@ static void print_text(const bench_params *p, const coli_model_info *info,
         printf("weight bytes per token:  unavailable for this format\n");
     if (probe->done)
         printf("memory read bandwidth:   %.2f GB/s (probe: %d threads, %" PRId64
-               " MiB, best of %d passes)\n",
-               probe->gbs, probe->threads, probe->mib, probe->passes);
+               " MiB, best of %d passes; last-level cache %.1f MiB)\n",
+               probe->gbs, probe->threads, probe->mib, probe->passes,
+               (double)probe->llc_bytes / (1024.0 * 1024.0));
     else
         printf("memory read bandwidth:   not measured (--no-probe)\n");
     if (isfinite(r->achieved_gbs)) {
@@ -454,6 +538,7 @@ static void print_json(const bench_params *p, const coli_model_info *info,
         printf(",\"mem_bw_threads\":%d,\"mem_bw_mib\":%" PRId64, probe->threads, probe->mib);
     else
         printf(",\"mem_bw_threads\":null,\"mem_bw_mib\":null");
+    printf(",\"llc_bytes\":%" PRId64, probe->llc_bytes);
     printf(",\"achieved_gbs\":");
     json_real(stdout, r->achieved_gbs, "%.3f");
     printf(",\"bw_fraction\":");

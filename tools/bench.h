@@ -36,6 +36,7 @@ typedef struct bench_probe {
     int done;      /* 0 when the probe was skipped */
     int threads;
     int64_t mib;   /* size of the array read */
+    int64_t llc_bytes; /* the last-level caches it was sized against (0: unknown) */
     int passes;
     double gbs;    /* best pass: bytes / seconds / 1e9 */
 } bench_probe;
@@ -52,6 +53,14 @@ int bench_online_cores(void);
  * Returns 0, or 1 after printing a message (out of memory, thread failure).
  */
 int bench_probe_bandwidth(int threads, int64_t mib, bench_probe *probe);
+
+/* Bytes of the machine's last-level caches: each cache of the highest level
+ * that sysfs lists counted once, else sysconf's L3 size; 0 if unknown. */
+int64_t bench_llc_bytes(void);
+
+/* The probe's default size in MiB: 4 times llc_bytes, so that the caches
+ * cannot serve the reads, within 64 MiB and 1 GiB (1 GiB when unknown). */
+int64_t bench_probe_default_mib(int64_t llc_bytes);
 
 /* The process's peak resident set (getrusage's ru_maxrss) and the current
  * one (/proc/self/statm), in bytes; 0 for what cannot be read. */

@@ -382,7 +382,7 @@ static const opthelp generate_options[] = {
     {O_MIN_P, "drop tokens less likely than P times the most\nlikely one; 0 = off (default 0)"},
     {O_REPEAT_PENALTY, "penalise tokens seen among the last N; 1 = off\n(default 1)"},
     {O_REPEAT_LAST_N, "tokens the repetition penalty looks back on\n(default 64)"},
-    {O_SEED, "random seed (default: taken from the clock;\nprinted with --format json)"},
+    {O_SEED, "random seed (default: taken from the clock;\nprinted by --verbose, --stats and --format json)"},
     {O_STOP, "stop before the text STR; may be repeated"},
     {O_IGNORE_EOS, "do not stop at an end-of-sequence token"},
     {O_NO_ECHO, "do not print the prompt text first"},
@@ -398,8 +398,9 @@ static const opthelp generate_options[] = {
     {O_LOGPROBS, "with --format json: the log-probability of each\ngenerated token and of the N most likely "
                  "tokens\n(0-20) under the model's distribution (the\nlog-softmax of its logits, before any "
                  "sampler\nsetting)"},
-    {O_STATS, "after the summary, print the expert store's\nfigures (converted models) and the GPU "
-              "tier's, per\ndevice, on standard error"},
+    {O_STATS, "after the summary, print on standard error the\ntokens, speeds, context used, memory of "
+              "the\nweights and KV cache, the seed, the expert\nstore's figures (converted models) and the GPU\n"
+              "tier's, per device"},
     H_VERBOSE,
     H_END,
 };
@@ -600,6 +601,57 @@ done:
     return rc;
 }
 
+/*
+ * The text of the generated ids, decoded after the last few prompt ids as
+ * the library streams it (so that decoders looking at their left neighbour
+ * agree), into a NUL-terminated *text_out. Returns 0, or 1 after an error.
+ */
+static int generated_text(coli_model *model, const int32_t *prompt, size_t n_prompt, const int32_t *gen,
+                          size_t n_gen, char **text_out, size_t *len_out)
+{
+    size_t n_ctx = n_prompt < 4 ? n_prompt : 4, skip = 0, n_before, n_all;
+    int32_t *ids = xrealloc(NULL, (n_ctx + n_gen + 1) * sizeof *ids);
+    char *before = NULL, *all = NULL;
+    int rc = 1;
+
+    memcpy(ids, prompt + n_prompt - n_ctx, n_ctx * sizeof *ids);
+    memcpy(ids + n_ctx, gen, n_gen * sizeof *ids);
+    if (detokenize_ids(model, ids, n_ctx, 1, &before, &n_before) == 0 &&
+        detokenize_ids(model, ids, n_ctx + n_gen, 1, &all, &n_all) == 0) {
+        while (skip < n_before && skip < n_all && before[skip] == all[skip])
+            skip++;
+        memmove(all, all + skip, n_all - skip + 1);
+        *text_out = all;
+        *len_out = n_all - skip;
+        all = NULL;
+        rc = 0;
+    }
+    free(ids);
+    free(before);
+    free(all);
+    return rc;
+}
+
+/* The --stop string that ends text first (the first given on a tie, as the
+ * library picks it) and its offset, or NULL. */
+static const char *first_stop(const args *a, const char *text, size_t len, size_t *at)
+{
+    const char *best = NULL;
+
+    *at = len;
+    for (int k = 0; k < a->given[O_STOP]; k++) {
+        const char *stop = a->values[O_STOP][k];
+        size_t m = strlen(stop);
+        for (size_t i = 0; i + m <= len && i < *at; i++)
+            if (memcmp(text + i, stop, m) == 0) {
+                *at = i;
+                best = stop;
+                break;
+            }
+    }
+    return best;
+}
+
 static void on_sigint(int sig)
 {
     (void)sig;
@@ -626,6 +678,9 @@ static int cmd_generate(const args *a)
     gpu_report gpu;
     coli_store_stats store;
     gen_state g;
+    char *full_text = NULL; /* the decoding of every generated token, after a stop string */
+    size_t full_len = 0, stop_at = 0;
+    const char *stop_hit = NULL;
     int32_t *prompt = NULL, *out = NULL;
     size_t n_prompt = 0, n_out = 0;
     int64_t max_tokens = 64, top_k = 40;
@@ -733,12 +788,12 @@ static int cmd_generate(const args *a)
     out = xrealloc(NULL, (size_t)(max_tokens ? max_tokens : 1) * sizeof *out);
     g.stream = !json;
     if (g.logprobs) {
-        coli_model_info info;
-        if (get_info(model, &info) != 0)
-            goto done;
         g.ctx = ctx;
         g.vocab = (size_t)info.vocab_size;
     }
+    if (m.verbose) /* before any text, so that it is there even after Ctrl-C */
+        fprintf(stderr, "%s: seed %" PRIu64 " (--seed %" PRIu64 " gives this text again)\n", cli_prog, seed,
+                seed);
     if (g.stream && text != NULL && !a->given[O_NO_ECHO]) {
         fwrite(text, 1, text_len, stdout);
         fflush(stdout);
@@ -769,6 +824,13 @@ static int cmd_generate(const args *a)
     snprintf(write_line, sizeof write_line, "a write error on standard output: %s", strerror(g.write_errno));
     if (n_out > (size_t)max_tokens)
         n_out = (size_t)max_tokens;
+    if (why == COLI_STOP_STRING) {
+        /* tokens and text both end with the token that completed the stop
+         * string: the text is theirs, the string and what followed in it */
+        if (generated_text(model, prompt, n_prompt, out, n_out, &full_text, &full_len) != 0)
+            goto done;
+        stop_hit = first_stop(a, full_text, full_len, &stop_at);
+    }
     reason_name = interrupted ? "interrupted" : coli_stop_reason_name(why);
     reason_line = interrupted                  ? "interrupted (Ctrl-C)"
                   : why == COLI_STOP_EOS       ? "end of sequence"
@@ -798,7 +860,17 @@ static int cmd_generate(const args *a)
             logprob_list_json(stdout, &g.lp);
         }
         printf(",\"text\":");
-        json_string(stdout, g.text ? g.text : "", g.len);
+        if (full_text != NULL)
+            json_string(stdout, full_text, full_len);
+        else
+            json_string(stdout, g.text ? g.text : "", g.len);
+        if (stop_hit != NULL) {
+            printf(",\"stop\":");
+            json_string(stdout, stop_hit, strlen(stop_hit));
+            printf(",\"stop_offset\":%zu", stop_at);
+        } else {
+            printf(",\"stop\":null");
+        }
         printf(",\"prefill_tok_s\":");
         json_real(stdout, stats.prefill_tok_s, "%.3f");
         printf(",\"decode_tok_s\":");
@@ -806,17 +878,34 @@ static int cmd_generate(const args *a)
         printf(",\"prefill_tokens\":%" PRIu64 ",\"decode_tokens\":%" PRIu64
                ",\"seed\":%" PRIu64 ",\"stop_reason\":\"%s\"",
                stats.prefill_tokens, stats.decode_tokens, seed, reason_name);
+        printf(",\"context_positions\":%" PRIu64 ",\"context_used\":%" PRIu64 ",\"kv_bytes\":%" PRIu64
+               ",\"weight_bytes\":%" PRIu64,
+               stats.context_positions, stats.context_used, stats.kv_bytes, info.weight_bytes);
         store_report_json(stdout, &store);
         gpu_report_json(stdout, model, &gpu);
         printf("}\n");
     } else {
-        fprintf(stderr, "%s: stopped: %s\n", cli_prog, reason_line);
+        fprintf(stderr, "%s: stopped: %s", cli_prog, reason_line);
+        if (stop_hit != NULL && m.verbose) {
+            fputc(' ', stderr);
+            json_string(stderr, stop_hit, strlen(stop_hit));
+        }
+        fputc('\n', stderr);
         fprintf(stderr, "prefill: %" PRIu64 " tok, %.2f tok/s; decode: %" PRIu64
                         " tok, %.2f tok/s\n",
                 stats.prefill_tokens, stats.prefill_tok_s, stats.decode_tokens,
                 stats.decode_tok_s);
     }
     if (a->given[O_STATS]) {
+        fprintf(stderr, "tokens: %zu prompt, %zu generated\n", n_prompt, n_out);
+        fprintf(stderr, "speed: prefill %.2f tok/s, decode %.2f tok/s\n", stats.prefill_tok_s,
+                stats.decode_tok_s);
+        fprintf(stderr, "context: %" PRIu64 " of %" PRIu64 " positions used\n", stats.context_used,
+                stats.context_positions);
+        fprintf(stderr, "memory: weights %.1f MiB, KV cache %.1f MiB (%" PRIu64 " bytes per position)\n",
+                (double)info.weight_bytes / (1024.0 * 1024.0), (double)stats.kv_bytes / (1024.0 * 1024.0),
+                info.kv_bytes_per_position);
+        fprintf(stderr, "seed: %" PRIu64 "\n", seed);
         if (store.mode != COLI_STORE_RESIDENT) /* a converted model */
             store_report_text(stderr, 0, &store);
         gpu_report_text(stderr, 0, model, &gpu);
@@ -829,6 +918,7 @@ done:
     free(prompt);
     free(out);
     free(g.text);
+    free(full_text);
     free(file_text);
     logprob_list_free(&g.lp);
     return rc;
@@ -1083,7 +1173,7 @@ static void print_format_bytes(const coli_model *model)
         if (coli_model_weight_bytes(model, (coli_weight_format)f, &t, &act) != COLI_OK)
             continue;
         const char *name = f == COLI_WEIGHTS_AUTO ? "as stored" : coli_weight_format_name((coli_weight_format)f);
-        printf("  %-10s        %" PRIu64 " bytes (%.1f MiB), %" PRIu64 " read per token\n", name, t,
+        printf("  %-10s        %" PRIu64 " bytes (%.1f MiB), %" PRIu64 " bytes read per token\n", name, t,
                (double)t / (1024.0 * 1024.0), act);
     }
 }
@@ -1100,6 +1190,17 @@ static void json_format_bytes(const coli_model *model)
     printf("}");
 }
 
+/* Size of dir/name, 0 if it cannot be read. */
+static uint64_t file_bytes(const char *dir, const char *name)
+{
+    char path[4096];
+    struct stat sb;
+
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path || stat(path, &sb) != 0)
+        return 0;
+    return (uint64_t)sb.st_size;
+}
+
 static int cmd_info(const args *a)
 {
     model_args m;
@@ -1107,6 +1208,7 @@ static int cmd_info(const args *a)
     coli_store_stats store;
     coli_model *model = NULL;
     const char *arch;
+    uint64_t container_bytes = 0;
     int json, rc;
 
     if ((rc = parse_format(a, 0, &json)) != 0)
@@ -1119,6 +1221,8 @@ static int cmd_info(const args *a)
         store_report_read(model, &store) != 0)
         goto done;
     arch = info.architecture ? info.architecture : "";
+    if (store.mode != COLI_STORE_RESIDENT) /* a converted model: the file's own size */
+        container_bytes = file_bytes(m.dir, "model.coli");
     if (json) {
         printf("{\"model\":");
         json_string(stdout, m.dir, strlen(m.dir));
@@ -1139,6 +1243,10 @@ static int cmd_info(const args *a)
             json_string(stdout, info.weights_detail, strlen(info.weights_detail));
         }
         json_format_bytes(model);
+        if (container_bytes > 0)
+            printf(",\"container_bytes\":%" PRIu64, container_bytes);
+        printf(",\"context_positions\":%" PRId64 ",\"kv_bytes\":%" PRIu64 ",\"kv_bytes_per_position\":%" PRIu64,
+               info.context_positions, info.kv_bytes, info.kv_bytes_per_position);
         printf(",\"gpu_devices\":%d,\"gpu_detail\":", info.gpu_devices);
         json_string(stdout, info.gpu_detail ? info.gpu_detail : "off",
                     strlen(info.gpu_detail ? info.gpu_detail : "off"));
@@ -1169,6 +1277,13 @@ static int cmd_info(const args *a)
         if (info.weights_detail)
             printf("  by matrix:        %s\n", info.weights_detail);
         print_format_bytes(model);
+        if (container_bytes > 0)
+            printf("model.coli:         %" PRIu64 " bytes (%.1f MiB) on disk\n", container_bytes,
+                   (double)container_bytes / (1024.0 * 1024.0));
+        printf("kv cache:           %" PRIu64 " bytes (%.1f MiB) for %" PRId64 " positions, %" PRIu64
+               " bytes per position\n",
+               info.kv_bytes, (double)info.kv_bytes / (1024.0 * 1024.0), info.context_positions,
+               info.kv_bytes_per_position);
         printf("gpu:                %s\n", info.gpu_detail ? info.gpu_detail : "off");
         printf("store:              %s\n", info.store_detail ? info.store_detail : "resident");
         printf("cpu kernels:        %s\n", info.cpu_kernels ? info.cpu_kernels : "unknown");
@@ -1214,7 +1329,8 @@ static const opthelp bench_options[] = {
     {O_GEN_TOKENS, "tokens of the decode test; 0 = skip it\n(default 128, see below)"},
     {O_REPETITIONS, "timed repetitions, at least 1 (default 5)"},
     {O_SEED, "seed of the prompt's random token ids (default 1)"},
-    {O_PROBE_MIB, "size of the bandwidth probe's array in MiB\n(default 2048)"},
+    {O_PROBE_MIB, "size of the bandwidth probe's array in MiB\n(default: 4 times the last-level caches, "
+                  "within\n64 and 1024)"},
     {O_NO_PROBE, "do not measure the memory bandwidth"},
     {O_DISK_PROBE, "measure the random-read bandwidth of the disk\nholding a converted model, in "
                    "reads of one expert\nrecord"},
@@ -1229,7 +1345,7 @@ static const char bench_epilogue[] =
     "The defaults pp512 and tg128 are halved, those not given on the command line,\n"
     "until the prompt and the generated tokens fit the model's maximum positions\n"
     "(max_position_embeddings); the report names the sizes used. Sizes asked for\n"
-    "explicitly are kept, with the library's warning when they exceed it.\n"
+    "explicitly are kept; together beyond it, they are refused.\n"
     "For a converted model the report has the expert store's figures over the\n"
     "timed repetitions, and the disk bytes it read per second of decode, set\n"
     "against the random-read bandwidth of the disk when --disk-probe measures\n"
@@ -1299,7 +1415,7 @@ static int cmd_bench(const args *a)
     coli_model_info info;
     coli_model *model = NULL;
     coli_options *ctx_opts = NULL;
-    int64_t repetitions = 5, probe_mib = 2048;
+    int64_t repetitions = 5, probe_mib = 0, llc_bytes = 0;
     int rc;
 
     memset(&p, 0, sizeof p);
@@ -1347,8 +1463,18 @@ static int cmd_bench(const args *a)
      * memory together. The test sizes, which depend on the model, do not
      * matter to the model's loading: its one context is made afterwards,
      * with a capacity of exactly the sizes chosen, so one open suffices. */
+    if (a->value[O_PROBE_MIB] == NULL && !a->given[O_NO_PROBE])
+        probe_mib = bench_probe_default_mib(llc_bytes = bench_llc_bytes());
     if (!a->given[O_NO_PROBE] && bench_probe_bandwidth(p.threads, probe_mib, &probe) != 0)
         return 1;
+    probe.llc_bytes = a->given[O_NO_PROBE] ? 0 : llc_bytes ? llc_bytes : bench_llc_bytes();
+    /* The expert store of a converted model sets aside the KV cache of the
+     * model's context: the test's, at most the sizes asked for, not the
+     * model's maximum. */
+    if (p.prompt_tokens + p.gen_tokens > 0 && p.prompt_tokens + p.gen_tokens <= (INT64_C(1) << 24)) {
+        m.have_context = 1;
+        m.context = p.prompt_tokens + p.gen_tokens;
+    }
     if (open_model(&m, &model) != 0)
         return 1;
     rc = 1; /* until bench_run says otherwise */

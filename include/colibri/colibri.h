@@ -140,7 +140,12 @@ COLI_API const char *coli_weight_format_name(coli_weight_format fmt);
 typedef enum coli_option {
     COLI_OPT_WEIGHTS = 1,   /* coli_weight_format; default AUTO */
     COLI_OPT_THREADS = 2,   /* worker threads; 0 = number of online cores */
-    COLI_OPT_CONTEXT = 3,   /* KV cache positions per context; 0 = model max, capped at 4096 */
+    COLI_OPT_CONTEXT = 3,   /* KV cache positions per context; 0 (default) = the model's
+                               max_position_embeddings. A context beyond it is refused
+                               (COLI_ERANGE), as is one whose KV cache RAM cannot hold
+                               (COLI_ENOMEM, naming the bytes and the positions that fit);
+                               the cache is allocated but its pages are only used as
+                               positions are filled */
     COLI_OPT_MEM_BUDGET_MB = 4, /* RAM for the weights of a converted model (coli_convert):
                                    dense weights, then as many expert slots as fit; the
                                    other experts are read from disk when routed to.
@@ -302,12 +307,17 @@ typedef struct coli_model_info {
     const char *cpu_kernels;     /* the CPU kernel set: quantized products ("avx512vnni",
                                     "avx2" or "scalar"), then the float path, e.g.
                                     "avx512vnni, float avx2" */
+    /* Appended later (a caller with an older struct_size does not get them): */
+    uint64_t kv_bytes_per_position; /* KV cache bytes of one position (keys and values, f32) */
+    int64_t context_positions;   /* positions of a context created with the model's options */
+    uint64_t kv_bytes;           /* its KV cache: context_positions x kv_bytes_per_position */
 } coli_model_info;
 
 COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);
 /*
  * Bytes the weights take (or would take) in memory when loaded in format
- * fmt: COLI_WEIGHTS_AUTO gives the checkpoint's own formats; Q4 uses the
+ * fmt: COLI_WEIGHTS_AUTO gives the checkpoint's own formats (a converted
+ * model's: the format model.coli holds); Q4 uses the
  * q4 group size the model was opened with. Norm vectors always count as f32. The active bytes per token follow the same rule for
  * the parameters in n_params_active. Either output may be NULL.
  */
@@ -486,6 +496,10 @@ typedef struct coli_stats {
     double prefill_tok_s;      /* 0 if nothing was prefilled */
     double decode_tok_s;
     uint64_t decode_weight_bytes; /* weight bytes read by decode steps: dense part plus routed experts */
+    /* Appended later; the state of the context now, not reset by coli_context_stats_reset: */
+    uint64_t context_positions;   /* positions the context holds (coli_context_capacity) */
+    uint64_t context_used;        /* of them, filled (coli_context_position) */
+    uint64_t kv_bytes;            /* bytes of its KV cache (the pages used grow with context_used) */
 } coli_stats;
 
 COLI_API coli_status coli_context_stats(const coli_context *ctx, coli_stats *stats);

@@ -44,13 +44,7 @@ COLI_API coli_status coli_context_create(coli_model *m, const coli_options *opts
         return coli__fail(err, COLI_ENOMEM, "out of memory for a context");
     c->m = m;
     c->opts = opts ? opts->o : m->opts;
-    int64_t n_ctx = c->opts.context;
-    if (n_ctx <= 0)
-        n_ctx = m->cfg.max_pos < 4096 ? m->cfg.max_pos : 4096;
-    if (n_ctx > m->cfg.max_pos)
-        coli__log(&m->opts.log, COLI_LOG_WARN,
-                  "COLI_OPT_CONTEXT: %lld positions exceed the model's max_position_embeddings (%d)",
-                  (long long)n_ctx, m->cfg.max_pos);
+    int64_t n_ctx = coli__kv_positions(&m->cfg, c->opts.context);
     coli_status st = coli__pool_create((int)c->opts.threads, &c->pool, err);
     if (st == COLI_OK)
         st = coli__kv_init(&c->kv, &m->cfg, (int)n_ctx, err);
@@ -477,6 +471,9 @@ COLI_API coli_status coli_context_stats(const coli_context *c, coli_stats *s)
     coli_stats full = c->stats;
     full.prefill_tok_s = full.prefill_seconds > 0 ? (double)full.prefill_tokens / full.prefill_seconds : 0;
     full.decode_tok_s = full.decode_seconds > 0 ? (double)full.decode_tokens / full.decode_seconds : 0;
+    full.context_positions = (uint64_t)c->kv.n_ctx;
+    full.context_used = c->pos;
+    full.kv_bytes = coli__kv_bytes_per_pos(&c->m->cfg) * (uint64_t)c->kv.n_ctx;
     coli__sized_out(s, &full, sizeof full);
     return COLI_OK;
 }

@@ -1,23 +1,84 @@
 /* kv.c - the KV cache: one block of keys and one of values. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/kv.h"
+
+uint64_t coli__kv_bytes_per_pos(const coli__config *c)
+{
+    return 2 * (uint64_t)c->n_layers * (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim * sizeof(float);
+}
+
+int64_t coli__kv_positions(const coli__config *c, int64_t opt_context)
+{
+    return opt_context > 0 ? opt_context : c->max_pos;
+}
+
+/* Physical memory, 0 if unknown. */
+static uint64_t ram_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+/* The most positions below hi (which failed) whose cache RAM holds and the
+ * allocator grants; the blocks tried are freed untouched, so this costs no
+ * memory. Rounded down to a multiple of 256 when that large. */
+static int64_t fitting_positions(uint64_t per_pos, int64_t hi)
+{
+    uint64_t ram = ram_bytes();
+    if (ram && (uint64_t)hi > ram / per_pos)
+        hi = (int64_t)(ram / per_pos) + 1;
+    int64_t lo = 0;
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        void *k = malloc((size_t)mid * (size_t)per_pos / 2), *v = k ? malloc((size_t)mid * (size_t)per_pos / 2) : NULL;
+        if (k && v)
+            lo = mid;
+        else
+            hi = mid;
+        free(k);
+        free(v);
+    }
+    return lo >= 256 ? lo / 256 * 256 : lo;
+}
+
+static double gib(uint64_t b)
+{
+    return (double)b / (1024.0 * 1024.0 * 1024.0);
+}
 
 coli_status coli__kv_init(coli__kv *kv, const coli__config *c, int n_ctx, coli__err *err)
 {
     memset(kv, 0, sizeof *kv);
+    if (n_ctx > c->max_pos)
+        return coli__fail(err, COLI_ERANGE,
+                          "COLI_OPT_CONTEXT: %d positions exceed the model's max_position_embeddings (%d); "
+                          "use at most %d",
+                          n_ctx, c->max_pos, c->max_pos);
     kv->n_ctx = n_ctx;
     kv->kv_dim = c->n_kv_heads * c->head_dim;
+    uint64_t per_pos = coli__kv_bytes_per_pos(c), bytes = per_pos * (uint64_t)n_ctx, ram = ram_bytes();
     size_t n = (size_t)c->n_layers * (size_t)n_ctx * (size_t)kv->kv_dim;
-    if (n / (size_t)n_ctx != (size_t)c->n_layers * (size_t)kv->kv_dim)
-        return coli__fail(err, COLI_ERANGE, "COLI_OPT_CONTEXT: %d positions overflow the KV cache size", n_ctx);
-    kv->k = malloc(n * sizeof(float));
-    kv->v = malloc(n * sizeof(float));
+    /* no memset: the OS hands out pages as positions are written */
+    int big = ram && bytes > ram;
+    if (!big) {
+        kv->k = malloc(n * sizeof(float));
+        kv->v = malloc(n * sizeof(float));
+    }
     if (!kv->k || !kv->v) {
         coli__kv_free(kv);
-        return coli__fail(err, COLI_ENOMEM, "COLI_OPT_CONTEXT: no memory for a KV cache of %d positions (%zu MiB)",
-                          n_ctx, (2 * n * sizeof(float)) >> 20);
+        int64_t fit = fitting_positions(per_pos, n_ctx);
+        char ram_text[64] = "";
+        if (ram)
+            snprintf(ram_text, sizeof ram_text, " (RAM: %.2f GiB)", gib(ram));
+        return coli__fail(err, COLI_ENOMEM,
+                          "COLI_OPT_CONTEXT: a KV cache of %d positions needs %llu bytes (%.2f GiB, %llu bytes per "
+                          "position), more than can be allocated%s; at most %lld positions fit",
+                          n_ctx, (unsigned long long)bytes, gib(bytes), (unsigned long long)per_pos, ram_text,
+                          (long long)fit);
     }
     return COLI_OK;
 }

@@ -9,6 +9,7 @@
 #include "cpu/cpu.h"
 #include "cpu/cpusel.h"
 #include "model/experts.h"
+#include "model/kv.h"
 #include "io/json.h"
 #include "model/model.h"
 #include "model/pieces.h"
@@ -113,8 +114,14 @@ static coli_status open_container(coli_model *m, const char *dir)
     m->wfmt = (coli_weight_format)c->weights;
     m->opts.q4_group = c->q4_group;
     COLI_TRY(coli__weights_load_container(&m->w, &m->cfg, c, &m->err));
+    /* the budget keeps room for one context's KV cache: none is ever longer than the model */
+    int64_t kv_pos = coli__kv_positions(&m->cfg, m->opts.context);
+    if (kv_pos > m->cfg.max_pos)
+        kv_pos = m->cfg.max_pos;
     coli__store_conf sc = {
         .budget = (uint64_t)m->opts.mem_budget_mb << 20,
+        .kv_bytes = coli__kv_bytes_per_pos(&m->cfg) * (uint64_t)kv_pos,
+        .kv_positions = kv_pos,
         .slots = m->opts.expert_slots,
         .prefetch = (int)m->opts.prefetch,
         .io_threads = (int)m->opts.io_threads,
@@ -309,6 +316,9 @@ static void info_fill(const coli_model *m, coli_model_info *info)
     info->n_experts_active = c->top_k;
     info->moe_intermediate_size = c->moe_inter;
     info->max_positions = c->max_pos;
+    info->kv_bytes_per_position = coli__kv_bytes_per_pos(c);
+    info->context_positions = coli__kv_positions(c, m->opts.context);
+    info->kv_bytes = info->kv_bytes_per_position * (uint64_t)info->context_positions;
     info->n_params_total = m->w.n_params_total;
     info->n_params_active = m->w.n_params_active;
     info->weight_bytes = m->w.bytes;
@@ -339,6 +349,8 @@ COLI_API coli_status coli_model_weight_bytes(const coli_model *m, coli_weight_fo
     if (fmt < COLI_WEIGHTS_AUTO || fmt > COLI_WEIGHTS_Q2)
         return COLI_EINVAL;
     uint64_t t, a;
+    if (fmt == COLI_WEIGHTS_AUTO && m->cont) /* what model.coli holds, not what it came from */
+        fmt = m->wfmt;
     coli__weights_bytes(&m->w, &m->cfg, fmt, (int)m->opts.q4_group, &t, &a);
     if (total)
         *total = t;

@@ -366,11 +366,11 @@ coli_status coli__store_open(const coli__container *c, const coli__store_conf *c
     }
     uint64_t total = (uint64_t)s->n_moe * (uint64_t)s->E, slots = 0;
     if (st == COLI_OK && total && (conf->slots > 0 || conf->budget > 0)) {
-        uint64_t rec = c->record_max, dense = c->dense_bytes;
+        uint64_t rec = c->record_max, dense = c->dense_bytes, fixed = dense + conf->kv_bytes;
         if (conf->slots > 0) {
             slots = (uint64_t)conf->slots;
-        } else if (conf->budget > dense) {
-            slots = (conf->budget - dense) / rec;
+        } else if (conf->budget > fixed) {
+            slots = (conf->budget - fixed) / rec; /* the KV cache grows into its share as positions fill */
         }
         if (slots < (uint64_t)conf->top_k) {
             if (conf->slots > 0)
@@ -380,11 +380,13 @@ coli_status coli__store_open(const coli__container *c, const coli__store_conf *c
                                 (unsigned long long)slots, conf->top_k);
             else
                 st = coli__fail(err, COLI_ERANGE,
-                                "COLI_OPT_MEM_BUDGET_MB: %llu MiB cannot hold the dense weights (%.1f MiB) and the %d "
-                                "experts one token routes to in a layer (%.2f MiB each); at least %llu MiB is needed",
-                                (unsigned long long)(conf->budget >> 20), (double)dense / 1048576.0, conf->top_k,
+                                "COLI_OPT_MEM_BUDGET_MB: %llu MiB cannot hold the dense weights (%.1f MiB), the KV "
+                                "cache of %lld positions (%.1f MiB) and the %d experts one token routes to in a "
+                                "layer (%.2f MiB each); at least %llu MiB is needed (or a smaller context)",
+                                (unsigned long long)(conf->budget >> 20), (double)dense / 1048576.0,
+                                (long long)conf->kv_positions, (double)conf->kv_bytes / 1048576.0, conf->top_k,
                                 (double)rec / 1048576.0,
-                                (unsigned long long)((dense + (uint64_t)conf->top_k * rec + 1048575) >> 20));
+                                (unsigned long long)((fixed + (uint64_t)conf->top_k * rec + 1048575) >> 20));
         }
         if (st == COLI_OK) {
             if (slots > total)
@@ -396,10 +398,14 @@ coli_status coli__store_open(const coli__container *c, const coli__store_conf *c
         coli__store_close(s);
         return st;
     }
+    /* a slot's size in a unit that shows it: small models have records of a few KiB */
+    int in_mib = s->slot_bytes >= ((size_t)1 << 20);
+    double each = (double)s->slot_bytes / (in_mib ? 1048576.0 : 1024.0);
+    const char *unit = in_mib ? "MiB" : "KiB";
     if (s->streamed)
         snprintf(s->detail, sizeof s->detail,
-                 "streamed: %d of %llu experts in RAM (%.1f MiB slots), %d I/O threads, %s, prefetch %s",
-                 s->n_slots, (unsigned long long)total, (double)s->slot_bytes / 1048576.0, s->n_io,
+                 "streamed: %d of %llu experts in RAM (%.1f %s each), %d I/O threads, %s, prefetch %s",
+                 s->n_slots, (unsigned long long)total, each, unit, s->n_io,
                  atomic_load(&s->direct) ? "O_DIRECT" : "page cache dropped", conf->prefetch ? "on" : "off");
     else
         snprintf(s->detail, sizeof s->detail, "mapped: every expert of model.coli");

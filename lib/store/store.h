@@ -26,7 +26,9 @@
 typedef struct coli__store coli__store;
 
 typedef struct coli__store_conf {
-    uint64_t budget;     /* bytes of RAM for weights; 0: no limit */
+    uint64_t budget;     /* bytes of RAM for weights and the KV cache; 0: no limit */
+    uint64_t kv_bytes;   /* of the budget, kept for the KV cache of one context */
+    int64_t kv_positions; /* its positions (for messages) */
     int64_t slots;       /* experts in RAM; 0: from the budget */
     int prefetch;        /* 0 or 1 */
     int io_threads;
@@ -37,8 +39,8 @@ typedef struct coli__store_conf {
 } coli__store_conf;
 
 /* A model's store over container c (its expert layouts give the
- * matrices). COLI_ERANGE when the budget cannot hold the dense weights and
- * one token's routed experts (the message has the numbers);
+ * matrices). COLI_ERANGE when the budget cannot hold the dense weights, the KV
+ * cache and one token's routed experts (the message has the numbers);
  * COLI_IO_FAIL_AFTER is read here. */
 coli_status coli__store_open(const coli__container *c, const coli__store_conf *conf, coli__store **out,
                              coli__err *err);
