@@ -1181,7 +1181,7 @@ fi
 
 # A tiny random checkpoint: coli must see exactly its dimensions, count its
 # parameters as computed here, and run it.
-synth=$builddir/tools/make-synthetic
+synth=$builddir/coli-make-synthetic
 if [ ! -x "$synth" ]; then
 	fail "$synth is not built"
 elif run 0 "make-synthetic (tiny)" "$synth" --out "$tmp/synthetic" --hidden 64 --layers 2 \

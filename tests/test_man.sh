@@ -12,6 +12,8 @@
 # enumerator and macro of the header is in the page, and every coli_/COLI_
 # name of the page is in the header; the example is README.md's hello.c and
 # it compiles against the header.
+# coli-make-synthetic(1): the options of `coli-make-synthetic --help' are
+# those the page lists.
 #
 # Both sides are parsed, not listed here, so the test follows the tool and
 # the header as they change and fails when a page falls behind.
@@ -205,6 +207,26 @@ if $CC -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$srcdir/include" "$tmp/he
 else
 	fail "the example of libcolibri(3) does not compile with $CC:"
 	sed 's/^/    /' "$tmp/cc.out"
+fi
+
+# ---- coli-make-synthetic(1) ----------------------------------------------
+
+# Its options are those of its --help, as for coli's commands.
+synth=${COLI_MAKE_SYNTHETIC:-$builddir/coli-make-synthetic}
+page_synth=$srcdir/man/coli-make-synthetic.1
+if [ ! -x "$synth" ] || [ ! -f "$page_synth" ]; then
+	fail "$synth or $page_synth is missing"
+elif ! "$synth" --help >"$tmp/synth.help" 2>"$tmp/err"; then
+	fail "'coli-make-synthetic --help' failed"
+	cat "$tmp/err"
+else
+	help_options <"$tmp/synth.help" >"$tmp/opts.tool"
+	page_options "$page_synth" '/^\.SH/ { sel = ($0 ~ /^\.SH "?OPTIONS"?$/) }' >"$tmp/opts.page"
+	if [ "$(wc -l <"$tmp/opts.tool")" -lt 10 ]; then
+		fail "fewer than 10 options parsed from 'coli-make-synthetic --help': the parse is broken"
+	fi
+	compare "options of 'coli-make-synthetic --help' and of coli-make-synthetic(1)" \
+		"$tmp/opts.tool" "$tmp/opts.page"
 fi
 
 echo "$checks checks, $failures failures"

@@ -11,7 +11,7 @@ LC_ALL=C
 export LC_ALL
 srcdir=${srcdir:-.}
 builddir=${builddir:-.}
-pages="$builddir/man/coli.1 $srcdir/man/libcolibri.3"
+pages="$builddir/man/coli.1 $srcdir/man/libcolibri.3 $srcdir/man/coli-make-synthetic.1"
 
 missing=
 for tool in groff mandoc; do

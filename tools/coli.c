@@ -25,6 +25,7 @@
 #include "compare.h"
 #include "convert.h"
 #include "demo_dir.h"
+#include "disk_probe.h"
 #include "errors.h"
 #include "gpu_report.h"
 #include "jsonout.h"
@@ -797,6 +798,17 @@ static int cmd_generate(const args *a)
     if (g.stream && text != NULL && !a->given[O_NO_ECHO]) {
         fwrite(text, 1, text_len, stdout);
         fflush(stdout);
+    } else if (g.stream && !a->given[O_NO_ECHO]) {
+        /* --prompt-ids: echo their text, without the special tokens that
+         * --prompt would have added, so that both print the same. */
+        char *echo = NULL;
+        size_t echo_len = 0;
+
+        if (detokenize_ids(model, prompt, n_prompt, 1, &echo, &echo_len) != 0)
+            goto done;
+        fwrite(echo, 1, echo_len, stdout);
+        fflush(stdout);
+        free(echo);
     }
     coli_generate_params_init(&gp, sizeof gp);
     gp.max_tokens = (size_t)max_tokens;
@@ -1341,6 +1353,10 @@ static const opthelp bench_options[] = {
     H_END,
 };
 
+/* The help takes the probe's read limit from its constant. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 static const char bench_epilogue[] =
     "The defaults pp512 and tg128 are halved, those not given on the command line,\n"
     "until the prompt and the generated tokens fit the model's maximum positions\n"
@@ -1349,7 +1365,7 @@ static const char bench_epilogue[] =
     "For a converted model the report has the expert store's figures over the\n"
     "timed repetitions, and the disk bytes it read per second of decode, set\n"
     "against the random-read bandwidth of the disk when --disk-probe measures\n"
-    "it (at most 256 reads or about 2 seconds); and for any model the peak\n"
+    "it (at most " STR(DISK_PROBE_READS) " reads or about 2 seconds); and for any model the peak\n"
     "(getrusage) and current (/proc/self/statm) resident set of the process.\n";
 
 /*

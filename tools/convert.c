@@ -45,6 +45,7 @@ const opthelp convert_options[] = {
     {O_THREADS, "conversion threads; 0 = all online cores (default 0)"},
     {O_FORCE, "replace the model.coli of an earlier conversion in\nthe output directory"},
     {O_FORMAT, "text or json (default text)"},
+    {O_VERBOSE, "say what is converted, to where and how, on\nstandard error before starting"},
     {O_COUNT, NULL},
 };
 
@@ -242,6 +243,13 @@ int cmd_convert(const args *a)
         return 1;
     }
 
+    if (a->given[O_VERBOSE]) {
+        fprintf(stderr, "%s: converting %s into %s: weights %s", cli_prog, model, path,
+                coli_weight_format_name(fmt));
+        if (fmt == COLI_WEIGHTS_Q4)
+            fprintf(stderr, ", group %" PRId64, group);
+        fprintf(stderr, ", %" PRId64 " threads (0: all online cores)\n", threads);
+    }
     coli_convert_params_init(&p, sizeof p);
     p.weights = fmt;
     p.q4_group = (int)group;

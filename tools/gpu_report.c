@@ -283,6 +283,8 @@ const char gpu_synopsis[] =
 
 const opthelp gpu_options[] = {
     {O_FORMAT, "text or json (default text)"},
+    {O_VERBOSE, "also print, on standard error, each device's\nordinal and the environment variables "
+                "that pick\nthe devices"},
     {O_COUNT, NULL},
 };
 
@@ -306,6 +308,16 @@ int cmd_gpu(const args *a)
     st = coli_gpu_count(&n);
     if (st != COLI_OK)
         return runtime_error(st, "cannot count the GPU devices");
+    if (a->given[O_VERBOSE]) {
+        /* What decides the devices a model uses and the ones listed here. */
+        static const char *const vars[] = {"COLI_CUDA", "COLI_GPUS", "COLI_GPU", "CUDA_EXPERT_GB",
+                                           "CUDA_RELEASE_HOST", "CUDA_VISIBLE_DEVICES",
+                                           "HIP_VISIBLE_DEVICES"};
+        for (size_t k = 0; k < sizeof vars / sizeof vars[0]; k++) {
+            const char *v = getenv(vars[k]);
+            fprintf(stderr, "%s: %s%s%s\n", cli_prog, vars[k], v ? "=" : " unset", v ? v : "");
+        }
+    }
     if (json) {
         fputs("{\"tier\":", stdout);
         json_string(stdout, tier, strlen(tier));
@@ -337,6 +349,8 @@ int cmd_gpu(const args *a)
             printf(",\"wave\":%d,\"free_bytes\":%" PRIu64 ",\"total_bytes\":%" PRIu64 "}",
                    dev.wave, dev.free_bytes, dev.total_bytes);
         } else {
+            if (a->given[O_VERBOSE])
+                fprintf(stderr, "%s: device %d is the runtime's device %d\n", cli_prog, i, dev.ordinal);
             printf("device %d: %.*s, %.*s, wave %d, %.0f MiB free of %.0f MiB\n", i,
                    (int)sizeof dev.name, dev.name, (int)sizeof dev.arch, dev.arch, dev.wave,
                    (double)dev.free_bytes / (1024.0 * 1024.0),

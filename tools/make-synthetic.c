@@ -1,8 +1,8 @@
 /*
- * make-synthetic.c - writes a random Qwen3-MoE checkpoint in Hugging Face
- * layout (config.json, generation_config.json, model.safetensors), for
- * benchmarks and tests that need a model of a given shape but not a trained
- * one.
+ * make-synthetic.c - coli-make-synthetic(1): writes a random Qwen3-MoE
+ * checkpoint in Hugging Face layout (config.json, generation_config.json,
+ * model.safetensors), for benchmarks and tests that need a model of a given
+ * shape but not a trained one.
  *
  * The values are deterministic for a given --seed: each tensor draws from
  * its own generator, seeded from the seed and the tensor's index. Matrices
@@ -32,11 +32,11 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#define PROG "make-synthetic"
+#define PROG "coli-make-synthetic"
 #define EXIT_USAGE 2
 
 static const char usage_text[] =
-    "Usage: make-synthetic --out DIR [OPTION]...\n"
+    "Usage: coli-make-synthetic --out DIR [OPTION]...\n"
     "Write a random Qwen3-MoE checkpoint (config.json, generation_config.json,\n"
     "model.safetensors) into DIR, which is created if it does not exist.\n"
     "The defaults give the benchmark model: about 1B parameters, 2 GB in bf16.\n"
@@ -54,7 +54,7 @@ static const char usage_text[] =
     "  --max-pos N        max_position_embeddings (default 4096)\n"
     "  --seed N           random seed (default 1)\n"
     "  --dtype TYPE       bf16 or f32 (default bf16)\n"
-    "  --help             show this help and exit\n"
+    "  -h, --help         show this help and exit\n"
     "\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
 
