@@ -798,9 +798,10 @@ static int cmd_generate(const args *a)
     if (g.stream && text != NULL && !a->given[O_NO_ECHO]) {
         fwrite(text, 1, text_len, stdout);
         fflush(stdout);
-    } else if (g.stream && !a->given[O_NO_ECHO]) {
+    } else if (g.stream && !a->given[O_NO_ECHO] && !g.ids_only) {
         /* --prompt-ids: echo their text, without the special tokens that
-         * --prompt would have added, so that both print the same. */
+         * --prompt would have added, so that both print the same (without
+         * a tokenizer only the generated ids are printed). */
         char *echo = NULL;
         size_t echo_len = 0;
 

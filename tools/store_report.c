@@ -99,11 +99,18 @@ int store_explain_open_failure(const store_args *s, int status, const char *msg)
         if (at != NULL && sscanf(at, "at least %llu MiB", &mib) == 1) {
             /* rounded up to what --ram-gb reads back as enough */
             double gb = ceil((double)mib * 1000.0 / 1024.0) / 1000.0;
+            long long kv_pos = 0;
+            double kv_mib = 0;
+            const char *kv = strstr(msg, "the KV cache of ");
+            char kv_text[96] = "";
 
-            fprintf(stderr, "%s: --ram-gb %s is too small for this model: its dense weights and the "
+            if (kv != NULL && sscanf(kv, "the KV cache of %lld positions (%lf MiB)", &kv_pos, &kv_mib) == 2)
+                snprintf(kv_text, sizeof kv_text, ", the KV cache of %lld positions (%.1f MiB; -c lowers it)",
+                         kv_pos, kv_mib);
+            fprintf(stderr, "%s: --ram-gb %s is too small for this model: its dense weights%s and the "
                             "experts one token routes to in a layer need %llu MiB; give at least "
                             "--ram-gb %.3f, or 0 for no limit\n",
-                    cli_prog, s->ram_gb, mib, gb);
+                    cli_prog, s->ram_gb, kv_text, mib, gb);
         } else {
             fprintf(stderr, "%s: --ram-gb %s is too small for this model: give more, or 0 for no limit\n",
                     cli_prog, s->ram_gb);
