@@ -4,6 +4,7 @@
 # distcheck's read-only source tree, and when .ci/run runs a test from the
 # source tree against another directory).
 #
+# contains FILE STRING: whether the file holds the fixed string.
 # pass and fail count the checks and print "ok: WHAT" or "FAIL: WHAT"; a
 # test ends with `echo "$checks checks, $failures failures"` and
 # `[ "$failures" -eq 0 ]`.
@@ -40,4 +41,8 @@ run() {
 		return 1
 	fi
 	return 0
+}
+
+contains() {
+	grep -F -e "$2" "$1" >/dev/null 2>&1
 }

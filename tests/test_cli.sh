@@ -19,12 +19,7 @@ trap 'rm -rf "$tmp"' EXIT
 out=$tmp/out
 err=$tmp/err
 
-. "$(dirname "$0")/lib.sh" # pass, fail, run
-
-# Checks that $1 (a file) contains the fixed string $2.
-contains() {
-	grep -F -e "$2" "$1" >/dev/null 2>&1
-}
+. "$(dirname "$0")/lib.sh" # pass, fail, run, contains
 
 # A minimal JSON syntax checker (RFC 8259) in awk, so that the test depends
 # on no interpreter beyond POSIX tools. Exit status 0 if stdin is one valid

@@ -21,11 +21,7 @@ trap 'rm -rf "$tmp"' EXIT
 out=$tmp/out
 err=$tmp/err
 
-. "$(dirname "$0")/lib.sh" # pass, fail, run
-
-contains() {
-	grep -F -e "$2" "$1" >/dev/null 2>&1
-}
+. "$(dirname "$0")/lib.sh" # pass, fail, run, contains
 
 # The value of the JSON integer member $2 in file $1 (the first one).
 json_int() {

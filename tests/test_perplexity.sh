@@ -17,11 +17,7 @@ trap 'rm -rf "$tmp"' EXIT
 out=$tmp/out
 err=$tmp/err
 
-. "$(dirname "$0")/lib.sh" # pass, fail, run
-
-contains() {
-	grep -F -e "$2" "$1" >/dev/null 2>&1
-}
+. "$(dirname "$0")/lib.sh" # pass, fail, run, contains
 
 # The number member $2 of the JSON object in file $1 (the first one).
 json_num() {

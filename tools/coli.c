@@ -602,6 +602,27 @@ done:
     return rc;
 }
 
+/* The prompt as ids (--prompt-ids: *ids) or as text (--prompt, or
+ * --prompt-file: *file_text holds the file's copy, for the caller to
+ * free); check_prompt_args has made sure at most one is given. */
+static int prompt_args(const args *a, int32_t **ids, size_t *n_ids, const char **text, size_t *text_len,
+                       char **file_text)
+{
+    int rc;
+
+    if (a->value[O_PROMPT_IDS] != NULL)
+        return parse_ids("--prompt-ids", a->value[O_PROMPT_IDS], 0, ids, n_ids);
+    if (a->value[O_PROMPT] != NULL) {
+        *text = a->value[O_PROMPT];
+        *text_len = strlen(*text);
+    } else if (a->value[O_PROMPT_FILE] != NULL) {
+        if ((rc = read_prompt_file(a->value[O_PROMPT_FILE], file_text, text_len)) != 0)
+            return rc;
+        *text = *file_text;
+    }
+    return 0;
+}
+
 /*
  * The text of the generated ids, decoded after the last few prompt ids as
  * the library streams it (so that decoders looking at their left neighbour
@@ -736,17 +757,8 @@ static int cmd_generate(const args *a)
     } else {
         seed = clock_seed();
     }
-    if (a->value[O_PROMPT_IDS] != NULL &&
-        (rc = parse_ids("--prompt-ids", a->value[O_PROMPT_IDS], 0, &prompt, &n_prompt)) != 0)
+    if ((rc = prompt_args(a, &prompt, &n_prompt, &text, &text_len, &file_text)) != 0)
         return rc;
-    if (a->value[O_PROMPT] != NULL) {
-        text = a->value[O_PROMPT];
-        text_len = strlen(text);
-    } else if (a->value[O_PROMPT_FILE] != NULL) {
-        if ((rc = read_prompt_file(a->value[O_PROMPT_FILE], &file_text, &text_len)) != 0)
-            return rc;
-        text = file_text;
-    }
 
     rc = 1;
     if (open_model(&m, &model) != 0 || get_info(model, &info) != 0)
@@ -985,17 +997,8 @@ static int cmd_logits(const args *a)
         return rc;
     if ((rc = check_prompt_args(a)) != 0)
         return rc;
-    if (a->value[O_PROMPT_IDS] != NULL &&
-        (rc = parse_ids("--prompt-ids", a->value[O_PROMPT_IDS], 0, &prompt, &n_prompt)) != 0)
+    if ((rc = prompt_args(a, &prompt, &n_prompt, &text, &text_len, &file_text)) != 0)
         return rc;
-    if (a->value[O_PROMPT] != NULL) {
-        text = a->value[O_PROMPT];
-        text_len = strlen(text);
-    } else if (a->value[O_PROMPT_FILE] != NULL) {
-        if ((rc = read_prompt_file(a->value[O_PROMPT_FILE], &file_text, &text_len)) != 0)
-            return rc;
-        text = file_text;
-    }
 
     rc = 1;
     if (open_model(&m, &model) != 0 || get_info(model, &info) != 0)
