@@ -5,6 +5,8 @@
 # source tree against another directory).
 #
 # contains FILE STRING: whether the file holds the fixed string.
+# scratch NAME: $tmp, a new directory removed at exit, and the files $out
+# and $err in it, which run fills.
 # pass and fail count the checks and print "ok: WHAT" or "FAIL: WHAT"; a
 # test ends with `echo "$checks checks, $failures failures"` and
 # `[ "$failures" -eq 0 ]`.
@@ -45,4 +47,11 @@ run() {
 
 contains() {
 	grep -F -e "$2" "$1" >/dev/null 2>&1
+}
+
+scratch() {
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || exit 1
+	trap 'rm -rf "$tmp"' EXIT
+	out=$tmp/out
+	err=$tmp/err
 }

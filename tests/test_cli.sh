@@ -14,12 +14,9 @@ COLI=$builddir/coli
 data=${COLI_TEST_DATA:-${COLI_FIXTURE_FILES:-$srcdir/tests/data}}
 header=$srcdir/include/colibri/colibri.h
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_cli.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-out=$tmp/out
-err=$tmp/err
+. "$(dirname "$0")/lib.sh" # pass, fail, run, contains, scratch
+scratch test_cli
 
-. "$(dirname "$0")/lib.sh" # pass, fail, run, contains
 
 # A minimal JSON syntax checker (RFC 8259) in awk, so that the test depends
 # on no interpreter beyond POSIX tools. Exit status 0 if stdin is one valid

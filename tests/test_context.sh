@@ -16,12 +16,9 @@ COLI=$builddir/coli
 data=${COLI_TEST_DATA:-$srcdir/tests/data}
 demo=$srcdir/data/demo
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_context.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-out=$tmp/out
-err=$tmp/err
+. "$(dirname "$0")/lib.sh" # pass, fail, run, contains, scratch
+scratch test_context
 
-. "$(dirname "$0")/lib.sh" # pass, fail, run, contains
 
 # The value of the JSON integer member $2 in file $1 (the first one).
 json_int() {

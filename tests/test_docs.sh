@@ -20,12 +20,9 @@ page1=${COLI_MAN1:-$builddir/man/coli.1}
 readme=$srcdir/README.md
 CC=${CC:-cc}
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_docs.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-out=$tmp/out
-err=$tmp/err
+. "$(dirname "$0")/lib.sh" # pass, fail, run, contains, scratch
+scratch test_docs
 
-. "$(dirname "$0")/lib.sh" # pass, fail, run
 
 abs_builddir=$(cd "$builddir" && pwd)
 abs_srcdir=$(cd "$srcdir" && pwd)

@@ -12,12 +12,9 @@ COLI=$builddir/coli
 data=${COLI_TEST_DATA:-${COLI_FIXTURE_FILES:-$srcdir/tests/data}}
 q=$data/qwen3_moe
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_perplexity.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-out=$tmp/out
-err=$tmp/err
+. "$(dirname "$0")/lib.sh" # pass, fail, run, contains, scratch
+scratch test_perplexity
 
-. "$(dirname "$0")/lib.sh" # pass, fail, run, contains
 
 # The number member $2 of the JSON object in file $1 (the first one).
 json_num() {
