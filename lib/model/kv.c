@@ -23,6 +23,10 @@ static uint64_t ram_bytes(void)
     return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
 }
 
+/* Each block tried escapes here: a compiler may otherwise drop a malloc
+ * whose block is only freed (clang does), and every size would "fit". */
+static void *volatile probe_sink;
+
 /* The most positions below hi (which failed) whose cache RAM holds and the
  * allocator grants; the blocks tried are freed untouched, so this costs no
  * memory. Rounded down to a multiple of 256 when that large. */
@@ -34,7 +38,10 @@ static int64_t fitting_positions(uint64_t per_pos, int64_t hi)
     int64_t lo = 0;
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        void *k = malloc((size_t)mid * (size_t)per_pos / 2), *v = k ? malloc((size_t)mid * (size_t)per_pos / 2) : NULL;
+        size_t half = (size_t)mid * (size_t)per_pos / 2;
+        void *k = malloc(half), *v = k ? malloc(half) : NULL;
+        probe_sink = k;
+        probe_sink = v;
         if (k && v)
             lo = mid;
         else
