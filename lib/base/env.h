@@ -1,5 +1,6 @@
 /* env.h - the environment variables the library reads, in one table, and
- * their parsers (internal). API options win over them where both exist
+ * their parsers (internal); COLI_CPU, a kernel set's name, is read with
+ * the sets (lib/cpu/cpusel.c). API options win over them where both exist
  * (lib/model/options.h); a malformed value fails naming the variable. */
 #ifndef COLI_ENV_H
 #define COLI_ENV_H
@@ -8,7 +9,7 @@
 
 #include "base/error.h"
 
-#define COLI__MAX_DEVICES 16 /* COLI_GPU_MAX_DEVICES */
+#define COLI__MAX_DEVICES 16 /* devices a model uses at most (lib/gpu/backend.h) */
 
 /* X(ID, variable, kind, what a value must be). Kinds: FLAG 0 or 1;
  * DEVICE one ordinal; DEVICES a list of distinct ordinals; GIB a size in

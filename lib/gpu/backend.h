@@ -25,9 +25,11 @@ extern "C" {
 #endif
 
 #include "base/dtype.h"
+#include "base/env.h"
 #include "base/error.h"
 
-#define COLI_GPU_MAX_DEVICES 16
+/* One count of devices for the options, the environment and the tier. */
+#define COLI_GPU_MAX_DEVICES COLI__MAX_DEVICES
 
 /* What one visible device is. */
 typedef struct coli__gpu_devinfo {

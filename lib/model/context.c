@@ -380,7 +380,7 @@ COLI_API void coli_generate_params_init(coli_generate_params *p, size_t struct_s
 }
 
 /* The first version of coli_generate_params is the whole of this one. */
-#define COLI__GENERATE_PARAMS_V1 sizeof(coli_generate_params)
+#define COLI__GENERATE_PARAMS_V1 (offsetof(coli_generate_params, user) + sizeof(void *))
 
 COLI_API coli_status coli_generate(coli_context *c, const int32_t *prompt, size_t n_prompt, coli_sampler *sampler,
                                    const coli_generate_params *params_in, int32_t *out, size_t cap, size_t *n_out,

@@ -10,27 +10,20 @@
 #include "model/model.h"
 #include "store/convert.h"
 
-/* What the source's functions read: the checkpoint and the format. */
-typedef struct source {
-    const coli__config *cfg;
-    const coli__tensor_set *ts;
-    coli_weight_format fmt;
-    int group;
-} source;
-
+/* The source's functions read the job: the checkpoint and the format. */
 static coli_status src_plan(void *user, coli__witem_fn fn, void *fn_user, coli__err *err)
 {
-    const source *s = user;
-    return coli__weights_plan(s->cfg, s->ts, s->fmt, s->group, fn, fn_user, err);
+    const coli__conv_job *j = user;
+    return coli__weights_plan(j->cfg, j->ts, j->fmt, j->group, fn, fn_user, err);
 }
 
 static coli_status src_make(void *user, const coli__witem *it, void *dst, uint64_t bytes, coli__err *err)
 {
-    const source *s = user;
+    const coli__conv_job *j = user;
     coli__weights scratch;
     memset(&scratch, 0, sizeof scratch);
     coli__mat m;
-    coli_status st = coli__weights_convert_item(s->ts, s->fmt, s->group, it, &scratch, &m, err);
+    coli_status st = coli__weights_convert_item(j->ts, j->fmt, j->group, it, &scratch, &m, err);
     if (st == COLI_OK && (m.dt != it->target || coli__mat_bytes(&m) != bytes))
         st = coli__fail(err, COLI_EFORMAT, "tensor '%s': made as dtype %d, %llu bytes; the plan said %d, %llu",
                         it->name, (int)m.dt, (unsigned long long)coli__mat_bytes(&m), (int)it->target,
@@ -41,12 +34,6 @@ static coli_status src_make(void *user, const coli__witem *it, void *dst, uint64
     }
     coli__weights_free(&scratch, NULL);
     return st;
-}
-
-static const char *src_expert_name(void *user, int l, int e, int which, char *name, size_t cap)
-{
-    const source *s = user;
-    return coli__weights_expert_name(s->cfg, l, e, which, name, cap);
 }
 
 /* The first version of coli_convert_params ended before progress. */
@@ -80,22 +67,17 @@ static coli_status convert(const coli_convert_params *p, const char *src, const 
     if (st == COLI_OK)
         st = coli__st_open_dir(src, &ts, err);
     if (st == COLI_OK) {
-        source s = {
-            .cfg = &cfg,
-            .ts = ts,
-            .fmt = p->weights,
-            .group = p->weights == COLI_WEIGHTS_Q4 ? group : 32,
-        };
         coli__conv_job job = {
             .src_dir = src,
             .out_dir = out,
             .cfg = &cfg,
             .ts = ts,
-            .fmt = s.fmt,
-            .group = s.group,
+            .fmt = p->weights,
+            .group = p->weights == COLI_WEIGHTS_Q4 ? group : 32,
             .params = p,
-            .src = {.plan = src_plan, .make = src_make, .expert_name = src_expert_name, .user = &s},
+            .src = {.plan = src_plan, .make = src_make},
         };
+        job.src.user = &job;
         st = coli__cont_write(&job, err);
     }
     coli__st_close(ts);

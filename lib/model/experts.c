@@ -804,9 +804,6 @@ static void combine(const moe_call *c)
     }
 }
 
-/* Experts' groups live on the stack up to this many experts a layer. */
-#define GROUPS_ON_STACK 256
-
 coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, uint64_t *read,
                               coli__experts_counts *counts, coli__err *err)
 {
@@ -823,12 +820,7 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
         .S = io->S,
         .cpu = m->gpu ? m->gpu->n_dev : 0,
     };
-    signed char on_stack[GROUPS_ON_STACK];
-    if (c.t) {
-        c.group = c.E <= GROUPS_ON_STACK ? on_stack : malloc((size_t)c.E);
-        if (!c.group)
-            return coli__fail(err, COLI_ENOMEM, "layer %d: out of memory grouping %d experts", l, c.E);
-    }
+    c.group = c.t ? io->group : NULL;
     order_pairs(&c, read, counts);
     assign_groups(&c);
     group_rows(&c);
@@ -838,8 +830,6 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
     coli_status st = run_cpu(&c, pool, err);
     if (st == COLI_OK)
         combine(&c);
-    if (c.group != on_stack)
-        free(c.group);
     return st;
 }
 

@@ -35,6 +35,7 @@ typedef struct coli__moe_io {
      * none */
     int pred_layer, n_pred;
     const int *pred;
+    signed char *group; /* [n_experts] scratch: each routed expert's group */
 } coli__moe_io;
 
 /* Runs the routed experts of MoE layer l and writes their weighted sum to

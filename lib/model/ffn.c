@@ -23,6 +23,7 @@ static coli_status routed(coli__pass *b, const coli__layer *ly, int l)
         .pred_layer = b->pred_layer,
         .n_pred = b->n_pred,
         .pred = b->pred,
+        .group = b->group,
     };
     b->n_pred = 0;
     COLI_TRY(coli__experts_run(b->m, l, b->pool, &io, &b->read, b->counts, b->err));

@@ -48,7 +48,7 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, int n_
     size_t GI = (size_t)c->inter > K * (size_t)c->moe_inter ? (size_t)c->inter : K * (size_t)c->moe_inter;
     size_t sizes[] = {
         S * H, S * H, S * QD, S * KV, S * KV, S * QD, S * H, S * GI, S * GI, S * E, S * K * H, S * K * H,
-        (size_t)threads * (size_t)n_ctx, S * K, S * (size_t)c->head_dim, S * K, S * K, S * K, K,
+        (size_t)threads * (size_t)n_ctx, S * K, S * (size_t)c->head_dim, S * K, S * K, S * K, K, (E + 3) / 4,
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
@@ -69,6 +69,8 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, int n_
     b->pos = (int *)p;
     p += (sizes[i++] + 15) & ~(size_t)15;
     b->pred = (int *)p;
+    p += (sizes[i++] + 15) & ~(size_t)15;
+    b->group = (signed char *)p;
     b->n_pred = 0;
     return COLI_OK;
 }

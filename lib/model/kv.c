@@ -1,4 +1,5 @@
 /* kv.c - the KV cache: one block of keys and one of values. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +39,8 @@ static int64_t fitting_positions(uint64_t per_pos, int64_t hi)
     int64_t lo = 0;
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        size_t half = (size_t)mid * (size_t)per_pos / 2;
-        void *k = malloc(half), *v = k ? malloc(half) : NULL;
+        uint64_t half = (uint64_t)mid * per_pos / 2;
+        void *k = half <= SIZE_MAX ? malloc((size_t)half) : NULL, *v = k ? malloc((size_t)half) : NULL;
         probe_sink = k;
         probe_sink = v;
         if (k && v)
@@ -68,6 +69,9 @@ coli_status coli__kv_init(coli__kv *kv, const coli__config *c, int n_ctx, coli__
     kv->n_ctx = n_ctx;
     kv->kv_dim = c->n_kv_heads * c->head_dim;
     uint64_t per_pos = coli__kv_bytes_per_pos(c), bytes = per_pos * (uint64_t)n_ctx, ram = ram_bytes();
+    if (bytes / 2 > SIZE_MAX) /* a 32-bit address space */
+        return coli__fail(err, COLI_ERANGE, "COLI_OPT_CONTEXT: a KV cache of %d positions (%llu bytes) is larger "
+                          "than this build can address", n_ctx, (unsigned long long)bytes);
     size_t n = (size_t)c->n_layers * (size_t)n_ctx * (size_t)kv->kv_dim;
     /* no memset: the OS hands out pages as positions are written */
     int big = ram && bytes > ram;

@@ -88,10 +88,6 @@ struct coli_model {
     coli__pieces pieces;             /* of cfg.family */
 };
 
-/* The checkpoint's name of expert e's gate (which 0), up (1) or down (2)
- * in layer l, written to name[cap]. */
-const char *coli__weights_expert_name(const coli__config *c, int l, int e, int which, char *name, size_t cap);
-
 struct coli__container;
 
 /* Loads every weight of cfg from ts in format fmt, checking names and

@@ -23,6 +23,7 @@ typedef struct coli__pass {
      * rows, routing weights */
     float *g, *u, *rl, *xe, *ye, *wts;
     int *sel, *rows, *pos, *pred;
+    signed char *group; /* [n_experts] where each routed expert runs (lib/model/experts.c) */
     int pred_layer, n_pred; /* the lookahead's guess for the next MoE layer */
     uint64_t read;          /* weight bytes read by this pass */
     coli__experts_counts *counts;

@@ -81,7 +81,7 @@ static void reseed(coli_sampler *s)
 }
 
 /* The first version of coli_sampler_params is the whole of this one. */
-#define COLI__SAMPLER_PARAMS_V1 sizeof(coli_sampler_params)
+#define COLI__SAMPLER_PARAMS_V1 (offsetof(coli_sampler_params, seed) + sizeof(uint64_t))
 
 COLI_API coli_status coli_sampler_create(const coli_sampler_params *params, coli_sampler **out)
 {

@@ -557,12 +557,6 @@ static coli_status load_vec_hf(loader *L, const coli__tensor *t, float **out, co
  * (lib/io/families.c), in the caller's name[]. */
 #define NAME(t, l, e) coli__tensor_name(c->family, (t), (l), (e), name, sizeof name)
 
-/* The checkpoint's name of expert e's gate (which 0), up (1) or down (2). */
-const char *coli__weights_expert_name(const coli__config *c, int l, int e, int which, char *name, size_t cap)
-{
-    return coli__tensor_name(c->family, (coli__tname)(COLI_T_E_GATE + which), l, e, name, cap);
-}
-
 static coli_status load_layer(loader *L, int l)
 {
     const coli__config *c = L->cfg;
@@ -928,7 +922,8 @@ coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cf
             continue;
         char name[256];
         const coli__tensor *t = NULL;
-        st = find(&L, coli__weights_expert_name(cfg, l, e, k, name, sizeof name), m->rows, m->cols, &t);
+        st = find(&L, coli__tensor_name(cfg->family, (coli__tname)(COLI_T_E_GATE + k), l, e, name, sizeof name), m->rows,
+                    m->cols, &t);
         if (st != COLI_OK)
             break;
         coli__mat fresh = {m->rows, m->cols, t->dtype, aligned(&L, t), {0}};

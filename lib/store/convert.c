@@ -282,8 +282,8 @@ static void *worker(void *arg)
             const item *z = &c->items[c->ex[k][jb->layer]];
             coli__witem it = z->it;
             char name[256];
-            it.name = it.src = c->cj->src.expert_name(c->cj->src.user, jb->layer, jb->expert, k, name,
-                                                       sizeof name);
+            it.name = it.src = coli__tensor_name(c->cfg->family, (coli__tname)(COLI_T_E_GATE + k), jb->layer,
+                                                 jb->expert, name, sizeof name);
             it.expert = jb->expert;
             st = make(c, &it, z->bytes, buf + z->offset, &err);
         }

@@ -52,9 +52,6 @@ typedef struct coli__conv_source {
     /* Makes planned tensor it as loading would: exactly bytes bytes at dst
      * (called from several threads at once). */
     coli_status (*make)(void *user, const coli__witem *it, void *dst, uint64_t bytes, coli__err *err);
-    /* The checkpoint's name of matrix which (0 gate, 1 up, 2 down) of
-     * expert e of layer l, written to name[cap]. */
-    const char *(*expert_name)(void *user, int l, int e, int which, char *name, size_t cap);
     void *user;
 } coli__conv_source;
 
