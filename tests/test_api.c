@@ -1197,6 +1197,7 @@ START_TEST(test_stats)
     memcpy(raw, &long_stats, sizeof long_stats);
     ck_assert_int_eq(coli_context_stats(g_ctx, (coli_stats *)(void *)raw), COLI_OK);
     ck_assert_uint_eq(((coli_stats *)(void *)raw)->struct_size, long_stats);
+    ck_assert_uint_eq(((coli_stats *)(void *)raw)->prefill_tokens, g_n_prompt);
     for (size_t i = sizeof(coli_stats); i < sizeof raw; i++)
         ck_assert_uint_eq(raw[i], 0xa5);
     coli_sampler_free(s);

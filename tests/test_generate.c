@@ -381,6 +381,12 @@ START_TEST(test_invalid_params)
     big.newer = 1;
     ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &big.p, NULL, 0, &n, &why), COLI_EINVAL);
     ck_assert_ptr_nonnull(strstr(coli_context_errmsg(f.c), "coli_generate_params: struct_size"));
+    /* ... and with them zero it is read as ours */
+    big.newer = 0;
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &big.p, NULL, 0, &n, &why), COLI_OK);
+    ck_assert(n >= 1 && n <= 4);
+    ck_assert(why == COLI_STOP_LENGTH ? n == 4 : why == COLI_STOP_EOS);
+    coli_context_reset(f.c);
     p = params(4);
     p.stop = stops;
     p.n_stop = 2;

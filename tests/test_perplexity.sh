@@ -90,6 +90,7 @@ if run 0 "perplexity f32 --against f32" "$COLI" perplexity --model "$q" --weight
 	top=$(json_num "$out" top1_agreement)
 	pa=$(json_num "$out" perplexity_against)
 	pt=$(json_num "$out" perplexity)
+	pt_f32=$pt
 	if [ "$kl" = 0 ] && [ "$top" = 1.000000 ] && [ "$pa" = "$pt" ]; then
 		pass "f32 against f32: KL 0, top-1 agreement 100%, the same perplexity"
 	else
@@ -103,6 +104,26 @@ if run 0 "perplexity q2 --against f32" "$COLI" perplexity --model "$q" --weights
 		pass "q2 against f32: mean KL $kl > 0"
 	else
 		fail "q2 against f32: mean KL '$kl'"
+	fi
+	# the reference's perplexity is f32's own (its single window of the
+	# whole text, as in the f32 run above), and q2's is another
+	pa=$(json_num "$out" perplexity_against)
+	pt=$(json_num "$out" perplexity)
+	if [ -n "$pt_f32" ] && [ "$pa" = "$pt_f32" ] && [ "$pt" != "$pt_f32" ]; then
+		pass "q2 against f32: the reference's perplexity is f32's ($pa), q2's differs ($pt)"
+	else
+		fail "q2 against f32: reference perplexity $pa, f32 alone $pt_f32, q2 $pt"
+	fi
+fi
+
+# ---- windows: n tokens in windows of 4 score 2 tokens of each whole one ----
+if run 0 "perplexity --context 4" "$COLI" perplexity --model "$q" --weights f32 --text-file "$tmp/text.txt" \
+	--context 4 --format json; then
+	want_w=$((n / 4))
+	if [ "$(json_num "$out" windows)" = "$want_w" ] && [ "$(json_num "$out" scored)" = "$((want_w * 2))" ]; then
+		pass "$n tokens in windows of 4: $want_w windows, $((want_w * 2)) scored (the rest left out)"
+	else
+		fail "windows of 4 over $n tokens: $(cat "$out")"
 	fi
 fi
 
@@ -165,6 +186,7 @@ if run 0 "generate --logprobs 3" "$COLI" generate --model "$q" --weights f32 --p
 		pre=$pre,$t
 		i=$((i + 1))
 	done
+	[ "$i" -eq 5 ] || { ok=0; echo "  $((i - 1)) generated tokens, expected 4: '$toks'"; }
 	[ "$ok" -eq 1 ] && pass "generate --logprobs matches log-softmax of coli logits at each prefix" ||
 		fail "generate --logprobs differs from coli logits"
 fi
@@ -179,7 +201,8 @@ if run 2 "generate --logprobs in text mode" "$COLI" generate --model "$q" --prom
 fi
 if run 2 "generate --logprobs 21" "$COLI" generate --model "$q" --prompt-ids "$prompt" --logprobs 21 \
 	--format json; then
-	pass "generate --logprobs 21: out of range"
+	contains "$err" "--logprobs" && contains "$err" "20" && pass "generate --logprobs 21: out of its range" ||
+		fail "generate --logprobs 21: $(cat "$err")"
 fi
 
 echo "$checks checks, $failures failures"

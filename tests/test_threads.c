@@ -1,5 +1,5 @@
 /* test_threads.c - models opened on several threads at once: each gets the
- * logits of the same model opened alone, bit for bit. Opening shares no
+ * logits of the same model opened alone on the CPU, bit for bit. Opening shares no
  * state between models: the loader's quantizing, the GPU tier's placement
  * and its release of host copies (which sorts the loader's allocations),
  * and the rebuild of released copies when device calls fail. Built to run
@@ -25,6 +25,7 @@ typedef struct conf {
     const char *fixture;
     coli_weight_format fmt;
     int gpu, release_host;
+    int fails; /* the device's calls fail: its experts fall back to the CPU */
 } conf;
 
 /* One opening: its configuration, the logits it must give, what it got. */
@@ -79,8 +80,18 @@ static void open_and_run(const conf *cf, float **out, int *vocab, char *why, siz
     *vocab = info.vocab_size;
     *out = malloc((size_t)(1 + STEPS) * (size_t)info.vocab_size * sizeof(float));
     if (!*out || coli_context_create(m, NULL, &c) != COLI_OK ||
-        tu_greedy(c, PROMPT, NP, STEPS, info.vocab_size, *out, NULL) != 0)
+        tu_greedy(c, PROMPT, NP, STEPS, info.vocab_size, *out, NULL) != 0) {
         snprintf(why, cap, "%s: running the prompt: %s", cf->fixture, c ? coli_context_errmsg(c) : "no context");
+        goto done;
+    }
+    /* the device did the work, or (its calls failing) the CPU did it for
+     * it from rebuilt host copies */
+    coli_gpu_stats gs;
+    gs.struct_size = sizeof gs;
+    if (cf->gpu && (coli_context_gpu_stats(c, 0, &gs) != COLI_OK ||
+                    (cf->fails ? gs.fallback_pairs == 0 : gs.gpu_pairs == 0 || gs.fallback_pairs != 0)))
+        snprintf(why, cap, "%s: the device served %llu pairs, %llu fell back", cf->fixture,
+                 (unsigned long long)gs.gpu_pairs, (unsigned long long)gs.fallback_pairs);
 done:
     coli_context_free(c);
     coli_model_free(m);
@@ -106,8 +117,10 @@ static void open_at_once(const conf *cf, int n)
     float *want[N_THREADS];
     int vocab[N_THREADS];
     for (int i = 0; i < n; i++) {
+        /* the reference: the same model alone, every expert on the CPU */
+        conf cpu = {.fixture = cf[i].fixture, .fmt = cf[i].fmt};
         char why[COLI_ERRMSG_MAX + 128];
-        open_and_run(&cf[i], &want[i], &vocab[i], why, sizeof why);
+        open_and_run(&cpu, &want[i], &vocab[i], why, sizeof why);
         ck_assert_msg(!why[0], "alone: %s", why);
     }
     job jobs[N_THREADS];
@@ -179,7 +192,8 @@ START_TEST(test_rebuild_host)
     char v[32];
     snprintf(v, sizeof v, "%d", 3 * total + 1);
     setenv("COLI_GPU_FAIL_AFTER", v, 1);
-    static const conf cf[] = {{.fixture = "qwen3_moe", .fmt = COLI_WEIGHTS_Q8, .gpu = 1, .release_host = 1}};
+    static const conf cf[] = {
+        {.fixture = "qwen3_moe", .fmt = COLI_WEIGHTS_Q8, .gpu = 1, .release_host = 1, .fails = 1}};
     open_at_once(cf, 1);
     unsetenv("COLI_GPU_FAIL_AFTER");
     coli__gpu_set_ops_for_testing(NULL);

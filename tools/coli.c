@@ -1681,12 +1681,13 @@ static int cmd_perplexity(const args *a)
     model_args m, r;
     coli_model_info info;
     coli_model *test = NULL, *ref = NULL;
+    coli_options *ctx_opts = NULL;
     int32_t *tokens = NULL;
     size_t n_tokens = 0, text_len = 0;
     char *text = NULL;
     int64_t against = COLI_WEIGHTS_F32;
     struct stat sb;
-    int rc;
+    int rc, given;
 
     memset(&p, 0, sizeof p);
     if ((rc = parse_format(a, 0, &p.json)) != 0)
@@ -1710,6 +1711,13 @@ static int cmd_perplexity(const args *a)
     if ((rc = read_prompt_file(a->value[O_TEXT_FILE], &text, &text_len)) != 0)
         return rc;
     rc = 1;
+    /* the models are opened for a window, not for the model's whole
+     * context: a converted model sets RAM aside for one context of it */
+    given = m.have_context;
+    if (!given) {
+        m.have_context = 1;
+        m.context = 512;
+    }
     if (open_model(&m, &test) != 0 || get_info(test, &info) != 0)
         goto done;
     if (tokenize_text(test, text, text_len, 1, &tokens, &n_tokens) != 0)
@@ -1719,9 +1727,13 @@ static int cmd_perplexity(const args *a)
                 a->value[O_TEXT_FILE], n_tokens, n_tokens == 1 ? "" : "s");
         goto done;
     }
-    p.window = m.have_context ? (size_t)m.context : 512;
-    if (!m.have_context && info.max_positions > 0 && (size_t)info.max_positions < p.window)
+    p.window = (size_t)m.context;
+    if (!given && info.max_positions > 0 && (size_t)info.max_positions < p.window)
         p.window = (size_t)info.max_positions;
+    m.context = (int64_t)p.window;
+    if (make_options(&m, &ctx_opts) != 0)
+        goto done;
+    p.ctx_opts = ctx_opts;
     if (a->value[O_AGAINST]) {
         r = m;
         r.have_weights = 1;
@@ -1741,6 +1753,7 @@ static int cmd_perplexity(const args *a)
     p.n_tokens = n_tokens;
     rc = perplexity_run(test, ref, &p);
 done:
+    coli_options_free(ctx_opts);
     coli_model_free(test);
     coli_model_free(ref);
     free(tokens);

@@ -22,18 +22,13 @@ static int eval1(coli_context *c, int32_t tok)
     return st == COLI_OK ? 0 : runtime_error(st, coli_context_errmsg(c));
 }
 
-static int make_context(coli_model *model, size_t window, coli_context **out)
+/* A context of one window's positions (opts): its KV cache is no larger. */
+static int make_context(coli_model *model, const coli_options *opts, coli_context **out)
 {
-    coli_status st = coli_context_create(model, NULL, out);
+    coli_status st = coli_context_create(model, opts, out);
 
     if (st != COLI_OK)
         return runtime_error(st, *out ? coli_context_errmsg(*out) : coli_model_errmsg(model));
-    if (coli_context_capacity(*out) < window) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "--context %zu exceeds the %zu positions of the model's context", window,
-                 coli_context_capacity(*out));
-        return runtime_error(COLI_EINVAL, msg);
-    }
     return 0;
 }
 
@@ -50,11 +45,11 @@ int perplexity_run(coli_model *test, coli_model *ref, const perplexity_params *p
     if ((st = coli_model_get_info(test, &info)) != COLI_OK)
         return runtime_error(st, coli_model_errmsg(test));
     const size_t V = (size_t)info.vocab_size;
-    if (make_context(test, window, &ct) != 0 || (ref && make_context(ref, window, &cr) != 0))
+    if (make_context(test, p->ctx_opts, &ct) != 0 || (ref && make_context(ref, p->ctx_opts, &cr) != 0))
         goto done;
     for (size_t w = 0; w < n_windows; w++) {
         const int32_t *tok = p->tokens + w * window;
-        size_t first = window / 2 ? window / 2 : 1;
+        size_t first = window / 2; /* a window has at least 2 tokens */
 
         coli_context_reset(ct);
         if (cr)

@@ -18,6 +18,7 @@ typedef struct perplexity_params {
     const int32_t *tokens;
     size_t n_tokens;
     size_t window;                      /* tokens per window, >= 2 */
+    const coli_options *ctx_opts;       /* the contexts' options: a window's positions, threads, log */
     int json;
 } perplexity_params;
 
