@@ -16,6 +16,7 @@
 #endif
 
 #include "bench.h"
+#include "logprob.h"
 #include "errors.h"
 #include "gpu_report.h"
 #include "jsonout.h"
@@ -293,18 +294,6 @@ static uint64_t next_random(uint64_t *state)
     x ^= x >> 27;
     *state = x;
     return x * 0x2545f4914f6cdd1du;
-}
-
-/* The id of the largest logit (the first of equals; NaN never wins). */
-int32_t bench_argmax(const float *logits, int n)
-{
-    int32_t best = 0;
-    int i;
-
-    for (i = 1; i < n; i++)
-        if (logits[i] > logits[best] || (isnan(logits[best]) && !isnan(logits[i])))
-            best = i;
-    return best;
 }
 
 typedef struct summary {
@@ -639,7 +628,7 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
             if (eval_tokens(ctx, prompt, (size_t)p->prompt_tokens) != 0)
                 goto done;
             t1 = now_seconds();
-            tok = bench_argmax(coli_context_logits(ctx), info.vocab_size);
+            tok = logprob_argmax(coli_context_logits(ctx), info.vocab_size);
         }
         if (p->gen_tokens > 0) {
             /* As llama-bench's tgN: decoding starts from an empty cache,
@@ -652,7 +641,7 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
                 if (eval_tokens(ctx, &tok, 1) != 0)
                     goto done;
                 tok = p->random_decode ? (int32_t)(next_random(&state) % (uint64_t)info.vocab_size)
-                                       : bench_argmax(coli_context_logits(ctx), info.vocab_size);
+                                       : logprob_argmax(coli_context_logits(ctx), info.vocab_size);
             }
             t3 = now_seconds();
             if (store_report_read(model, &s3) != 0)

@@ -41,9 +41,6 @@ typedef struct bench_probe {
     double gbs;    /* best pass: bytes / seconds / 1e9 */
 } bench_probe;
 
-/* The id of the largest logit (the first of equals; NaN never wins). */
-int32_t bench_argmax(const float *logits, int n);
-
 /* Online cores, at least 1. */
 int bench_online_cores(void);
 

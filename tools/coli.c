@@ -1557,6 +1557,19 @@ static int is_converted(const char *dir)
     return (size_t)snprintf(path, sizeof path, "%s/model.coli", dir) < sizeof path && access(path, F_OK) == 0;
 }
 
+/* The reference model of compare and perplexity: m's model in format
+ * against, every expert on the CPU and, when converted, mapped. */
+static void reference_args(const model_args *m, int64_t against, model_args *r)
+{
+    *r = *m;
+    r->weights = against;
+    r->have_weights = 1;
+    r->have_q4_group = 0;
+    memset(&r->gpu, 0, sizeof r->gpu);
+    r->gpu.expert_mb = -1;
+    store_args_default(&r->store);
+}
+
 static int cmd_compare(const args *a)
 {
     compare_params p;
@@ -1593,13 +1606,7 @@ static int cmd_compare(const args *a)
     converted = is_converted(m.dir);
     if (converted && a->value[O_AGAINST] == NULL)
         against = COLI_WEIGHTS_AUTO; /* the one format model.coli holds */
-    r = m;
-    r.weights = against;
-    r.have_weights = 1;
-    r.have_q4_group = 0;
-    memset(&r.gpu, 0, sizeof r.gpu); /* the reference: every expert on the CPU */
-    r.gpu.expert_mb = -1;
-    store_args_default(&r.store); /* and, when converted, mapped */
+    reference_args(&m, against, &r);
     rc = 1;
     if (open_model(&m, &test) != 0 || get_info(test, &info) != 0)
         goto done;
@@ -1735,13 +1742,7 @@ static int cmd_perplexity(const args *a)
         goto done;
     p.ctx_opts = ctx_opts;
     if (a->value[O_AGAINST]) {
-        r = m;
-        r.have_weights = 1;
-        r.weights = against;
-        r.have_q4_group = 0;
-        memset(&r.gpu, 0, sizeof r.gpu); /* the reference: every expert on the CPU */
-        r.gpu.expert_mb = -1;
-        store_args_default(&r.store);
+        reference_args(&m, against, &r);
         if (open_model(&r, &ref) != 0)
             goto done;
         p.name_ref = coli_weight_format_name((coli_weight_format)against);

@@ -5,32 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h" /* bench_argmax */
 #include "compare.h"
 #include "errors.h"
 #include "jsonout.h"
-
-/* KL(p || q) between the softmax distributions of logits a (p) and b (q). */
-static double kl_div(const float *a, const float *b, int n)
-{
-    double ma = a[bench_argmax(a, n)], mb = b[bench_argmax(b, n)], za = 0, zb = 0, k = 0;
-    for (int i = 0; i < n; i++) {
-        za += exp(a[i] - ma);
-        zb += exp(b[i] - mb);
-    }
-    double lza = log(za), lzb = log(zb);
-    for (int i = 0; i < n; i++) {
-        double lp = a[i] - ma - lza, lq = b[i] - mb - lzb;
-        k += exp(lp) * (lp - lq);
-    }
-    return k;
-}
-
-static int eval1(coli_context *c, int32_t tok)
-{
-    coli_status st = coli_eval(c, &tok, 1);
-    return st == COLI_OK ? 0 : runtime_error(st, coli_context_errmsg(c));
-}
+#include "logprob.h"
 
 int compare_run(coli_model *test, coli_model *ref, const compare_params *p)
 {
@@ -52,11 +30,11 @@ int compare_run(coli_model *test, coli_model *ref, const compare_params *p)
     size_t same = 0, greedy_same = 0;
     double kl_sum = 0, kl_max = 0;
     for (size_t i = 0; i < p->n_prompt; i++) {
-        if (eval1(ct, p->prompt[i]) || eval1(cr, p->prompt[i]))
+        if (eval_one(ct, p->prompt[i]) || eval_one(cr, p->prompt[i]))
             goto done;
         const float *a = coli_context_logits(cr), *b = coli_context_logits(ct);
-        double k = kl_div(a, b, V);
-        same += bench_argmax(a, V) == bench_argmax(b, V);
+        double k = logprob_kl(a, logprob_lse(a, (size_t)V), b, logprob_lse(b, (size_t)V), (size_t)V);
+        same += logprob_argmax(a, (size_t)V) == logprob_argmax(b, (size_t)V);
         kl_sum += k;
         kl_max = k > kl_max ? k : kl_max;
     }
@@ -64,12 +42,13 @@ int compare_run(coli_model *test, coli_model *ref, const compare_params *p)
      * length of the common prefix is what a user would see. */
     int diverged = 0;
     for (int64_t i = 0; i < p->greedy; i++) {
-        int32_t tr = bench_argmax(coli_context_logits(cr), V), tt = bench_argmax(coli_context_logits(ct), V);
+        int32_t tr = logprob_argmax(coli_context_logits(cr), (size_t)V);
+        int32_t tt = logprob_argmax(coli_context_logits(ct), (size_t)V);
         if (tr != tt)
             diverged = 1;
         if (!diverged)
             greedy_same++;
-        if (i + 1 < p->greedy && (eval1(ct, tt) || eval1(cr, tr)))
+        if (i + 1 < p->greedy && (eval_one(ct, tt) || eval_one(cr, tr)))
             goto done;
     }
     double top1 = (double)same / (double)p->n_prompt, kl_mean = kl_sum / (double)p->n_prompt;

@@ -136,3 +136,9 @@ void explain_model_path(const char *prog, const char *dir)
                         "of the original checkpoint\n",
                 prog, dir, gguf, WHAT_WE_READ);
 }
+
+int eval_one(coli_context *c, int32_t tok)
+{
+    coli_status st = coli_eval(c, &tok, 1);
+    return st == COLI_OK ? 0 : runtime_error(st, coli_context_errmsg(c));
+}

@@ -6,12 +6,18 @@
 #ifndef COLI_TOOLS_ERRORS_H
 #define COLI_TOOLS_ERRORS_H
 
+#include <stdint.h>
 #include <stdio.h>
+
+#include "colibri/colibri.h"
 
 /* Prints "coli: <coli_strerror(status)>: <detail>" on stderr (no ": <detail>"
  * when detail is NULL or empty), the library's option names (COLI_OPT_...)
  * in detail replaced by the tool's (--threads); returns 1. */
 int runtime_error(int status, const char *detail);
+
+/* Evaluates one token in c; 0, or 1 after runtime_error with c's message. */
+int eval_one(coli_context *c, int32_t tok);
 
 /* Writes msg to f with COLI_OPT_ names replaced by the tool's options. */
 void print_translated(FILE *f, const char *msg);

@@ -15,7 +15,7 @@ int32_t logprob_argmax(const float *logits, size_t n)
     size_t best = 0;
 
     for (size_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
+        if (logits[i] > logits[best] || (isnan(logits[best]) && !isnan(logits[i])))
             best = i;
     return (int32_t)best;
 }

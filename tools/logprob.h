@@ -28,7 +28,8 @@ void logprob_top(const float *logits, size_t n, double lse, size_t k, int32_t *i
  * lse_p and lse_q from logprob_lse. Exactly 0 when p and q are equal. */
 double logprob_kl(const float *p, double lse_p, const float *q, double lse_q, size_t n);
 
-/* The index of the largest logit, the lowest on ties (greedy's choice). */
+/* The index of the largest logit, the lowest on ties (greedy's choice);
+ * NaN never wins. */
 int32_t logprob_argmax(const float *logits, size_t n);
 
 /*

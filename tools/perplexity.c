@@ -16,12 +16,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static int eval1(coli_context *c, int32_t tok)
-{
-    coli_status st = coli_eval(c, &tok, 1);
-    return st == COLI_OK ? 0 : runtime_error(st, coli_context_errmsg(c));
-}
-
 /* A context of one window's positions (opts): its KV cache is no larger. */
 static int make_context(coli_model *model, const coli_options *opts, coli_context **out)
 {
@@ -55,7 +49,7 @@ int perplexity_run(coli_model *test, coli_model *ref, const perplexity_params *p
         if (cr)
             coli_context_reset(cr);
         for (size_t k = 0; k + 1 < window; k++) {
-            if (eval1(ct, tok[k]) || (cr && eval1(cr, tok[k])))
+            if (eval_one(ct, tok[k]) || (cr && eval_one(cr, tok[k])))
                 goto done;
             if (k + 1 < first)
                 continue;

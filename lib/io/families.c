@@ -10,25 +10,30 @@
 
 /* ---- tensor names ---------------------------------------------------- */
 
+/* transformers' names of the parts llama-like models share: embedding,
+ * norms, attention, dense MLP. */
+#define HF_LLAMA_NAMES                                                     \
+    [COLI_T_EMBED] = "model.embed_tokens.weight",                          \
+    [COLI_T_FINAL_NORM] = "model.norm.weight",                             \
+    [COLI_T_LM_HEAD] = "lm_head.weight",                                   \
+    [COLI_T_ATTN_NORM] = "input_layernorm.weight",                         \
+    [COLI_T_FFN_NORM] = "post_attention_layernorm.weight",                 \
+    [COLI_T_WQ] = "self_attn.q_proj.weight",                               \
+    [COLI_T_WK] = "self_attn.k_proj.weight",                               \
+    [COLI_T_WV] = "self_attn.v_proj.weight",                               \
+    [COLI_T_WO] = "self_attn.o_proj.weight",                               \
+    [COLI_T_Q_NORM] = "self_attn.q_norm.weight",                           \
+    [COLI_T_K_NORM] = "self_attn.k_norm.weight",                           \
+    [COLI_T_GATE] = "mlp.gate_proj.weight",                                \
+    [COLI_T_UP] = "mlp.up_proj.weight",                                    \
+    [COLI_T_DOWN] = "mlp.down_proj.weight"
+
 /* transformers' names for Qwen3-MoE and OLMoE (and most llama-like MoE). */
 static const coli__tensor_names hf_moe = {
     .layers = "model.layers",
     .experts = "mlp.experts",
     .name = {
-        [COLI_T_EMBED] = "model.embed_tokens.weight",
-        [COLI_T_FINAL_NORM] = "model.norm.weight",
-        [COLI_T_LM_HEAD] = "lm_head.weight",
-        [COLI_T_ATTN_NORM] = "input_layernorm.weight",
-        [COLI_T_FFN_NORM] = "post_attention_layernorm.weight",
-        [COLI_T_WQ] = "self_attn.q_proj.weight",
-        [COLI_T_WK] = "self_attn.k_proj.weight",
-        [COLI_T_WV] = "self_attn.v_proj.weight",
-        [COLI_T_WO] = "self_attn.o_proj.weight",
-        [COLI_T_Q_NORM] = "self_attn.q_norm.weight",
-        [COLI_T_K_NORM] = "self_attn.k_norm.weight",
-        [COLI_T_GATE] = "mlp.gate_proj.weight",
-        [COLI_T_UP] = "mlp.up_proj.weight",
-        [COLI_T_DOWN] = "mlp.down_proj.weight",
+        HF_LLAMA_NAMES,
         [COLI_T_ROUTER] = "mlp.gate.weight",
         [COLI_T_E_GATE] = "gate_proj.weight",
         [COLI_T_E_UP] = "up_proj.weight",
@@ -41,20 +46,7 @@ static const coli__tensor_names mixtral = {
     .layers = "model.layers",
     .experts = "block_sparse_moe.experts",
     .name = {
-        [COLI_T_EMBED] = "model.embed_tokens.weight",
-        [COLI_T_FINAL_NORM] = "model.norm.weight",
-        [COLI_T_LM_HEAD] = "lm_head.weight",
-        [COLI_T_ATTN_NORM] = "input_layernorm.weight",
-        [COLI_T_FFN_NORM] = "post_attention_layernorm.weight",
-        [COLI_T_WQ] = "self_attn.q_proj.weight",
-        [COLI_T_WK] = "self_attn.k_proj.weight",
-        [COLI_T_WV] = "self_attn.v_proj.weight",
-        [COLI_T_WO] = "self_attn.o_proj.weight",
-        [COLI_T_Q_NORM] = "self_attn.q_norm.weight",
-        [COLI_T_K_NORM] = "self_attn.k_norm.weight",
-        [COLI_T_GATE] = "mlp.gate_proj.weight",
-        [COLI_T_UP] = "mlp.up_proj.weight",
-        [COLI_T_DOWN] = "mlp.down_proj.weight",
+        HF_LLAMA_NAMES,
         [COLI_T_ROUTER] = "block_sparse_moe.gate.weight",
         [COLI_T_E_GATE] = "w1.weight",
         [COLI_T_E_UP] = "w3.weight",

@@ -130,6 +130,5 @@ static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__
 }
 
 const coli__attn_piece coli__attn_gqa = {
-    .name = "grouped-query attention",
     .run = gqa,
 };

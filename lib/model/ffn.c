@@ -59,7 +59,6 @@ static coli_status lookahead(coli__pass *b, int l)
 }
 
 const coli__ffn_piece coli__moe_routed = {
-    .name = "routed experts",
     .prepare = lookahead,
     .run = routed,
 };
@@ -73,7 +72,6 @@ static coli_status swiglu(coli__pass *b, const coli__layer *ly, int l)
 }
 
 const coli__ffn_piece coli__mlp_swiglu = {
-    .name = "SwiGLU MLP",
     .prepare = NULL,
     .run = swiglu,
 };

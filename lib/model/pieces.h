@@ -19,7 +19,6 @@ typedef struct coli__router_piece coli__router_piece;
 typedef struct coli__ffn_piece coli__ffn_piece;
 
 struct coli__attn_piece {
-    const char *name;
     /* Layer l's attention over the chunk's normalised hidden states b->xn
      * into b->o, its keys and values into b->kv. then: the matrix the layer
      * reads after the output projection (hinted to idle threads), or NULL.
@@ -28,7 +27,6 @@ struct coli__attn_piece {
 };
 
 struct coli__router_piece {
-    const char *name;
     /* The top_k experts and their weights of each of the chunk's tokens,
      * from b->xn: sel, w [S, top_k]. b->rl is scratch. The options are the
      * config's router. */
@@ -42,7 +40,6 @@ struct coli__router_piece {
 };
 
 struct coli__ffn_piece {
-    const char *name;
     /* NULL, or called right after the layer's feed-forward norm, before
      * the next layer's matrices are hinted (the lookahead of streamed
      * experts). */

@@ -62,7 +62,6 @@ static coli_status guess(const coli_model *m, coli__pool *pool, const coli__laye
 }
 
 const coli__router_piece coli__router_softmax_topk = {
-    .name = "softmax top-k",
     .route = route,
     .guess = guess,
 };
