@@ -373,7 +373,8 @@ static coli_status l_device_info(const coli__gpu *g, int dev, coli__gpu_devinfo 
 
 static const coli__gpu_ops mock_ops = {
     m_compiled, m_probe,  l_init,    l_free,         m_n_devices, l_device_info, l_upload,
-    m_update,   l_release, m_tensor_bytes, l_matmul, l_experts,   l_stats,
+    m_update,   l_release, m_tensor_bytes, l_matmul, l_experts,   l_stats,       NULL,
+    NULL,       NULL,      NULL,           NULL,
 };
 
 const coli__gpu_ops *mock_gpu_ops(void)

@@ -1,8 +1,11 @@
 /* test_gpu_e2e.c - placement never changes a token: every fixture (and the
  * benchmark model, when COLI_BENCH_MODEL names one) gives the same logits,
- * bit for bit, in q8, q4, q2 and bf16 with every expert on the GPU, with a
- * budget that holds about half of them, and on the CPU alone; a prompt's
- * prefill and a greedy continuation are compared step by step.
+ * bit for bit, in q8, q4, q2 and bf16, on the CPU alone and with the GPU:
+ * whole layers on the device with every expert there (decode replayed from
+ * a graph), with a budget that holds about half of them (the CPU computing
+ * the rest), with the prompt fed one token at a time, and with only the
+ * experts on the device; a prompt's prefill and a greedy continuation are
+ * compared step by step.
  *
  * Needs a device (exit 77 without one, or without the tier compiled in). */
 #include <config.h>
@@ -18,13 +21,16 @@
 
 #define STEPS 8 /* greedy tokens after the prompt */
 
-static int64_t g_slots; /* COLI_OPT_EXPERT_SLOTS for one_run (a converted model) */
+static int64_t g_slots;  /* COLI_OPT_EXPERT_SLOTS for one_run (a converted model) */
+static int g_layers = 1; /* COLI_OPT_GPU_LAYERS for one_run */
+static int g_tokenwise;  /* one_run feeds the prompt one token at a time */
 
 typedef struct run {
     float *logits; /* (1 + STEPS) * vocab */
     int32_t tokens[STEPS];
     size_t vocab;
     uint64_t resident_experts, resident_bytes, gpu_pairs, routed_pairs;
+    uint64_t dense_bytes, steps, graph_launches, host_syncs;
     int devices;
 } run;
 
@@ -41,6 +47,7 @@ static void one_run(const char *dir, coli_weight_format fmt, int64_t budget_mb, 
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU, budget_mb == -2 ? 0 : 1), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_EXPERT_SLOTS, g_slots), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_HOTSET, 0), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU_LAYERS, g_layers), COLI_OK);
     if (budget_mb >= 0)
         ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU_EXPERT_MB, budget_mb), COLI_OK);
     if (budget_gb_env)
@@ -69,8 +76,15 @@ static void one_run(const char *dir, coli_weight_format fmt, int64_t budget_mb, 
             ids[n] = (int32_t)((n * 7919 + 3) % (size_t)info.vocab_size);
     }
     r->logits = malloc((1 + STEPS) * r->vocab * sizeof(float));
-    ck_assert_msg(tu_greedy(c, ids, n, STEPS, (int)r->vocab, r->logits, r->tokens) == 0, "%s",
-                  coli_context_errmsg(c));
+    if (g_tokenwise) { /* all but the last: tu_greedy takes it */
+        for (size_t i = 0; i + 1 < n; i++)
+            ck_assert_msg(coli_eval(c, &ids[i], 1) == COLI_OK, "%s", coli_context_errmsg(c));
+        ck_assert_msg(tu_greedy(c, ids + n - 1, 1, STEPS, (int)r->vocab, r->logits, r->tokens) == 0, "%s",
+                      coli_context_errmsg(c));
+    } else {
+        ck_assert_msg(tu_greedy(c, ids, n, STEPS, (int)r->vocab, r->logits, r->tokens) == 0, "%s",
+                      coli_context_errmsg(c));
+    }
     for (int d = 0; d < r->devices; d++) {
         coli_gpu_stats gs;
         memset(&gs, 0, sizeof gs);
@@ -80,6 +94,10 @@ static void one_run(const char *dir, coli_weight_format fmt, int64_t budget_mb, 
         r->resident_bytes += gs.resident_bytes;
         r->gpu_pairs += gs.gpu_pairs;
         r->routed_pairs = gs.routed_pairs;
+        r->dense_bytes += gs.resident_dense_bytes;
+        r->steps += gs.steps;
+        r->graph_launches += gs.graph_launches;
+        r->host_syncs += gs.host_syncs;
     }
     coli_context_free(c);
     coli_model_free(m);
@@ -129,14 +147,39 @@ static void model_case(const char *dir)
         ck_assert_uint_gt(half.gpu_pairs, 0);
         ck_assert_uint_lt(half.gpu_pairs, half.routed_pairs);
         char what[512];
+        /* layers on the device: every step there, decode from a graph when
+         * every expert is resident, the host's experts in the split */
+        ck_assert_msg(all.dense_bytes > 0 && all.steps == 1 + STEPS && all.graph_launches == STEPS &&
+                          all.host_syncs == 0,
+                      "%s %s: layers on the GPU: %llu dense bytes, %llu steps, %llu graph launches, %llu syncs", dir,
+                      names[f], (unsigned long long)all.dense_bytes, (unsigned long long)all.steps,
+                      (unsigned long long)all.graph_launches, (unsigned long long)all.host_syncs);
+        ck_assert_msg(half.steps == 1 + STEPS && half.host_syncs > 0, "%s %s: split: %llu steps, %llu syncs", dir,
+                      names[f], (unsigned long long)half.steps, (unsigned long long)half.host_syncs);
         snprintf(what, sizeof what, "%s %s all experts on the GPU", dir, names[f]);
         compare(&all, &cpu, what);
         snprintf(what, sizeof what, "%s %s half the experts on the GPU", dir, names[f]);
         compare(&half, &cpu, what);
-        printf("%s %s: same tokens and %s logits: CPU, %llu experts on the GPU, %llu of them (%.0f%% of routed "
-               "pairs)\n",
-               dir, names[f], "bit-identical", (unsigned long long)all.resident_experts,
-               (unsigned long long)half.resident_experts, 100.0 * (double)half.gpu_pairs / (double)half.routed_pairs);
+        run tw, only;
+        g_tokenwise = 1;
+        one_run(dir, fmts[f], -1, NULL, &tw);
+        g_tokenwise = 0;
+        snprintf(what, sizeof what, "%s %s the prompt one token at a time on the GPU", dir, names[f]);
+        compare(&tw, &cpu, what);
+        g_layers = 0;
+        one_run(dir, fmts[f], -1, NULL, &only);
+        g_layers = 1;
+        ck_assert_uint_eq(only.dense_bytes, 0);
+        snprintf(what, sizeof what, "%s %s only the experts on the GPU", dir, names[f]);
+        compare(&only, &cpu, what);
+        free(tw.logits);
+        free(only.logits);
+        printf("%s %s: same tokens and bit-identical logits: CPU; layers and %llu experts on the GPU (%llu graph "
+               "launches); layers and %llu of them (%.0f%% of routed pairs, %llu layer syncs); the prompt token by "
+               "token; experts only\n",
+               dir, names[f], (unsigned long long)all.resident_experts, (unsigned long long)all.graph_launches,
+               (unsigned long long)half.resident_experts, 100.0 * (double)half.gpu_pairs / (double)half.routed_pairs,
+               (unsigned long long)half.host_syncs);
         /* a converted model: the GPU as the top tier over experts mapped
          * or streamed through a few RAM slots (docs/container.md) */
         char *tmp = tu_mkdtemp(), *out = tu_path(tmp, "out");

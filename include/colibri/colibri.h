@@ -169,10 +169,14 @@ typedef enum coli_option {
     COLI_OPT_IO_THREADS = 11,    /* threads reading experts from disk (default 4) */
     COLI_OPT_HOTSET = 12,        /* 1 (default): read and update model.coli.hot, the
                                     routing counts that pick the pinned hot set; 0: off */
-    COLI_OPT_CPU_KERNELS = 13    /* CPU kernel set, per model: 1 scalar, 2 avx2, 3 avx512
+    COLI_OPT_CPU_KERNELS = 13,   /* CPU kernel set, per model: 1 scalar, 2 avx2, 3 avx512
                                     (AVX-512 VNNI); 0 (default): COLI_CPU=scalar|avx2|avx512,
                                     else the best this CPU has. Every set gives the same bits;
                                     one this CPU or build lacks makes coli_model_open fail */
+    COLI_OPT_GPU_LAYERS = 15     /* with the GPU tier on: 1 (default) runs whole layers on the
+                                    first device (dense weights and each context's KV cache
+                                    there, placed before experts) when they fit; 0 keeps only
+                                    experts (and the output projection) on the devices */
 } coli_option;
 
 COLI_API coli_status coli_options_create(coli_options **out);
@@ -566,6 +570,15 @@ typedef struct coli_gpu_stats {
     uint64_t gpu_pairs;         /* of them, computed on this device */
     uint64_t fallback_pairs;    /* resident here but computed on the CPU after a failure */
     double gpu_expert_hit_rate; /* gpu_pairs / routed_pairs (0 if none) */
+    /* Layers on the device (COLI_OPT_GPU_LAYERS): the model's dense weights
+     * held here, and this context's cache, steps and time. */
+    uint64_t resident_dense_bytes; /* attention, norms, routers, embedding, output */
+    uint64_t kv_bytes;             /* this context's KV cache on the device */
+    uint64_t scratch_bytes;        /* its activations and tables */
+    uint64_t steps;                /* evaluations run on the device */
+    uint64_t graph_launches;       /* decode steps replayed from a captured graph */
+    uint64_t host_syncs;           /* layers that waited for experts the CPU computed */
+    uint64_t step_ns;              /* device time of those steps */
 } coli_gpu_stats;
 
 /* Statistics of device index (0 .. coli_model_gpu_devices-1) of the

@@ -72,6 +72,61 @@ typedef struct coli__gpu_expert {
 } coli__gpu_expert;
 
 typedef struct coli__gpu coli__gpu; /* an initialised tier */
+typedef struct coli__gpu_pipe coli__gpu_pipe; /* one context's decoder on a device */
+
+/* A decoder layer as the device runs it, in handles of resident tensors
+ * (-1: none). Norm weights are f32 matrices of one row. The tier knows no
+ * model family: a family is what these fields say. */
+typedef struct coli__gpu_layer {
+    int attn_norm, ffn_norm;
+    int wq, wk, wv, wo;
+    int q_norm, k_norm; /* -1, or [1, head_dim] (per head) or [1, heads * head_dim] (whole) */
+    int qk_norm;        /* 0 none, 1 per head, 2 over the whole projection */
+    float clip_qkv;     /* > 0: q, k and v clipped to [-clip, clip] */
+    int window;         /* > 0: sliding window of that many positions */
+    int router;         /* -1: a dense SwiGLU MLP (gate, up, down) */
+    int norm_topk;
+    int gate, up, down;
+    /* [n_experts * 3]: gate, up, down of each routed expert; -1: the
+     * host computes that expert (coli__gpu_host) */
+    const int *experts;
+} coli__gpu_layer;
+
+/* A whole decoder. */
+typedef struct coli__gpu_net {
+    int dev; /* the device every layer, the cache and the scratch live on */
+    int hidden, n_heads, n_kv_heads, head_dim, rot_dim, vocab, n_layers;
+    int n_experts, top_k, moe_inter, inter;
+    float eps;
+    int embed, final_norm, lm_head; /* embed: f32 or bf16 */
+    const coli__gpu_layer *layers;
+} coli__gpu_net;
+
+/* Sizes of a pipe: a KV cache of n_ctx positions in kv_dt (COLI_DT_F32 or
+ * COLI_DT_BF16), and chunks of up to chunk tokens. */
+typedef struct coli__gpu_pipe_params {
+    int n_ctx;
+    coli__dtype kv_dt;
+    int chunk;
+} coli__gpu_pipe_params;
+
+/* The experts a pipe leaves to the host: for every pair q = t * top_k + j
+ * of the chunk with host[q] set, y[q] = the expert sel[q]'s output for
+ * xn[t] (unweighted); other rows are not read. */
+typedef struct coli__gpu_host {
+    coli_status (*run)(void *user, int layer, const float *xn, int S, const int *sel, const unsigned char *host,
+                       float *y, coli__err *err);
+    void *user;
+} coli__gpu_host;
+
+/* What a pipe did (since creation). */
+typedef struct coli__gpu_pipe_stats {
+    uint64_t kv_bytes, scratch_bytes;
+    uint64_t steps, tokens;
+    uint64_t graph_launches, graph_captures;
+    uint64_t host_syncs; /* layers that waited for the host's experts */
+    uint64_t step_ns, host_ns;
+} coli__gpu_pipe_stats;
 
 /* Settings of coli__gpu_init. */
 typedef struct coli__gpu_params {
@@ -118,6 +173,20 @@ typedef struct coli__gpu_ops {
                            float *y, coli__err *err);
 
     coli_status (*stats)(const coli__gpu *g, int dev, coli__gpu_stats *out, coli__err *err);
+
+    /* The device-resident decoder (NULL in an implementation without
+     * one). pipe_bytes: device bytes a pipe of these sizes takes beyond
+     * the weights (KV cache and scratch). */
+    uint64_t (*pipe_bytes)(const coli__gpu_net *net, const coli__gpu_pipe_params *p);
+    coli_status (*pipe_create)(coli__gpu *g, const coli__gpu_net *net, const coli__gpu_pipe_params *p,
+                               coli__gpu_pipe **out, coli__err *err);
+    void (*pipe_free)(coli__gpu_pipe *pipe);
+    /* n tokens at positions pos0 .. pos0 + n - 1: rope [n, rot_dim] the
+     * host's tables (cos, then sin) of each position; the last token's
+     * logits [vocab] out. Same bits as the CPU (docs/formats.md). */
+    coli_status (*pipe_run)(coli__gpu_pipe *pipe, const int32_t *tokens, int n, int pos0, const float *rope,
+                            float *logits, const coli__gpu_host *host, coli__err *err);
+    void (*pipe_stats)(const coli__gpu_pipe *pipe, coli__gpu_pipe_stats *out);
 } coli__gpu_ops;
 
 /* The implementation compiled into this library. */

@@ -1,11 +1,11 @@
 /* compat.h - the only file of the GPU tier that knows the vendor.
  *
- * lib/gpu/backend.cu is written against the CUDA runtime. Built by nvcc it
+ * The .cu files of lib/gpu/ are written against the CUDA runtime. Built by nvcc it
  * gets cuda_runtime.h; built by hipcc (ROCm/HIP) the CUDA names it uses are
  * mapped here onto HIP's, one to one. Device-side differences (the integer
- * dot product, shuffles, the width of a wavefront, tensor cores) are here
- * too, as small inline functions and macros, so backend.cu has no vendor
- * test of its own. */
+ * dot product, shuffles, the width of a wavefront, tensor cores, graph
+ * instantiation) are here too, as small inline functions and macros, so
+ * no other file of lib/gpu/ has a vendor test of its own. */
 #ifndef COLI_GPU_COMPAT_H
 #define COLI_GPU_COMPAT_H
 
@@ -59,6 +59,32 @@
 #define cudaEventRecord hipEventRecord
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaEventElapsedTime hipEventElapsedTime
+#define cudaEventQuery hipEventQuery
+#define cudaGraph_t hipGraph_t
+#define cudaGraphExec_t hipGraphExec_t
+#define cudaStreamBeginCapture hipStreamBeginCapture
+#define cudaStreamEndCapture hipStreamEndCapture
+#define cudaStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
+#define cudaGraphLaunch hipGraphLaunch
+#define cudaGraphDestroy hipGraphDestroy
+#define cudaGraphExecDestroy hipGraphExecDestroy
+#define cudaFuncSetAttribute hipFuncSetAttribute
+#define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+
+/* A captured graph made runnable. */
+static inline hipError_t coli_graph_instantiate(hipGraphExec_t *exec, hipGraph_t graph)
+{
+    return hipGraphInstantiate(exec, graph, NULL, NULL, 0);
+}
+
+/* The lanes of a wavefront agree on shared and global memory written
+ * before this point (a wavefront runs in lock step). */
+static __device__ __forceinline__ void coli_syncwarp(void)
+{
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+    __builtin_amdgcn_wave_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
 
 /* Shuffle within groups of `width` lanes (width <= 32 divides either
  * wavefront). HIP's shuffles take no mask. */
@@ -109,6 +135,16 @@ static __device__ __forceinline__ T coli_shfl_xor(T v, int lane_mask, int width)
 static __device__ __forceinline__ int coli_dp4a(int a, int b, int c)
 {
     return __dp4a(a, b, c);
+}
+
+static inline cudaError_t coli_graph_instantiate(cudaGraphExec_t *exec, cudaGraph_t graph)
+{
+    return cudaGraphInstantiateWithFlags(exec, graph, 0);
+}
+
+static __device__ __forceinline__ void coli_syncwarp(void)
+{
+    __syncwarp();
 }
 
 static inline void coli_gpu_arch_name(const cudaDeviceProp *p, char *out, size_t cap)

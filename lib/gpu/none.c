@@ -110,7 +110,7 @@ static coli_status none_stats(const coli__gpu *g, int dev, coli__gpu_stats *out,
 static const coli__gpu_ops none_ops = {
     none_compiled, none_probe,  none_init,   none_free,         none_n_devices, none_device_info,
     none_upload,   none_update, none_release, none_tensor_bytes, none_matmul,    none_experts,
-    none_stats,
+    none_stats,    NULL,        NULL,        NULL,              NULL,           NULL,
 };
 
 const coli__gpu_ops *coli__gpu_backend(void)

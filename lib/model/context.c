@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "base/sized.h"
+#include "model/device.h"
 #include "model/finite.h"
 #include "model/forward.h"
 #include "model/sampler.h"
@@ -20,6 +21,8 @@ struct coli_context {
     int has_logits;
     coli_stats stats;
     coli__experts_counts gpu_counts;
+    coli__device_ctx *dev; /* the layers on a device; NULL: on the CPU */
+    int32_t *hist;         /* with dev: every token evaluated, to rebuild the CPU's cache */
 };
 
 static double now_s(void)
@@ -50,6 +53,10 @@ COLI_API coli_status coli_context_create(coli_model *m, const coli_options *opts
         st = coli__kv_init(&c->kv, &m->cfg, (int)n_ctx, err);
     if (st == COLI_OK && !(c->logits = malloc((size_t)m->cfg.vocab * sizeof(float))))
         st = coli__fail(err, COLI_ENOMEM, "out of memory for the logits of %d tokens", m->cfg.vocab);
+    if (st == COLI_OK)
+        st = coli__device_ctx_create(m, (int)n_ctx, 0, &c->dev, err);
+    if (st == COLI_OK && c->dev && !(c->hist = malloc((size_t)n_ctx * sizeof *c->hist)))
+        st = coli__fail(err, COLI_ENOMEM, "out of memory for a context's token history");
     if (st != COLI_OK) {
         coli__log(&m->opts.log, COLI_LOG_ERROR, "%s", err->msg);
         coli_context_free(c);
@@ -63,6 +70,8 @@ COLI_API void coli_context_free(coli_context *c)
 {
     if (!c)
         return;
+    coli__device_ctx_free(c->dev);
+    free(c->hist);
     coli__pool_free(c->pool);
     coli__kv_free(&c->kv);
     coli__scratch_free(&c->scratch);
@@ -79,6 +88,33 @@ static coli_status ctx_fail(coli_context *c, coli_status st)
 {
     coli__log(&c->opts.log, COLI_LOG_ERROR, "%s", c->err.msg);
     return st;
+}
+
+/* The device's step, or the CPU's. A device that fails hands the context
+ * to the CPU for good: the history is evaluated there first to rebuild the
+ * CPU's cache, which gives the same bits as the device's. */
+static coli_status run(coli_context *c, const int32_t *tokens, size_t n, uint64_t *read)
+{
+    if (c->dev) {
+        coli_status st = coli__device_forward(c->dev, c->pool, tokens, (int)n, (int)c->pos, c->logits,
+                                              &c->gpu_counts, &c->err);
+        if (st == COLI_OK) {
+            memcpy(c->hist + c->pos, tokens, n * sizeof *tokens);
+            return COLI_OK;
+        }
+        coli__log(&c->opts.log, COLI_LOG_WARN, "GPU: a step on the device failed (%s); this context continues on "
+                  "the CPU, re-reading its %zu tokens", c->err.msg, c->pos);
+        coli__device_ctx_free(c->dev);
+        c->dev = NULL;
+        coli__err_clear(&c->err);
+        if (c->pos > 0) {
+            uint64_t r = 0;
+            COLI_TRY(coli__forward(c->m, &c->kv, &c->scratch, c->pool, c->hist, (int)c->pos, 0, c->logits, &r,
+                                   &c->gpu_counts, &c->err));
+        }
+    }
+    return coli__forward(c->m, &c->kv, &c->scratch, c->pool, tokens, (int)n, (int)c->pos, c->logits, read,
+                         &c->gpu_counts, &c->err);
 }
 
 /* Runs n tokens; prefill says how the statistics count them (a prompt is
@@ -103,8 +139,7 @@ static coli_status eval_tokens(coli_context *c, const int32_t *tokens, size_t n,
                                       n, c->pos, c->kv.n_ctx, (size_t)c->kv.n_ctx - c->pos));
     double t0 = now_s();
     uint64_t read = 0;
-    coli_status st = coli__forward(c->m, &c->kv, &c->scratch, c->pool, tokens, (int)n, (int)c->pos,
-                                   c->logits, &read, &c->gpu_counts, &c->err);
+    coli_status st = run(c, tokens, n, &read);
     double dt = now_s() - t0;
     if (st != COLI_OK) {
         /* Positions written partly are forgotten; earlier ones stay valid. */
@@ -490,5 +525,13 @@ COLI_API coli_status coli_context_gpu_stats(const coli_context *c, int device, c
 {
     if (!c)
         return COLI_EINVAL;
-    return coli__experts_dev_stats(c->m, device, &c->gpu_counts, s);
+    if (!coli__sized_out_ok(s))
+        return COLI_EINVAL;
+    coli_gpu_stats full;
+    memset(&full, 0, sizeof full);
+    full.struct_size = sizeof full;
+    COLI_TRY(coli__experts_dev_stats(c->m, device, &c->gpu_counts, &full));
+    coli__device_ctx_stats(c->dev, device, &full);
+    coli__sized_out(s, &full, sizeof full);
+    return COLI_OK;
 }

@@ -246,7 +246,7 @@ static void place_output(coli_model *m, struct coli__tier *t, const uint64_t *bu
     }
 }
 
-static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const gpu_conf *gc)
+static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const gpu_conf *gc, const uint64_t *keep)
 {
     size_t n = (size_t)t->L * (size_t)t->E;
     coli_status st = COLI_OK;
@@ -277,7 +277,12 @@ static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const g
         /* reserve for the device's own buffers: 10 % of free memory, at
          * most 1 GiB; an explicit budget is taken as asked, up to free */
         uint64_t reserve = fr / 10 < (UINT64_C(1) << 30) ? fr / 10 : (UINT64_C(1) << 30);
-        budgets[d] = gc->budget >= 0 ? ((uint64_t)gc->budget < fr ? (uint64_t)gc->budget : fr) : fr - reserve;
+        /* what the device decoder takes first (dense weights, KV cache,
+         * scratch): every token needs it */
+        uint64_t first = keep ? keep[d] : 0;
+        uint64_t room = fr > first ? fr - first : 0;
+        budgets[d] = gc->budget >= 0 ? ((uint64_t)gc->budget < room ? (uint64_t)gc->budget : room)
+                                     : (room > reserve ? room - reserve : 0);
     }
     /* hot-first when the store has routing counts (model.coli.hot) */
     const uint64_t *hot = m->store ? coli__store_counts(m->store) : NULL;
@@ -322,7 +327,7 @@ static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const g
     int all = !refused;
     for (size_t i = 0; all && i < n; i++)
         all = sizes[i] == 0 || where[i] >= 0;
-    if (all)
+    if (all && !keep) /* the device decoder holds its own */
         place_output(m, t, budgets);
     goto done;
 nomem:
@@ -360,7 +365,7 @@ coli_status coli__experts_check(const coli__opts *o, int *gpu_on, coli__err *err
     return COLI_OK;
 }
 
-coli_status coli__experts_open(coli_model *m, const coli__expert_source *src)
+coli_status coli__experts_open(coli_model *m, const coli__expert_source *src, const uint64_t *keep)
 {
     gpu_conf gc;
     COLI_TRY(resolve(&m->opts, &gc, &m->err));
@@ -443,7 +448,7 @@ coli_status coli__experts_open(coli_model *m, const coli__expert_source *src)
             snprintf(why, sizeof why, "a device could not be queried: %s", e.msg);
             return cpu_only(m, why);
         }
-    coli_status st = place_and_upload(m, t, &gc);
+    coli_status st = place_and_upload(m, t, &gc, keep);
     if (st == COLI_OK && gc.release_host)
         st = release_host(m, t);
     if (st != COLI_OK) {
@@ -947,5 +952,52 @@ coli_status coli__experts_dev_stats(const coli_model *m, int dev, const coli__ex
     full.fallback_pairs = cnt->dev_fallback[dev];
     full.gpu_expert_hit_rate = cnt->pairs ? (double)cnt->dev_pairs[dev] / (double)cnt->pairs : 0.0;
     coli__sized_out(out, &full, sizeof full);
+    return COLI_OK;
+}
+
+/* ---- for the device decoder (lib/model/device.c) --------------------------- */
+
+coli__gpu *coli__experts_gpu(const coli_model *m, const coli__gpu_ops **ops)
+{
+    if (!m->gpu)
+        return NULL;
+    *ops = m->gpu->ops;
+    return m->gpu->g;
+}
+
+const int *coli__experts_handles(const coli_model *m, int l, int e, int dev)
+{
+    const struct coli__tier *t = m->gpu;
+    size_t i = (size_t)l * t->E + e;
+    return t && t->dev[i] == dev ? &t->h[3 * i] : NULL;
+}
+
+coli_status coli__experts_host(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, float *y,
+                               coli__experts_counts *counts, coli__err *err)
+{
+    const coli__config *cfg = &m->cfg;
+    moe_call c = {
+        .m = m,
+        .t = NULL, /* only the CPU: the device runs its own */
+        .io = io,
+        .l = l,
+        .H = cfg->hidden,
+        .E = cfg->n_experts,
+        .K = cfg->top_k,
+        .I = cfg->moe_inter,
+        .S = io->S,
+        .cpu = 0,
+    };
+    uint64_t read = 0;
+    order_pairs(&c, &read, NULL);
+    if (counts)
+        counts->pairs += (uint64_t)c.n;
+    group_rows(&c);
+    start_reads(&c);
+    COLI_TRY(run_cpu(&c, pool, err));
+    for (int r = 0; r < c.n; r++) {
+        int pair = io->rows[r];
+        memcpy(y + (size_t)pair * c.H, io->ye + (size_t)io->pos[pair] * c.H, (size_t)c.H * sizeof(float));
+    }
     return COLI_OK;
 }

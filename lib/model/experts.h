@@ -80,8 +80,11 @@ typedef struct coli__expert_source {
 /* At model open, after the weights: resolves the GPU options (API, then
  * environment), and when the tier is on places and uploads experts. A bad
  * environment value fails (naming the variable); a missing tier or device
- * only logs a warning and leaves m->gpu NULL. src: kept by the tier. */
-coli_status coli__experts_open(coli_model *m, const coli__expert_source *src);
+ * only logs a warning and leaves m->gpu NULL. src: kept by the tier.
+ * keep: NULL, or the bytes of each device the device decoder takes first
+ * (lib/model/device.c), left out of the experts' budget; the output
+ * projection is then the decoder's, not the tier's. */
+coli_status coli__experts_open(coli_model *m, const coli__expert_source *src, const uint64_t *keep);
 void coli__experts_close(coli_model *m);
 
 /* "cpu only: ..." or "2 devices, 96 of 128 experts": for coli_model_info. */
@@ -95,6 +98,18 @@ const signed char *coli__experts_placement(const coli_model *m);
 int coli__experts_n_devices(const coli_model *m);
 coli_status coli__experts_dev_stats(const coli_model *m, int dev, const coli__experts_counts *cnt,
                                     coli_gpu_stats *out);
+
+/* The tier's devices for the device decoder: NULL without a tier. */
+coli__gpu *coli__experts_gpu(const coli_model *m, const coli__gpu_ops **ops);
+/* Expert e of layer l's gate, up and down handles when resident on device
+ * dev, else NULL. */
+const int *coli__experts_handles(const coli_model *m, int l, int e, int dev);
+/* The host's share of a layer the device decoder runs: for the pairs of
+ * io->sel that are not -1, y[pair] = that expert's output for
+ * io->xn[pair / top_k], computed on the CPU (io's scratch as for
+ * coli__experts_run; io->out is not used). */
+coli_status coli__experts_host(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, float *y,
+                               coli__experts_counts *counts, coli__err *err);
 
 /* Tests only: the ops table coli__experts_open and coli_gpu_* use instead
  * of the compiled-in one (NULL restores it). Not thread-safe. */

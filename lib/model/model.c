@@ -8,7 +8,7 @@
 #include "store/container.h"
 #include "cpu/cpu.h"
 #include "cpu/cpusel.h"
-#include "model/experts.h"
+#include "model/device.h"
 #include "model/kv.h"
 #include "io/json.h"
 #include "model/model.h"
@@ -182,7 +182,7 @@ static coli_status open_model(coli_model *m, const char *dir)
     }
     describe_weights(m);
     const coli__expert_source src = {.release = release_experts, .reload = reload_expert, .user = m};
-    COLI_TRY(coli__experts_open(m, &src));
+    COLI_TRY(coli__device_open(m, &src));
     if (m->store)
         COLI_TRY(coli__store_warm(m->store, m->gpu ? coli__experts_placement(m) : NULL, &m->err));
 
@@ -214,7 +214,7 @@ static coli_status open_model(coli_model *m, const char *dir)
  * safe on a model half opened. */
 static void model_release(coli_model *m)
 {
-    coli__experts_close(m);
+    coli__device_close(m);
     coli__store_close(m->store);
     m->store = NULL;
     coli__weights_free(&m->w, &m->cfg);

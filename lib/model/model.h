@@ -83,6 +83,7 @@ struct coli_model {
     struct coli__container *cont;    /* a converted model's model.coli; NULL: a checkpoint */
     struct coli__store *store;       /* its experts in host memory; NULL: a checkpoint */
     struct coli__tier *gpu;          /* GPU expert tier; NULL: every expert on the CPU */
+    struct coli__device *dev;        /* layers on a device (lib/model/device.c); NULL: none */
     char gpu_detail[160];            /* why or how the tier is used, for coli_model_info */
     const coli__cpuk *cpuk;          /* CPU kernel set (COLI_OPT_CPU_KERNELS) */
     coli__pieces pieces;             /* of cfg.family */

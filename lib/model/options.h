@@ -27,6 +27,7 @@
     X(GPU, gpu, -1, 1, -1, NULL)                                                                    \
     X(GPU_EXPERT_MB, gpu_expert_mb, -1, INT64_C(1) << 30 /* an exbibyte */, -1, NULL)               \
     X(GPU_RELEASE_HOST, gpu_release_host, -1, 1, -1, NULL)                                          \
+    X(GPU_LAYERS, gpu_layers, 0, 1, 1, NULL)                                                        \
     /* the expert store of converted models (lib/store/store.c) */                                  \
     X(EXPERT_SLOTS, expert_slots, 0, INT64_C(1) << 31, 0, NULL)                                     \
     X(PREFETCH, prefetch, 0, 1, 1, NULL)                                                            \

@@ -687,14 +687,15 @@ void coli__store_routed(coli__store *s, int l, const int *experts, int n, int sc
     if (!s)
         return;
     for (int j = 0; j < n; j++)
-        atomic_fetch_add(&s->counts[(size_t)l * s->E + experts[j]], 1);
+        if (experts[j] >= 0) /* -1: a pair served elsewhere (the device decoder) */
+            atomic_fetch_add(&s->counts[(size_t)l * s->E + experts[j]], 1);
     atomic_store(&s->routed_any, 1);
     if (!score || !s->streamed || !s->conf.prefetch)
         return;
     pthread_mutex_lock(&s->mu);
     int right = 0;
     for (int j = 0; j < n; j++)
-        right += s->pred[(size_t)l * s->E + experts[j]];
+        right += experts[j] >= 0 && s->pred[(size_t)l * s->E + experts[j]];
     pthread_mutex_unlock(&s->mu);
     atomic_fetch_add(&s->predicted, (unsigned long long)n);
     atomic_fetch_add(&s->predicted_right, (unsigned long long)right);

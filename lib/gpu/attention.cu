@@ -1,0 +1,222 @@
+/* attention.cu - causal softmax attention over the KV cache, in the order
+ * docs/formats.md writes ("Attention"): positions in tiles of 256, the
+ * scores and each tile's maximum, then e() of the differences and each
+ * tile's sum32, then each tile's eight-partial weighted sum of values,
+ * then the tiles added in increasing order. Four launches, each a grid of
+ * (tile, head, token) blocks, so that a long context spreads over the
+ * whole device while every value keeps the CPU's bits.
+ *
+ * part holds, per (token, head, tile): [0] the tile's maximum, [1] its
+ * sum, [2 ..] its weighted sum of values (hd floats). */
+#include "gpu/compat.h"
+
+#include "gpu/kern.h"
+#include "cpu/silu.h"
+
+typedef struct att_dims {
+    int t_base;  /* first token of this launch within the step */
+    int stride;  /* positions per score row (a multiple of ATT_TILE) */
+    int tiles;   /* stride / ATT_TILE */
+} att_dims;
+
+/* The window of token t: j = p - lo for p = lo .. pos. */
+static __device__ __forceinline__ void span(const coli__att_args &a, int t, int *lo, int *n)
+{
+    const int pos = a.step[1] + t;
+    int l = 0;
+    if (a.window > 0 && pos - a.window + 1 > 0)
+        l = pos - a.window + 1;
+    *lo = l;
+    *n = pos - l + 1;
+}
+
+static __device__ __forceinline__ float kv_at(const void *c, int bf16, size_t i)
+{
+    return bf16 ? coli__bf16_bits_to_f32(((const uint16_t *)c)[i]) : ((const float *)c)[i];
+}
+
+static __device__ __forceinline__ float *part_of(const coli__att_args &a, const att_dims &d, int tl, int h, int tile)
+{
+    return a.part + (((size_t)tl * a.nh + (size_t)h) * (size_t)d.tiles + (size_t)tile) * (size_t)(a.hd + 2);
+}
+
+/* 1. a_j = dot(q, k_p) * scale, and the tile's maximum. One warp per
+ * position; 8 warps. */
+static __global__ void k_att_scores(coli__att_args a, att_dims d)
+{
+    const int tile = (int)blockIdx.x, h = (int)blockIdx.y, tl = (int)blockIdx.z, t = d.t_base + tl;
+    if (t >= a.step[0])
+        return;
+    int lo, n;
+    span(a, t, &lo, &n);
+    const int j0 = tile * ATT_TILE;
+    if (j0 >= n)
+        return;
+    const int j1 = n - j0 < ATT_TILE ? n : j0 + ATT_TILE;
+    const int hd = a.hd, KVD = a.nkv * hd, kvh = h / (a.nh / a.nkv);
+    extern __shared__ float smem[];
+    float *qs = smem;               /* hd */
+    float *mx = smem + hd;          /* 8 */
+    const float *q = a.q + (size_t)t * (size_t)(a.nh * hd) + (size_t)h * hd;
+    for (int i = (int)threadIdx.x; i < hd; i += (int)blockDim.x)
+        qs[i] = q[i];
+    __syncthreads();
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
+    float *sc = a.scores + ((size_t)tl * a.nh + (size_t)h) * (size_t)d.stride;
+    float m = -INFINITY;
+    for (int j = j0 + warp; j < j1; j += 8) {
+        const size_t kb = (size_t)(lo + j) * (size_t)KVD + (size_t)kvh * hd;
+        float p = 0.0f;
+        for (int i = lane; i < hd; i += 32)
+            p = fmaf(qs[i], kv_at(a.kc, a.kv_bf16, kb + (size_t)i), p);
+        float s = coli__tree32(p) * scale;
+        if (lane == 0)
+            sc[j] = s;
+        m = s > m ? s : m;
+    }
+    if (lane == 0)
+        mx[warp] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float b = mx[0];
+        for (int w = 1; w < 8; w++)
+            b = mx[w] > b ? mx[w] : b;
+        part_of(a, d, tl, h, tile)[0] = b;
+    }
+}
+
+/* 2.-4. e_j = e(a_j - m) with m the maximum over every tile, and the
+ * tile's sum32: lane k of the first warp adds the e_j with j = k mod 32
+ * in increasing j. One thread per position. */
+static __global__ void k_att_exp(coli__att_args a, att_dims d)
+{
+    const int tile = (int)blockIdx.x, h = (int)blockIdx.y, tl = (int)blockIdx.z, t = d.t_base + tl;
+    if (t >= a.step[0])
+        return;
+    int lo, n;
+    span(a, t, &lo, &n);
+    const int j0 = tile * ATT_TILE;
+    if (j0 >= n)
+        return;
+    const int nt = (n + ATT_TILE - 1) / ATT_TILE;
+    __shared__ float e[ATT_TILE];
+    float m = part_of(a, d, tl, h, 0)[0];
+    for (int k = 1; k < nt; k++) {
+        float b = part_of(a, d, tl, h, k)[0];
+        m = b > m ? b : m;
+    }
+    float *sc = a.scores + ((size_t)tl * a.nh + (size_t)h) * (size_t)d.stride;
+    const int j = j0 + (int)threadIdx.x;
+    float v = 0.0f;
+    if (j < n) {
+        v = coli__exp_f32(sc[j] - m);
+        sc[j] = v;
+    }
+    e[threadIdx.x] = v;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        const int lane = (int)threadIdx.x;
+        float p = 0.0f;
+        for (int r = 0; r < ATT_TILE / 32; r++)
+            if (j0 + lane + 32 * r < n)
+                p = p + e[lane + 32 * r];
+        p = coli__tree32(p);
+        if (lane == 0)
+            part_of(a, d, tl, h, tile)[1] = p;
+    }
+}
+
+/* 5.-6. Z from the tiles' sums in increasing order, w_j = e_j * (1 / Z),
+ * and the tile's weighted sum of values: thread (i, k) takes the
+ * positions j = k mod 8 of the tile, in increasing j. */
+static __global__ void k_att_mix(coli__att_args a, att_dims d)
+{
+    const int tile = (int)blockIdx.x, h = (int)blockIdx.y, tl = (int)blockIdx.z, t = d.t_base + tl;
+    if (t >= a.step[0])
+        return;
+    int lo, n;
+    span(a, t, &lo, &n);
+    const int j0 = tile * ATT_TILE;
+    if (j0 >= n)
+        return;
+    const int nt = (n + ATT_TILE - 1) / ATT_TILE;
+    const int j1 = n - j0 < ATT_TILE ? n : j0 + ATT_TILE;
+    const int hd = a.hd, KVD = a.nkv * hd, kvh = h / (a.nh / a.nkv);
+    extern __shared__ float smem[];
+    float *w = smem;            /* ATT_TILE */
+    float *O = smem + ATT_TILE; /* [8][hd] */
+    float Z = part_of(a, d, tl, h, 0)[1];
+    for (int k = 1; k < nt; k++)
+        Z = Z + part_of(a, d, tl, h, k)[1];
+    const float inv = 1.0f / Z;
+    const float *sc = a.scores + ((size_t)tl * a.nh + (size_t)h) * (size_t)d.stride;
+    for (int j = j0 + (int)threadIdx.x; j < j1; j += (int)blockDim.x)
+        w[j - j0] = sc[j] * inv;
+    __syncthreads();
+    for (int it = (int)threadIdx.x; it < 8 * hd; it += (int)blockDim.x) {
+        const int i = it % hd, k = it / hd;
+        float o = 0.0f;
+        for (int j = j0 + k; j < j1; j += 8)
+            o = fmaf(w[j - j0], kv_at(a.vc, a.kv_bf16, (size_t)(lo + j) * (size_t)KVD + (size_t)kvh * hd + (size_t)i),
+                     o);
+        O[k * hd + i] = o;
+    }
+    __syncthreads();
+    float *out = part_of(a, d, tl, h, tile) + 2;
+    for (int i = (int)threadIdx.x; i < hd; i += (int)blockDim.x) {
+        const float *c = O + i;
+        float a04 = c[0] + c[4 * hd], a26 = c[2 * hd] + c[6 * hd];
+        float a15 = c[hd] + c[5 * hd], a37 = c[3 * hd] + c[7 * hd];
+        out[i] = (a04 + a26) + (a15 + a37);
+    }
+}
+
+/* The tiles' sums added in increasing order. */
+static __global__ void k_att_out(coli__att_args a, att_dims d)
+{
+    const int h = (int)blockIdx.x, tl = (int)blockIdx.y, t = d.t_base + tl;
+    if (t >= a.step[0])
+        return;
+    int lo, n;
+    span(a, t, &lo, &n);
+    const int nt = (n + ATT_TILE - 1) / ATT_TILE;
+    float *o = a.out + (size_t)t * (size_t)(a.nh * a.hd) + (size_t)h * a.hd;
+    for (int i = (int)threadIdx.x; i < a.hd; i += (int)blockDim.x) {
+        float v = part_of(a, d, tl, h, 0)[2 + i];
+        for (int k = 1; k < nt; k++)
+            v = v + part_of(a, d, tl, h, k)[2 + i];
+        o[i] = v;
+    }
+}
+
+coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_S, int max_pos, coli__err *err)
+{
+    /* the launch covers tokens whose positions reach max_pos at most; the
+     * score rows hold that many positions, so a launch takes as many
+     * tokens as the buffers were sized for (cap_tokens) */
+    att_dims d;
+    d.tiles = (max_pos + 1 + ATT_TILE - 1) / ATT_TILE;
+    d.stride = d.tiles * ATT_TILE;
+    if (d.stride > a->sc_cap)
+        return coli__fail(err, COLI_EINVAL, "GPU tier: attention over %d positions, room for %d", max_pos + 1,
+                          a->sc_cap);
+    const int step_tok = a->sc_cap / d.stride;
+    const size_t smem_mix = (size_t)(ATT_TILE + 8 * a->hd) * sizeof(float);
+    const size_t smem_sc = (size_t)(a->hd + 8) * sizeof(float);
+    for (int t0 = 0; t0 < max_S; t0 += step_tok) {
+        int nt = max_S - t0 < step_tok ? max_S - t0 : step_tok;
+        d.t_base = t0;
+        dim3 grid((unsigned)d.tiles, (unsigned)a->nh, (unsigned)nt);
+        /* token tl of this launch uses score row tl: rows are per launch */
+        k_att_scores<<<grid, 256, smem_sc, st>>>(*a, d);
+        CK_LAUNCH("the attention score kernel");
+        k_att_exp<<<grid, ATT_TILE, 0, st>>>(*a, d);
+        CK_LAUNCH("the attention softmax kernel");
+        k_att_mix<<<grid, 256, smem_mix, st>>>(*a, d);
+        CK_LAUNCH("the attention value kernel");
+        k_att_out<<<dim3((unsigned)a->nh, (unsigned)nt), 128, 0, st>>>(*a, d);
+        CK_LAUNCH("the attention output kernel");
+    }
+    return COLI_OK;
+}

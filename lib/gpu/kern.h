@@ -1,0 +1,216 @@
+/* kern.h - what the GPU tier's sources share (internal, device code).
+ *
+ * One file per kernel family: matmul.cu (activation quantization and the
+ * products), norm.cu (embedding rows, RMSNorm, residuals, the q/k/v step
+ * with RoPE and the KV cache), attention.cu, moe.cu (router, the grouping
+ * of routed pairs, their combination) and pipeline.cu (a whole decoder
+ * step on one device), with backend.cu holding devices, tensors and the
+ * table of operations. Every kernel follows docs/formats.md to the bit;
+ * the sources are compiled with --fmad=false (nvcc) or -ffp-contract=off
+ * (hipcc), so only the fmaf calls written here fuse.
+ *
+ * Included only by the .cu files of lib/gpu/, after compat.h. */
+#ifndef COLI_GPU_KERN_H
+#define COLI_GPU_KERN_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/backend.h"
+#include "cpu/fp16.h"
+
+#define QK 32      /* activation group; q8/q2 weight group */
+#define TOK_TILE 8 /* tokens one block of the vector products computes */
+#define ATT_TILE 256 /* positions of one attention tile (docs/formats.md) */
+
+/* One product of a launch: W [rows, cols] times n_tok quantized (or float)
+ * activation rows starting at row x0, results into y (row stride ys).
+ * live, when set, is a device count that caps n_tok at run time, so that
+ * one table serves every chunk size (and a captured graph). */
+typedef struct prod {
+    const uint8_t *qs;
+    const uint16_t *d, *m;
+    const void *w; /* float formats */
+    int dt, group, rows, cols;
+    int x0, n_tok; /* activation rows of this product */
+    float *y;
+    int ys;
+    const int *live;
+} prod;
+
+/* ---- device and tensor state (backend.cu; read by pipeline.cu) ---- */
+
+typedef struct tensor {
+    int used, dev;
+    coli__gpu_mat shape; /* dt, group, rows, cols; pointers are device ones */
+    void *mem;           /* one allocation holding every array */
+    uint64_t bytes;
+    int kind;            /* coli__gpu_kind, for the statistics */
+} tensor;
+
+typedef struct device {
+    int ordinal;
+    cudaStream_t stream;
+    cudaEvent_t ev[4];
+    void *scratch; /* device: activations, products, tables */
+    size_t scratch_cap;
+    void *staging; /* pinned host: input rows and the product table out, results in */
+    size_t staging_cap;
+    int smem_optin; /* bytes of shared memory a block may ask for */
+    coli__gpu_stats st;
+} device;
+
+struct coli__gpu {
+    device dev[COLI_GPU_MAX_DEVICES];
+    int n_dev;
+    tensor *t;
+    int n_t, cap_t;
+    int64_t fail_after, n_calls; /* fault injection */
+};
+
+coli_status coli__cuda_fail(coli__err *err, cudaError_t e, const char *what);
+/* Fault injection (COLI_GPU_FAIL_AFTER): every fallible call counts. */
+coli_status coli__gpu_injected(coli__gpu *g, coli__err *err);
+/* The tensor of a handle, or NULL. */
+tensor *coli__gpu_lookup(coli__gpu *g, int handle);
+/* A product's weight fields for a resident tensor (x0, n_tok, y unset). */
+void coli__gpu_view(const tensor *t, prod *pr);
+
+#define CK(call, what)                                  \
+    do {                                                \
+        cudaError_t ck_e_ = (call);                     \
+        if (ck_e_ != cudaSuccess) {                     \
+            (void)cudaGetLastError(); /* not sticky */  \
+            return coli__cuda_fail(err, ck_e_, what);   \
+        }                                               \
+    } while (0)
+
+/* After each launch: a bad configuration shows only here. */
+#define CK_LAUNCH(what) CK(cudaGetLastError(), what)
+
+static inline size_t coli__align256(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+static inline int coli__is_quant(int dt)
+{
+    return dt == COLI_DT_Q8 || dt == COLI_DT_Q4 || dt == COLI_DT_Q2;
+}
+
+/* ---- device arithmetic shared by the kernel families ---- */
+
+/* The float product's step 3-4 (docs/formats.md) for the value v this lane
+ * holds as partial P_lane of 32: afterwards every lane has y. */
+static __device__ __forceinline__ float coli__tree32(float v)
+{
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        v += coli_shfl_xor(v, off, 32);
+    return v;
+}
+
+/* dot(w, x) over n values by the float product rule, from one 32-lane
+ * group: lane l takes i = l, l + 32, ... ; every lane gets the result. */
+static __device__ __forceinline__ float coli__dot32(const float *w, const float *x, int n, int lane)
+{
+    float p = 0.0f;
+    for (int i = lane; i < n; i += 32)
+        p = fmaf(w[i], x[i], p);
+    return coli__tree32(p);
+}
+
+/* ---- launchers (host side), one family per file ---- */
+
+/* matmul.cu: activation quantization of rows x [rows, cols]. */
+coli_status coli__k_quantize(cudaStream_t st, const float *x, int rows, int cols, int8_t *p, float *s, int32_t *psum,
+                             coli__err *err);
+/* n_prods products of format dt from a device table, at most max_rows
+ * rows and max_tok tokens each (the grid); quantized activations (p, s,
+ * psum) or float ones (x). */
+coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int n_prods, int max_rows, int max_tok,
+                             const int8_t *p, const float *s, const int32_t *psum, const float *x, coli__err *err);
+/* h = swiglu(g, u) over n values. */
+coli_status coli__k_swiglu(cudaStream_t st, const float *g, const float *u, float *h, size_t n, coli__err *err);
+
+/* norm.cu */
+/* x[t] = row tokens[t] of the embedding (f32 or bf16), t < *S. */
+coli_status coli__k_embed(cudaStream_t st, const tensor *emb, const int32_t *tokens, const int *S, int max_S,
+                          float *x, coli__err *err);
+/* With o: x += o first (the residual). Then xn = rmsnorm(x, w) for rows
+ * first .. *S - 1 (first: 0, or the last row alone when last_only). */
+coli_status coli__k_norm(cudaStream_t st, float *x, const float *o, const float *w, int H, float eps, const int *S,
+                         int max_S, int last_only, float *xn, coli__err *err);
+/* x += o for rows < *S (a residual without a norm after it). */
+coli_status coli__k_residual(cudaStream_t st, float *x, const float *o, int H, const int *S, int max_S,
+                             coli__err *err);
+
+/* The step after the q, k, v products: q/k norm, clipping, RoPE, and the
+ * keys and values into the cache at positions pos0 + t. */
+typedef struct coli__qkv_args {
+    float *q, *k, *v;         /* [S, nh*hd], [S, nkv*hd] */
+    const float *q_norm, *k_norm; /* NULL: none */
+    int qk_norm;              /* 0 none, 1 per head, 2 whole projection */
+    float clip;
+    int nh, nkv, hd, rot;
+    float eps;
+    const float *rope;        /* [S, rot]: cos then sin of each token */
+    void *kc, *vc;            /* this layer's cache [n_ctx, nkv*hd] */
+    int kv_bf16;
+    const int *step;          /* S, pos0 */
+} coli__qkv_args;
+coli_status coli__k_qkv(cudaStream_t st, const coli__qkv_args *a, int max_S, coli__err *err);
+
+/* attention.cu: out [S, nh*hd] from q and the cache, positions 0 .. pos0
+ * + t of each token t (within the window). scores: [nh, sc_cap] floats
+ * (sc_cap a multiple of ATT_TILE, at least the context), part: [nh,
+ * sc_cap / ATT_TILE, hd + 2]; a launch takes as many tokens as fit. */
+typedef struct coli__att_args {
+    const float *q;
+    const void *kc, *vc;
+    int kv_bf16;
+    int nh, nkv, hd, window, sc_cap;
+    float *scores, *part, *out;
+    const int *step;
+} coli__att_args;
+coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_S, int max_pos, coli__err *err);
+
+/* moe.cu */
+/* Router: sel, w [S, K] from the logits rl [S, E]. */
+coli_status coli__k_route(cudaStream_t st, const float *rl, int E, int K, int norm_topk, const int *S, int max_S,
+                          int *sel, float *w, coli__err *err);
+/* The routed pairs grouped by ascending expert, then token: row[pair],
+ * the rows of xe gathered from xn, and the product tables of the resident
+ * experts (views: [E * 3] gate, up, down; a NULL qs/w marks the host's):
+ * t1 [2 * slots] gate and up, t2 [slots] down, unused entries empty.
+ * host: [S*K] 1 for the pairs the host computes. */
+typedef struct coli__group_args {
+    const int *sel;
+    const prod *views;
+    int E, K, H, I;
+    const float *xn;
+    float *xe, *g, *u, *ye;
+    int *row;
+    unsigned char *host;
+    prod *t1, *t2;
+    int slots;
+    const int *S;
+} coli__group_args;
+coli_status coli__k_group(cudaStream_t st, const coli__group_args *a, int max_S, coli__err *err);
+/* x += sum over each token's experts, ascending, of fma(w, y, .) from +0;
+ * y from ye[row[pair]], or yh[pair] for the host's pairs. */
+coli_status coli__k_combine(cudaStream_t st, float *x, const float *ye, const float *yh, const int *row,
+                            const unsigned char *host, const int *sel, const float *w, int K, int H, const int *S,
+                            int max_S, coli__err *err);
+
+/* pipeline.cu: the pipe operations of the table (lib/gpu/backend.h). */
+uint64_t coli__pipe_bytes(const coli__gpu_net *net, const coli__gpu_pipe_params *p);
+coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli__gpu_pipe_params *p,
+                              coli__gpu_pipe **out, coli__err *err);
+void coli__pipe_free(coli__gpu_pipe *pipe);
+coli_status coli__pipe_run(coli__gpu_pipe *pipe, const int32_t *tokens, int n, int pos0, const float *rope,
+                           float *logits, const coli__gpu_host *host, coli__err *err);
+void coli__pipe_stats(const coli__gpu_pipe *pipe, coli__gpu_pipe_stats *out);
+
+#endif

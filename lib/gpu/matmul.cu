@@ -1,0 +1,478 @@
+/* matmul.cu - the products of docs/formats.md on the device: activation
+ * quantization, the quantized products (vector kernels for few tokens,
+ * integer tensor cores for many), the float products and SwiGLU.
+ *
+ * Quantized products follow the text to the bit: activations are
+ * quantized exactly as lib/cpu/quant.c does, each 32-column group's
+ * integer sum is exact, eight lanes per row take the groups g = k mod 8 in
+ * increasing order and a butterfly with offsets 4, 2, 1 adds them as step
+ * 4 says. Kernels use groups of 8 or 32 lanes that divide any wavefront
+ * (32 on NVIDIA and RDNA, 64 on GCN/CDNA), so they are wave-size
+ * agnostic. */
+#include "gpu/compat.h"
+
+#include "gpu/kern.h"
+#include "cpu/qround.h"
+#include "cpu/silu.h"
+
+/* Rows per lane (R) and groups per iteration (GU) of the decode kernels:
+ * enough bytes in flight per lane without spilling, as measured on an H200
+ * (docs/gpu.md). -D overrides them for tuning runs. */
+#ifndef Q8_R
+#define Q8_R 2
+#endif
+#ifndef Q8_GU
+#define Q8_GU 2
+#endif
+#ifndef Q4_R
+#define Q4_R 4
+#endif
+#ifndef Q4_GU
+#define Q4_GU 2
+#endif
+#ifndef Q2_R
+#define Q2_R 4
+#endif
+#ifndef Q2_GU
+#define Q2_GU 2
+#endif
+
+/* One 32-lane group per 32-value activation group: the activation
+ * quantization of docs/formats.md, rounded by lib/cpu/qround.h as
+ * lib/cpu/quant.c does. The maximum and the sum are exact whatever the
+ * order of the lanes. */
+static __global__ void k_quantize_act(const float *x, int n_groups, int8_t *p, float *s, int32_t *psum)
+{
+    int gi = (int)blockIdx.x * (int)(blockDim.x / QK) + (int)(threadIdx.x / QK);
+    int lane = (int)(threadIdx.x % QK);
+    if (gi >= n_groups)
+        return; /* all 32 lanes of the group alike */
+    float a = x[(size_t)gi * QK + (size_t)lane];
+    uint32_t m;
+    memcpy(&m, &a, 4);
+    m &= 0x7fffffffu; /* magnitudes compare as integers */
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        uint32_t o = coli_shfl_xor(m, off, QK);
+        m = o > m ? o : m;
+    }
+    float amax;
+    memcpy(&amax, &m, 4);
+    int q = 0;
+    if (amax != 0.0f) {
+        float t = coli__qact_mul(amax);
+        q = coli__qact_finite(t) ? coli__qact_round(a, t) : coli__qact_round_inf(a, t);
+    }
+    p[(size_t)gi * QK + (size_t)lane] = (int8_t)q;
+    int sum = q;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        sum += coli_shfl_xor(sum, off, QK);
+    if (lane == 0) {
+        s[gi] = coli__qact_scale(amax);
+        psum[gi] = sum;
+    }
+}
+
+
+/* The quants of one group as loaded, with the widest aligned loads the
+ * format allows: q8 32 bytes, q4 16, q2 8. word(i) gives the four int8
+ * of columns 4i .. 4i+3 (q4: as u = q + 8). Kept packed, so that more
+ * groups fit in registers at once. */
+template <int DT> struct wgroup {
+    int raw[DT == COLI_DT_Q8 ? 8 : DT == COLI_DT_Q4 ? 4 : 2];
+};
+
+template <int DT>
+static __device__ __forceinline__ void load_group(const uint8_t *qr, int g, wgroup<DT> &w)
+{
+    if (DT == COLI_DT_Q8) {
+        const int4 *p = (const int4 *)(const void *)(qr + (size_t)QK * g);
+        int4 a = p[0], b = p[1];
+        w.raw[0] = a.x, w.raw[1] = a.y, w.raw[2] = a.z, w.raw[3] = a.w;
+        w.raw[4] = b.x, w.raw[5] = b.y, w.raw[6] = b.z, w.raw[7] = b.w;
+    } else if (DT == COLI_DT_Q4) {
+        int4 a = *(const int4 *)(const void *)(qr + (size_t)16 * g);
+        w.raw[0] = a.x, w.raw[1] = a.y, w.raw[2] = a.z, w.raw[3] = a.w;
+    } else {
+        int2 a = *(const int2 *)(const void *)(qr + (size_t)8 * g);
+        w.raw[0] = a.x, w.raw[1] = a.y;
+    }
+}
+
+template <int DT>
+static __device__ __forceinline__ int word(const wgroup<DT> &w, int i)
+{
+    if (DT == COLI_DT_Q8)
+        return w.raw[i];
+    if (DT == COLI_DT_Q4) /* byte b: column b low, column b + 16 high */
+        return i < 4 ? w.raw[i] & 0x0f0f0f0f : (w.raw[i - 4] >> 4) & 0x0f0f0f0f;
+    /* q2: byte b holds columns b, b+8, b+16, b+24 in bit pairs */
+    return (w.raw[i & 1] >> (2 * (i >> 1))) & 0x03030303;
+}
+
+/* Steps 1-4 for 32 R rows and up to TOK_TILE tokens: 8 lanes per row,
+ * lane k taking groups k, k+8, ... Each lane serves R rows 32 apart, which reuses every activation load and keeps more loads in
+ * flight. blockIdx.z picks the product. */
+template <int DT, int R, int GU>
+static __global__ void k_qgemm(const prod *prods, const int8_t *p, const float *s, const int32_t *psum)
+{
+    const prod pr = prods[blockIdx.z];
+    const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
+    const int ROWS_PER_BLOCK = 32 * R;
+    const int base = (int)blockIdx.x * ROWS_PER_BLOCK + (int)(threadIdx.x >> 3);
+    const int k = threadIdx.x & 7;
+    const int t0 = (int)blockIdx.y * TOK_TILE;
+    if (t0 >= n_tok || (int)blockIdx.x * ROWS_PER_BLOCK >= pr.rows)
+        return; /* the whole block: no shuffle below is left half-done */
+    const int nt = n_tok - t0 < TOK_TILE ? n_tok - t0 : TOK_TILE;
+    const int cols = pr.cols, n = cols / QK;
+    const int G = DT == COLI_DT_Q4 ? pr.group : QK;
+    const int per = G / QK;
+    const size_t row_bytes = DT == COLI_DT_Q8 ? (size_t)cols : DT == COLI_DT_Q4 ? (size_t)cols / 2 : (size_t)cols / 4;
+    const uint8_t *qr[R];
+    const uint16_t *dr[R], *mr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        int row = base + 32 * r;
+        int rr = row < pr.rows ? row : 0; /* dead rows compute row 0, unwritten */
+        qr[r] = pr.qs + (size_t)rr * row_bytes;
+        dr[r] = pr.d + (size_t)rr * (size_t)(cols / G);
+        mr[r] = DT == COLI_DT_Q2 ? pr.m + (size_t)rr * (size_t)n : NULL;
+    }
+    const size_t x0 = (size_t)(pr.x0 + t0);
+    float P[R][TOK_TILE];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; t++)
+            P[r][t] = 0.0f;
+    /* GU groups per iteration, all their loads before any use (they
+     * overlap); each P still takes its groups in increasing g. */
+    for (int g = k; g < n; g += 8 * GU) {
+        wgroup<DT> w[R][GU];
+        float D[R][GU], M[R][GU];
+#pragma unroll
+        for (int h = 0; h < GU; h++) {
+            const int gg = g + 8 * h < n ? g + 8 * h : g;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                load_group<DT>(qr[r], gg, w[r][h]);
+                D[r][h] = coli__f16_bits_to_f32(dr[r][gg / per]);
+                M[r][h] = DT == COLI_DT_Q2 ? coli__f16_bits_to_f32(mr[r][gg]) : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < GU; h++) {
+            const int gg = g + 8 * h;
+#pragma unroll
+            for (int t = 0; t < TOK_TILE; t++) {
+                if (t < nt && gg < n) {
+                    size_t xr = x0 + (size_t)t;
+                    const int8_t *pg = p + xr * (size_t)cols + (size_t)QK * gg;
+                    float sg = s[xr * (size_t)n + gg];
+                    int32_t ps = DT == COLI_DT_Q8 ? 0 : psum[xr * (size_t)n + gg];
+                    const int4 *pa = (const int4 *)(const void *)pg;
+                    int4 a0 = pa[0], a1 = pa[1];
+                    int xa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        int32_t is = 0;
+#pragma unroll
+                        for (int i = 0; i < 8; i++)
+                            is = coli_dp4a(word<DT>(w[r][h], i), xa[i], is);
+                        if (DT == COLI_DT_Q4)
+                            is -= 8 * ps; /* the nibbles are q + 8 */
+                        float f;
+                        if (DT == COLI_DT_Q2) {
+                            float ds = D[r][h] * sg, ms = M[r][h] * sg;
+                            float f1 = (float)is * ds;
+                            float f2 = (float)ps * ms;
+                            f = f1 + f2;
+                        } else {
+                            float ds = D[r][h] * sg;
+                            f = (float)is * ds;
+                        }
+                        P[r][t] += f;
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int row = base + 32 * r;
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; t++) {
+            /* step 4: lane k holds P_k; offsets 4, 2, 1 give
+             * ((P0 + P4) + (P2 + P6)) + ((P1 + P5) + (P3 + P7)) in lane 0 */
+            float v = P[r][t];
+            v = v + coli_shfl_xor(v, 4, 8);
+            v = v + coli_shfl_xor(v, 2, 8);
+            v = v + coli_shfl_xor(v, 1, 8);
+            if (row < pr.rows && k == 0 && t < nt)
+                pr.y[(size_t)(t0 + t) * (size_t)pr.ys + (size_t)row] = v;
+        }
+    }
+}
+
+#if COLI_GPU_HAS_WMMA
+/* Prefill on integer tensor cores: a block of 4 warps computes 64 rows x
+ * 16 tokens. For each 32-column group the weights (unpacked to int8) and
+ * the activations are staged in shared memory, two 16x16x16 int8 MMAs
+ * give every (row, token) its exact isum_g in int32, and each lane then
+ * applies steps 2-4 of docs/formats.md to its 8 elements, with the eight
+ * partial sums kept per element and the groups taken in increasing g: the
+ * same bits as k_qgemm and the CPU. */
+#define MMA_ROWS 64
+#define MMA_TOK 16
+
+template <int DT>
+static __device__ __forceinline__ void stage_weights(const uint8_t *qr, int g, int half, signed char *dst)
+{
+    /* dst: 16 int8, columns 16 half .. 16 half + 15 of group g */
+    signed char v[16];
+    if (DT == COLI_DT_Q8) {
+        int4 a = *(const int4 *)(const void *)(qr + (size_t)QK * g + 16 * half);
+        memcpy(v, &a, 16);
+    } else if (DT == COLI_DT_Q4) {
+        int4 a = *(const int4 *)(const void *)(qr + (size_t)16 * g);
+        unsigned char b[16];
+        memcpy(b, &a, 16);
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            v[i] = (signed char)((half ? b[i] >> 4 : b[i] & 15) - 8);
+    } else {
+        int2 a = *(const int2 *)(const void *)(qr + (size_t)8 * g);
+        unsigned char b[8];
+        memcpy(b, &a, 8);
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            int c = 16 * half + i; /* column c: byte c % 8, bits 2 (c / 8) */
+            v[i] = (signed char)((b[c & 7] >> (2 * (c >> 3))) & 3);
+        }
+    }
+    memcpy(dst, v, 16);
+}
+
+template <int DT>
+static __global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, const int8_t *p, const float *s,
+                                                    const int32_t *psum)
+{
+    using namespace nvcuda;
+    __shared__ __align__(32) signed char sA[4][2][256]; /* per warp: 16 rows x 16 k, two halves */
+    __shared__ __align__(32) signed char sB[2][256];    /* 16 tokens x 16 k (col-major), two halves */
+    __shared__ __align__(32) int sC[4][256];            /* per warp: 16 x 16 isums, row-major */
+    __shared__ float sS[MMA_TOK];
+    __shared__ int sP[MMA_TOK];
+    const prod pr = prods[blockIdx.z];
+    const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
+    const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
+    const int row0 = (int)blockIdx.x * MMA_ROWS + warp * 16;
+    const int t0 = (int)blockIdx.y * MMA_TOK;
+    if (t0 >= n_tok || (int)blockIdx.x * MMA_ROWS >= pr.rows)
+        return; /* the whole block: no barrier below is left waiting */
+    const int nt = n_tok - t0 < MMA_TOK ? n_tok - t0 : MMA_TOK;
+    const int cols = pr.cols, n = cols / QK;
+    const int G = DT == COLI_DT_Q4 ? pr.group : QK;
+    const int per = G / QK;
+    const size_t row_bytes = DT == COLI_DT_Q8 ? (size_t)cols : DT == COLI_DT_Q4 ? (size_t)cols / 2 : (size_t)cols / 4;
+    const size_t x0 = (size_t)(pr.x0 + t0);
+    /* this lane's rows in staging (lane / 2, half lane % 2) and in the
+     * epilogue (element e: row lane / 16 + 2 e, token lane % 16) */
+    const int srow = row0 + lane / 2, shalf = lane % 2;
+    const bool slive = srow < pr.rows;
+    const uint8_t *sqr = pr.qs + (size_t)(slive ? srow : 0) * row_bytes;
+    const int tok = lane % 16;
+    float P[8][8];
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            P[e][k] = 0.0f;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> fa0, fa1;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> fb0, fb1;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, int> fc;
+    for (int g8 = 0; g8 < n; g8 += 8) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int g = g8 + k;
+            if (g >= n)
+                break; /* uniform over the block */
+            /* stage the activations: 128 threads, 4 bytes each */
+            {
+                int j = (int)threadIdx.x / 8, w = (int)threadIdx.x % 8;
+                int v = 0;
+                if (j < nt)
+                    v = *(const int *)(const void *)(p + (x0 + (size_t)j) * (size_t)cols + (size_t)QK * g + 4 * w);
+                memcpy(&sB[w / 4][j * 16 + 4 * (w % 4)], &v, 4);
+                if (threadIdx.x < MMA_TOK) {
+                    int jj = (int)threadIdx.x;
+                    sS[jj] = jj < nt ? s[(x0 + (size_t)jj) * (size_t)n + g] : 0.0f;
+                    sP[jj] = jj < nt && DT == COLI_DT_Q2 ? psum[(x0 + (size_t)jj) * (size_t)n + g] : 0;
+                }
+            }
+            if (slive)
+                stage_weights<DT>(sqr, g, shalf, &sA[warp][shalf][(lane / 2) * 16]);
+            else
+                memset(&sA[warp][shalf][(lane / 2) * 16], 0, 16);
+            __syncthreads();
+            wmma::fill_fragment(fc, 0);
+            wmma::load_matrix_sync(fa0, sA[warp][0], 16);
+            wmma::load_matrix_sync(fb0, sB[0], 16);
+            wmma::mma_sync(fc, fa0, fb0, fc);
+            wmma::load_matrix_sync(fa1, sA[warp][1], 16);
+            wmma::load_matrix_sync(fb1, sB[1], 16);
+            wmma::mma_sync(fc, fa1, fb1, fc);
+            wmma::store_matrix_sync(sC[warp], fc, 16, wmma::mem_row_major);
+            __syncwarp();
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const int i = lane / 16 + 2 * e, row = row0 + i;
+                const int rr = row < pr.rows ? row : 0;
+                const int32_t is = sC[warp][i * 16 + tok];
+                const float sg = sS[tok];
+                const float D = coli__f16_bits_to_f32(pr.d[(size_t)rr * (size_t)(cols / G) + (size_t)(g / per)]);
+                float f;
+                if (DT == COLI_DT_Q2) {
+                    const float M = coli__f16_bits_to_f32(pr.m[(size_t)rr * (size_t)n + (size_t)g]);
+                    float ds = D * sg, ms = M * sg;
+                    float f1 = (float)is * ds;
+                    float f2 = (float)sP[tok] * ms;
+                    f = f1 + f2;
+                } else {
+                    float ds = D * sg;
+                    f = (float)is * ds;
+                }
+                P[e][k] += f;
+            }
+            __syncthreads(); /* before the next group's staging */
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const int row = row0 + lane / 16 + 2 * e;
+        /* step 4 */
+        float a04 = P[e][0] + P[e][4], a26 = P[e][2] + P[e][6], a15 = P[e][1] + P[e][5], a37 = P[e][3] + P[e][7];
+        float v = (a04 + a26) + (a15 + a37);
+        if (row < pr.rows && tok < nt)
+            pr.y[(size_t)(t0 + tok) * (size_t)pr.ys + (size_t)row] = v;
+    }
+}
+#endif
+
+/* Float weights (f32 or bf16) times float activations: 32 lanes per row,
+ * lane k taking columns k, k+32, ... in order with one fused multiply-add
+ * each (explicit: --fmad=false only forbids implicit ones), then the
+ * butterfly 16, 8, 4, 2, 1: the float product of docs/formats.md, with the
+ * CPU's bits. */
+template <int DT>
+static __global__ void k_fgemm(const prod *prods, const float *x)
+{
+    const prod pr = prods[blockIdx.z];
+    const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
+    const int lanes = 32, rows_per = blockDim.x / lanes;
+    int row = (int)blockIdx.x * rows_per + (int)(threadIdx.x / lanes);
+    int lane = threadIdx.x % lanes;
+    int t0 = (int)blockIdx.y * TOK_TILE;
+    if (t0 >= n_tok || (int)blockIdx.x * rows_per >= pr.rows)
+        return;
+    int nt = n_tok - t0 < TOK_TILE ? n_tok - t0 : TOK_TILE;
+    bool live = row < pr.rows;
+    int rr = live ? row : 0;
+    const int cols = pr.cols;
+    float acc[TOK_TILE];
+#pragma unroll
+    for (int t = 0; t < TOK_TILE; t++)
+        acc[t] = 0.0f;
+    for (int c = lane; c < cols; c += lanes) {
+        float w = DT == COLI_DT_F32 ? ((const float *)pr.w)[(size_t)rr * cols + c]
+                                    : coli__bf16_bits_to_f32(((const uint16_t *)pr.w)[(size_t)rr * cols + c]);
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; t++)
+            if (t < nt)
+                acc[t] = fmaf(w, x[(size_t)(pr.x0 + t0 + t) * cols + c], acc[t]);
+    }
+#pragma unroll
+    for (int t = 0; t < TOK_TILE; t++) {
+        float v = acc[t];
+        for (int off = 16; off > 0; off >>= 1)
+            v += coli_shfl_xor(v, off, 32);
+        if (live && lane == 0 && t < nt)
+            pr.y[(size_t)(t0 + t) * (size_t)pr.ys + (size_t)row] = v;
+    }
+}
+
+/* h = swiglu(g, u) elementwise (lib/cpu/silu.h, the CPU's very function). */
+static __global__ void k_swiglu(const float *g, const float *u, float *h, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        h[i] = coli__swiglu(g[i], u[i]);
+}
+
+/* ---- launchers ---------------------------------------------------------- */
+
+coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int n_prods, int max_rows, int max_tok,
+                             const int8_t *p, const float *s, const int32_t *psum, const float *x, coli__err *err)
+{
+    if (n_prods == 0 || max_tok == 0 || max_rows == 0)
+        return COLI_OK;
+    dim3 grid, block(256);
+#if COLI_GPU_HAS_WMMA
+    /* prefill: tensor cores, same bits (dispatch follows the flag the
+     * kernel is compiled under, so a target without it never gets here) */
+    if (coli__is_quant(dt) && max_tok >= 32) {
+        grid = dim3((unsigned)((max_rows + MMA_ROWS - 1) / MMA_ROWS), (unsigned)((max_tok + MMA_TOK - 1) / MMA_TOK),
+                    (unsigned)n_prods);
+        if (dt == COLI_DT_Q8)
+            k_qgemm_mma<COLI_DT_Q8><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        else if (dt == COLI_DT_Q4)
+            k_qgemm_mma<COLI_DT_Q4><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        else
+            k_qgemm_mma<COLI_DT_Q2><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        CK_LAUNCH("a tensor-core product kernel");
+        return COLI_OK;
+    }
+#endif
+    if (coli__is_quant(dt)) {
+        const int R = dt == COLI_DT_Q8 ? Q8_R : dt == COLI_DT_Q4 ? Q4_R : Q2_R;
+        grid = dim3((unsigned)((max_rows + 32 * R - 1) / (32 * R)), (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE),
+                    (unsigned)n_prods);
+        if (dt == COLI_DT_Q8)
+            k_qgemm<COLI_DT_Q8, Q8_R, Q8_GU><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+        else if (dt == COLI_DT_Q4)
+            k_qgemm<COLI_DT_Q4, Q4_R, Q4_GU><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+        else
+            k_qgemm<COLI_DT_Q2, Q2_R, Q2_GU><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+    } else {
+        grid = dim3((unsigned)((max_rows + 7) / 8), (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE),
+                    (unsigned)n_prods);
+        if (dt == COLI_DT_F32)
+            k_fgemm<COLI_DT_F32><<<grid, block, 0, st>>>(dev_prods, x);
+        else
+            k_fgemm<COLI_DT_BF16><<<grid, block, 0, st>>>(dev_prods, x);
+    }
+    CK_LAUNCH("a product kernel");
+    return COLI_OK;
+}
+
+coli_status coli__k_quantize(cudaStream_t st, const float *x, int rows, int cols, int8_t *p, float *s, int32_t *psum,
+                             coli__err *err)
+{
+    int n_groups = rows * (cols / QK);
+    if (n_groups == 0)
+        return COLI_OK;
+    k_quantize_act<<<(n_groups + 7) / 8, 8 * QK, 0, st>>>(x, n_groups, p, s, psum);
+    CK_LAUNCH("the activation quantization kernel");
+    return COLI_OK;
+}
+
+coli_status coli__k_swiglu(cudaStream_t st, const float *g, const float *u, float *h, size_t n, coli__err *err)
+{
+    if (n == 0)
+        return COLI_OK;
+    k_swiglu<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(g, u, h, n);
+    CK_LAUNCH("the SwiGLU kernel");
+    return COLI_OK;
+}

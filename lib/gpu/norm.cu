@@ -1,0 +1,185 @@
+/* norm.cu - the elementwise and per-token steps of a decoder layer on the
+ * device: embedding rows, RMSNorm (with the residual before it), and the
+ * step between the q/k/v products and attention (q/k norm, clipping, RoPE
+ * from the host's tables, the KV cache). docs/formats.md gives the order
+ * of every operation; these follow it as the CPU does. */
+#include "gpu/compat.h"
+
+#include "gpu/kern.h"
+
+/* ---- embedding ---------------------------------------------------------- */
+
+template <int DT>
+static __global__ void k_embed(const void *table, const int32_t *tokens, const int *S, int H, float *x)
+{
+    const int t = (int)blockIdx.x;
+    if (t >= *S)
+        return;
+    const size_t row = (size_t)tokens[t] * (size_t)H;
+    float *o = x + (size_t)t * H;
+    for (int i = (int)threadIdx.x; i < H; i += (int)blockDim.x)
+        o[i] = DT == COLI_DT_F32 ? ((const float *)table)[row + (size_t)i]
+                                 : coli__bf16_bits_to_f32(((const uint16_t *)table)[row + (size_t)i]);
+}
+
+coli_status coli__k_embed(cudaStream_t st, const tensor *emb, const int32_t *tokens, const int *S, int max_S,
+                          float *x, coli__err *err)
+{
+    if (emb->shape.dt == COLI_DT_F32)
+        k_embed<COLI_DT_F32><<<max_S, 256, 0, st>>>(emb->mem, tokens, S, emb->shape.cols, x);
+    else
+        k_embed<COLI_DT_BF16><<<max_S, 256, 0, st>>>(emb->mem, tokens, S, emb->shape.cols, x);
+    CK_LAUNCH("the embedding kernel");
+    return COLI_OK;
+}
+
+/* ---- RMSNorm ------------------------------------------------------------- */
+
+/* One 32-lane group per row: the residual (lane l owns i = l, l + 32, ...),
+ * then ss = dot(x, x) by the float product rule from the same lanes, then
+ * r = 1 / sqrtf(ss / n + eps) and xn_i = w_i * (x_i * r). */
+static __global__ void k_norm(float *x, const float *o, const float *w, int H, float eps, const int *S, int last_only,
+                              float *xn)
+{
+    const int lane = (int)(threadIdx.x % 32);
+    int t = (int)blockIdx.x * (int)(blockDim.x / 32) + (int)(threadIdx.x / 32);
+    const int n = *S;
+    if (last_only) {
+        if (t != 0)
+            return;
+        t = n - 1;
+    } else if (t >= n) {
+        return; /* the whole group of 32: no shuffle is left half-done */
+    }
+    float *xr = x + (size_t)t * H;
+    if (o) {
+        const float *orow = o + (size_t)t * H;
+        for (int i = lane; i < H; i += 32)
+            xr[i] = xr[i] + orow[i];
+    }
+    float p = 0.0f;
+    for (int i = lane; i < H; i += 32)
+        p = fmaf(xr[i], xr[i], p);
+    const float ss = coli__tree32(p);
+    const float r = 1.0f / sqrtf(ss / (float)H + eps);
+    float *out = xn + (size_t)(last_only ? 0 : t) * H;
+    for (int i = lane; i < H; i += 32)
+        out[i] = w[i] * (xr[i] * r);
+}
+
+coli_status coli__k_norm(cudaStream_t st, float *x, const float *o, const float *w, int H, float eps, const int *S,
+                         int max_S, int last_only, float *xn, coli__err *err)
+{
+    int rows = last_only ? 1 : max_S;
+    k_norm<<<(rows + 3) / 4, 128, 0, st>>>(x, o, w, H, eps, S, last_only, xn);
+    CK_LAUNCH("the RMSNorm kernel");
+    return COLI_OK;
+}
+
+static __global__ void k_residual(float *x, const float *o, int H, const int *S)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)*S * (size_t)H)
+        x[i] = x[i] + o[i];
+}
+
+coli_status coli__k_residual(cudaStream_t st, float *x, const float *o, int H, const int *S, int max_S,
+                             coli__err *err)
+{
+    size_t n = (size_t)max_S * (size_t)H;
+    k_residual<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(x, o, H, S);
+    CK_LAUNCH("the residual kernel");
+    return COLI_OK;
+}
+
+/* ---- q, k, v: norm, clip, RoPE, cache ----------------------------------- */
+
+/* RMSNorm in place of one vector v[n] with weights w, by one 32-lane group. */
+static __device__ void norm_in_place(float *v, const float *w, int n, float eps, int lane)
+{
+    float p = 0.0f;
+    for (int i = lane; i < n; i += 32)
+        p = fmaf(v[i], v[i], p);
+    const float ss = coli__tree32(p);
+    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = lane; i < n; i += 32)
+        v[i] = w[i] * (v[i] * r);
+}
+
+static __device__ __forceinline__ float clip1(float v, float c)
+{
+    return v < -c ? -c : v > c ? c : v;
+}
+
+/* bf16 of an f32 value, rounded to nearest even (NaN stays NaN). */
+static __device__ __forceinline__ uint16_t to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* One block per token. */
+static __global__ void k_qkv(coli__qkv_args a)
+{
+    const int t = (int)blockIdx.x;
+    if (t >= a.step[0])
+        return;
+    const int pos = a.step[1] + t;
+    const int hd = a.hd, QD = a.nh * hd, KVD = a.nkv * hd;
+    float *q = a.q + (size_t)t * QD, *k = a.k + (size_t)t * KVD, *v = a.v + (size_t)t * KVD;
+    const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32), warps = (int)(blockDim.x / 32);
+    if (a.qk_norm == 1) {
+        for (int h = warp; h < a.nh + a.nkv; h += warps)
+            norm_in_place(h < a.nh ? q + (size_t)h * hd : k + (size_t)(h - a.nh) * hd,
+                          h < a.nh ? a.q_norm : a.k_norm, hd, a.eps, lane);
+    } else if (a.qk_norm == 2) {
+        if (warp == 0)
+            norm_in_place(q, a.q_norm, QD, a.eps, lane);
+        else if (warp == 1)
+            norm_in_place(k, a.k_norm, KVD, a.eps, lane);
+    }
+    __syncthreads();
+    if (a.clip > 0.0f) {
+        for (int i = (int)threadIdx.x; i < QD; i += (int)blockDim.x)
+            q[i] = clip1(q[i], a.clip);
+        for (int i = (int)threadIdx.x; i < KVD; i += (int)blockDim.x) {
+            k[i] = clip1(k[i], a.clip);
+            v[i] = clip1(v[i], a.clip);
+        }
+        __syncthreads();
+    }
+    /* rotate-half: each thread one pair (i, i + half) of one head */
+    const int half = a.rot / 2;
+    const float *cs = a.rope + (size_t)t * a.rot;
+    for (int it = (int)threadIdx.x; it < (a.nh + a.nkv) * half; it += (int)blockDim.x) {
+        int h = it / half, i = it % half;
+        float *hv = h < a.nh ? q + (size_t)h * hd : k + (size_t)(h - a.nh) * hd;
+        float c = cs[i], s = cs[half + i];
+        float x0 = hv[i], x1 = hv[i + half];
+        float c0 = x0 * c, s1 = x1 * s, c1 = x1 * c, s0 = x0 * s;
+        hv[i] = c0 - s1;
+        hv[i + half] = c1 + s0;
+    }
+    __syncthreads();
+    const size_t at = (size_t)pos * KVD;
+    for (int i = (int)threadIdx.x; i < KVD; i += (int)blockDim.x) {
+        if (a.kv_bf16) {
+            ((uint16_t *)a.kc)[at + i] = to_bf16(k[i]);
+            ((uint16_t *)a.vc)[at + i] = to_bf16(v[i]);
+        } else {
+            ((float *)a.kc)[at + i] = k[i];
+            ((float *)a.vc)[at + i] = v[i];
+        }
+    }
+}
+
+coli_status coli__k_qkv(cudaStream_t st, const coli__qkv_args *a, int max_S, coli__err *err)
+{
+    k_qkv<<<max_S, 256, 0, st>>>(*a);
+    CK_LAUNCH("the q/k/v kernel");
+    return COLI_OK;
+}
