@@ -19,6 +19,7 @@
 #include "cpu/cpusel.h"
 #include "cpu/kernels.h"
 #include "cpu/silu.h"
+#include "model/norm.h"
 #include "testutil.h"
 
 #define PROMPT 11
@@ -200,6 +201,132 @@ START_TEST(test_swiglu)
 }
 END_TEST
 
+/* ---- the written order of docs/formats.md, as this test reads it ---- */
+
+static float t_fold32(const float *P)
+{
+    float u[8];
+    for (int l = 0; l < 8; l++)
+        u[l] = (P[l] + P[l + 16]) + (P[l + 8] + P[l + 24]);
+    return ((u[0] + u[4]) + (u[2] + u[6])) + ((u[1] + u[5]) + (u[3] + u[7]));
+}
+
+static float t_dot(const float *a, const float *b, int n)
+{
+    float P[32] = {0};
+    for (int i = 0; i < n; i++)
+        P[i % 32] = fmaf(a[i], b[i], P[i % 32]);
+    return t_fold32(P);
+}
+
+static float t_sum32(const float *a, int n)
+{
+    float P[32] = {0};
+    for (int i = 0; i < n; i++)
+        P[i % 32] = P[i % 32] + a[i];
+    return t_fold32(P);
+}
+
+/* One head: scores, max, e, Z, weights, then the eight-partial mix. */
+static void t_attention(const float *q, const float *k, const float *v, size_t stride, int n, int hd, float *o)
+{
+    float *a = malloc((size_t)n * sizeof(float));
+    ck_assert_ptr_nonnull(a);
+    const float scale = 1.0f / sqrtf((float)hd);
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        a[j] = t_dot(q, k + (size_t)j * stride, hd) * scale;
+        m = a[j] > m ? a[j] : m;
+    }
+    for (int j = 0; j < n; j++)
+        a[j] = coli__exp_f32(a[j] - m);
+    float inv = 1.0f / t_sum32(a, n);
+    for (int j = 0; j < n; j++)
+        a[j] = a[j] * inv;
+    for (int i = 0; i < hd; i++) {
+        float O[8] = {0};
+        for (int j = 0; j < n; j++)
+            O[j % 8] = fmaf(a[j], v[(size_t)j * stride + i], O[j % 8]);
+        o[i] = ((O[0] + O[4]) + (O[2] + O[6])) + ((O[1] + O[5]) + (O[3] + O[7]));
+    }
+    free(a);
+}
+
+static float t_random(uint64_t *st)
+{
+    *st = *st * 6364136223846793005u + 1442695040888963407u;
+    return (float)((int32_t)(*st >> 32)) / 2147483648.0f; /* [-1, 1) */
+}
+
+static int same_bits(float a, float b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static const int ALL_SETS[] = {COLI__CPUK_SCALAR, COLI__CPUK_AVX2, COLI__CPUK_AVX512};
+
+/* RMSNorm, sum32 and one head's attention of every set against the text,
+ * bit for bit, over lengths around the 8- and 32-wide blocks. */
+START_TEST(test_written_order)
+{
+    enum { MAXN = 300, MAXD = 128 };
+    static float x[1031], w[1031], got[1031];
+    static float q[MAXD], kv[2][MAXN * MAXD], o[MAXD], want[MAXD];
+    uint64_t st = 99;
+    for (int i = 0; i < 1031; i++) {
+        x[i] = t_random(&st) * 3.0f;
+        w[i] = 1.0f + t_random(&st) * 0.5f;
+    }
+    for (int i = 0; i < MAXN * MAXD; i++) {
+        kv[0][i] = t_random(&st) * 2.0f;
+        kv[1][i] = t_random(&st);
+    }
+    for (int i = 0; i < MAXD; i++)
+        q[i] = t_random(&st) * 4.0f;
+    /* hand-derived: two equal scores weigh exactly 1/2 each; e(0) = 1 */
+    float two[2] = {0.75f, 0.75f};
+    coli__attn_softmax(coli__cpuk_get(COLI__CPUK_SCALAR), two, 2);
+    ck_assert(two[0] == 0.5f && two[1] == 0.5f);
+    /* sum32: element 32 joins P_0, which cancels; the ones stay in P_1..P_31
+     * (a left-to-right sum loses each 1 against 1e8 and gives 0) */
+    float big[33] = {1e8f};
+    for (int i = 1; i < 33; i++)
+        big[i] = 1.0f;
+    big[32] = -1e8f;
+    ck_assert(coli__sum32(big, 33) == 31.0f);
+    for (size_t s = 0; s < sizeof ALL_SETS / sizeof ALL_SETS[0]; s++) {
+        const coli__cpuk *set = coli__cpuk_get(ALL_SETS[s]);
+        if (!set) {
+            fprintf(stderr, "written order: set %d not on this CPU, not checked\n", ALL_SETS[s]);
+            continue;
+        }
+        static const int lens[] = {1, 2, 7, 8, 24, 31, 32, 33, 64, 100, 1024, 1031};
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            int n = lens[li];
+            coli__rmsnorm(set, got, x, w, n, 1e-6f);
+            float r = 1.0f / sqrtf(t_dot(x, x, n) / (float)n + 1e-6f);
+            for (int i = 0; i < n; i++)
+                ck_assert_msg(same_bits(got[i], w[i] * (x[i] * r)), "%s: rmsnorm n=%d element %d",
+                              coli__cpuk_name(set), n, i);
+        }
+        static const int hds[] = {16, 24, 64, 128, 40};
+        static const int ns[] = {1, 5, 8, 9, 31, 32, 33, 63, 64, 65, 200, 300};
+        for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                int hd = hds[hi], n = ns[ni];
+                float sc[MAXN];
+                t_attention(q, kv[0], kv[1], (size_t)MAXD, n, hd, want);
+                coli__attn_scores(set, q, kv[0], (size_t)MAXD, n, hd, 1.0f / sqrtf((float)hd), sc);
+                coli__attn_softmax(set, sc, n);
+                coli__attn_mix(set, o, sc, kv[1], (size_t)MAXD, n, hd);
+                for (int i = 0; i < hd; i++)
+                    ck_assert_msg(same_bits(o[i], want[i]), "%s: attention hd=%d n=%d dim %d is %.9g, the text %.9g",
+                                  coli__cpuk_name(set), hd, n, i, (double)o[i], (double)want[i]);
+            }
+    }
+}
+END_TEST
+
 /* COLI_CPU: malformed values fail at open naming it; the option wins. */
 START_TEST(test_env)
 {
@@ -285,6 +412,7 @@ static Suite *suite(void)
     suite_add_tcase(s, tc);
     TCase *opt = tcase_create("option");
     tcase_add_test(opt, test_swiglu);
+    tcase_add_test(opt, test_written_order);
     tcase_add_test(opt, test_option_bounds);
     tcase_add_test(opt, test_env);
     tcase_add_test(opt, test_pick);

@@ -154,57 +154,6 @@ static void axpy_scalar(float *y, float a, const float *x, int n)
         y[i] = fmaf(a, x[i], y[i]);
 }
 
-/* ---- attention helpers --------------------------------------------------- */
-
-static void attn_scores_scalar(const float *q, const float *k, size_t stride, int n, int hd, float scale,
-                               float *out)
-{
-    for (int p = 0; p < n; p++)
-        out[p] = dot_f32_scalar(q, k + (size_t)p * stride, hd) * scale;
-}
-
-static void attn_mix_scalar(float *out, const float *w, const float *v, size_t stride, int n, int hd)
-{
-    memset(out, 0, (size_t)hd * sizeof(float));
-    for (int p = 0; p < n; p++)
-        axpy_scalar(out, w[p], v + (size_t)p * stride, hd);
-}
-
-#if COLI_X86
-/* The float product of docs/formats.md, so scores are the scalar ones. */
-__attribute__((target("avx2,fma"))) static void attn_scores_avx2(const float *q, const float *k, size_t stride,
-                                                                 int n, int hd, float scale, float *out)
-{
-    for (int p = 0; p < n; p++)
-        out[p] = dot_f32_avx2(q, k + (size_t)p * stride, hd) * scale;
-}
-
-/* out = sum_p w[p] * v_p, 64 dimensions at a time held in registers; each
- * out_i = fma(w_p, v_p,i, out_i) in increasing p, as attn_mix_scalar. */
-__attribute__((target("avx2,fma"))) static void attn_mix_avx2(float *out, const float *w, const float *v,
-                                                              size_t stride, int n, int hd)
-{
-    if (hd % 8 != 0) {
-        attn_mix_scalar(out, w, v, stride, n, hd);
-        return;
-    }
-    for (int base = 0; base < hd; base += 64) {
-        int m = hd - base < 64 ? (hd - base) / 8 : 8;
-        __m256 acc[8];
-        for (int j = 0; j < 8; j++)
-            acc[j] = _mm256_setzero_ps();
-        for (int p = 0; p < n; p++) {
-            const float *vp = v + (size_t)p * stride + base;
-            __m256 wp = _mm256_set1_ps(w[p]);
-            for (int j = 0; j < m; j++)
-                acc[j] = _mm256_fmadd_ps(wp, _mm256_loadu_ps(vp + 8 * j), acc[j]);
-        }
-        for (int j = 0; j < m; j++)
-            _mm256_storeu_ps(out + base + 8 * j, acc[j]);
-    }
-}
-#endif
-
 /* ---- SwiGLU ------------------------------------------------------------ */
 
 /* g_i = swiglu(g_i, u_i) (lib/cpu/silu.h). */
@@ -256,6 +205,141 @@ __attribute__((target("avx2"))) static void swiglu_avx2(float *g, const float *u
 }
 #endif
 
+/* ---- attention: the written order of docs/formats.md ------------------- */
+
+static void attn_scores_scalar(const float *q, const float *k, size_t stride, int n, int hd, float scale,
+                               float *out)
+{
+    for (int p = 0; p < n; p++)
+        out[p] = dot_f32_scalar(q, k + (size_t)p * stride, hd) * scale;
+}
+
+/* ((O0 + O4) + (O2 + O6)) + ((O1 + O5) + (O3 + O7)): the tree of eight
+ * partial sums. */
+static float fold8(const float *O)
+{
+    return ((O[0] + O[4]) + (O[2] + O[6])) + ((O[1] + O[5]) + (O[3] + O[7]));
+}
+
+float coli__sum32(const float *a, int n)
+{
+    float P[32] = {0};
+    for (int i = 0; i < n; i++)
+        P[i & 31] = P[i & 31] + a[i];
+    return fold32(P);
+}
+
+static float max_of(const float *a, int n)
+{
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++)
+        m = a[j] > m ? a[j] : m;
+    return m;
+}
+
+static void attn_softmax_scalar(float *a, int n)
+{
+    float m = max_of(a, n);
+    for (int j = 0; j < n; j++)
+        a[j] = coli__exp_f32(a[j] - m);
+    float inv = 1.0f / coli__sum32(a, n);
+    for (int j = 0; j < n; j++)
+        a[j] = a[j] * inv;
+}
+
+/* Dimensions in chunks of MIX_DIMS, rows in order: O[j mod 8][i] is one
+ * chain in increasing j whatever the loop around it. */
+#define MIX_DIMS 64
+
+static void attn_mix_scalar(float *out, const float *w, const float *v, size_t stride, int n, int hd)
+{
+    for (int base = 0; base < hd; base += MIX_DIMS) {
+        int m = hd - base < MIX_DIMS ? hd - base : MIX_DIMS;
+        float O[8][MIX_DIMS] = {{0}};
+        for (int j = 0; j < n; j++) {
+            const float *vj = v + (size_t)j * stride + base;
+            for (int i = 0; i < m; i++)
+                O[j & 7][i] = fmaf(w[j], vj[i], O[j & 7][i]);
+        }
+        for (int i = 0; i < m; i++) {
+            float P[8];
+            for (int k = 0; k < 8; k++)
+                P[k] = O[k][i];
+            out[base + i] = fold8(P);
+        }
+    }
+}
+
+#if COLI_X86
+/* The float product of docs/formats.md, so scores are the scalar ones. */
+__attribute__((target("avx2,fma"))) static void attn_scores_avx2(const float *q, const float *k, size_t stride,
+                                                                 int n, int hd, float scale, float *out)
+{
+    for (int p = 0; p < n; p++)
+        out[p] = dot_f32_avx2(q, k + (size_t)p * stride, hd) * scale;
+}
+
+/* e_j and sum32 eight lanes at a time: register c of P holds the partial
+ * sums P_{8c+l}, and j = 8 * (4b + c) + l runs through them in order. */
+__attribute__((target("avx2,fma"))) static void attn_softmax_avx2(float *a, int n)
+{
+    float m = max_of(a, n);
+    __m256 vm = _mm256_set1_ps(m);
+    __m256 P[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(a + j), vm));
+        _mm256_storeu_ps(a + j, e);
+        P[(j >> 3) & 3] = _mm256_add_ps(P[(j >> 3) & 3], e);
+    }
+    float Ps[32];
+    for (int c = 0; c < 4; c++)
+        _mm256_storeu_ps(Ps + 8 * c, P[c]);
+    for (; j < n; j++) {
+        a[j] = coli__exp_f32(a[j] - m);
+        Ps[j & 31] = Ps[j & 31] + a[j];
+    }
+    __m256 inv = _mm256_set1_ps(1.0f / fold32(Ps));
+    for (j = 0; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(a + j, _mm256_mul_ps(_mm256_loadu_ps(a + j), inv));
+    for (; j < n; j++)
+        a[j] = a[j] * _mm256_cvtss_f32(inv);
+}
+
+/* The eight chains of attn_mix_scalar one after the other, each over its
+ * rows j = k mod 8 with eight dimensions a register, then the tree. */
+__attribute__((target("avx2,fma"))) static void attn_mix_avx2(float *out, const float *w, const float *v,
+                                                              size_t stride, int n, int hd)
+{
+    if (hd % 8 != 0) {
+        attn_mix_scalar(out, w, v, stride, n, hd);
+        return;
+    }
+    for (int base = 0; base < hd; base += 64) {
+        int m = hd - base < 64 ? (hd - base) / 8 : 8;
+        __m256 O[8][8];
+        for (int k = 0; k < 8; k++) {
+            __m256 acc[8];
+            for (int c = 0; c < 8; c++)
+                acc[c] = _mm256_setzero_ps();
+            for (int j = k; j < n; j += 8) {
+                const float *vj = v + (size_t)j * stride + base;
+                __m256 wj = _mm256_set1_ps(w[j]);
+                for (int c = 0; c < m; c++)
+                    acc[c] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8 * c), acc[c]);
+            }
+            for (int c = 0; c < 8; c++)
+                O[k][c] = acc[c];
+        }
+        for (int c = 0; c < m; c++) {
+            __m256 t = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(O[0][c], O[4][c]), _mm256_add_ps(O[2][c], O[6][c])),
+                                     _mm256_add_ps(_mm256_add_ps(O[1][c], O[5][c]), _mm256_add_ps(O[3][c], O[7][c])));
+            _mm256_storeu_ps(out + base + 8 * c, t);
+        }
+    }
+}
+#endif
+
 /* ---- kernel sets ------------------------------------------------------- */
 
 typedef float (*dot_f32_fn)(const float *, const float *, int);
@@ -268,6 +352,7 @@ struct coli__cpuk {
     dot_h_fn dot_bf16, dot_f16;
     void (*axpy)(float *, float, const float *, int);
     void (*attn_scores)(const float *, const float *, size_t, int, int, float, float *);
+    void (*attn_softmax)(float *, int);
     void (*attn_mix)(float *, const float *, const float *, size_t, int, int);
     void (*swiglu)(float *, const float *, int);
 };
@@ -288,7 +373,7 @@ unsigned coli__cpuk_needs(int which)
 static void pick_kernels(void)
 {
     const coli__cpuk scalar = {"scalar, float scalar", coli__q_kernels_scalar(), dot_f32_scalar, dot_bf16_scalar,
-                               dot_f16_scalar, axpy_scalar, attn_scores_scalar, attn_mix_scalar,
+                               dot_f16_scalar, axpy_scalar, attn_scores_scalar, attn_softmax_scalar, attn_mix_scalar,
                                swiglu_scalar};
     g_sets[COLI__CPUK_SCALAR] = scalar;
     g_sets[COLI__CPUK_AUTO] = scalar;
@@ -296,7 +381,7 @@ static void pick_kernels(void)
     unsigned f = coli__cpu_features();
     if ((f & coli__cpuk_needs(COLI__CPUK_AVX2)) == coli__cpuk_needs(COLI__CPUK_AVX2)) {
         coli__cpuk v = {"avx2, float avx2", coli__q_kernels_avx2(), dot_f32_avx2, dot_bf16_avx2, dot_f16_avx2,
-                        axpy_avx2, attn_scores_avx2, attn_mix_avx2, swiglu_avx2};
+                        axpy_avx2, attn_scores_avx2, attn_softmax_avx2, attn_mix_avx2, swiglu_avx2};
         if (v.q) {
             g_sets[COLI__CPUK_AVX2] = v;
             g_sets[COLI__CPUK_AUTO] = v;
@@ -366,6 +451,16 @@ void coli__attn_mix(const coli__cpuk *k, float *out, const float *w, const float
 void coli__axpy(const coli__cpuk *k, float *y, float a, const float *x, int n)
 {
     or_best(k)->axpy(y, a, x, n);
+}
+
+float coli__dot_f32(const coli__cpuk *k, const float *a, const float *b, int n)
+{
+    return or_best(k)->dot_f32(a, b, n);
+}
+
+void coli__attn_softmax(const coli__cpuk *k, float *a, int n)
+{
+    or_best(k)->attn_softmax(a, n);
 }
 
 coli__mat coli__mat_at(coli__dtype dt, int group, int rows, int cols, const void *base)

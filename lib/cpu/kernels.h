@@ -90,15 +90,26 @@ coli_status coli__matmul_multi(const coli__cpuk *k, coli__pool *pool, const coli
  * matrices the coming hand-outs read. Speed only. */
 void coli__matmul_hint(coli__pool *pool, const coli__mat *const *w, int n, uint64_t max_bytes);
 
-/* Vector helpers of the forward pass, the same bits in every set. */
+/* Vector helpers of the forward pass, the same bits in every set: the
+ * written order of docs/formats.md ("The written order"). */
 /* y_i = fma(a, x_i, y_i) */
 void coli__axpy(const coli__cpuk *k, float *y, float a, const float *x, int n);
-/* out[p] = (q . k_p) * scale for n rows k_p = kr + p * stride of hd floats,
- * the product being the float one of docs/formats.md. */
+/* dot(a, b): the float product of docs/formats.md ("f32, bf16, f16") of
+ * a[0..n) and b[0..n). */
+float coli__dot_f32(const coli__cpuk *k, const float *a, const float *b, int n);
+/* sum32(a_0 .. a_{n-1}): the float product's shape with additions (32
+ * partial sums from +0 in increasing i, then its tree). One portable path:
+ * the router's softmax uses it as it is. */
+float coli__sum32(const float *a, int n);
+/* out[p] = dot(q, k_p) * scale for n rows k_p = kr + p * stride of hd floats. */
 void coli__attn_scores(const coli__cpuk *k, const float *q, const float *kr, size_t stride, int n, int hd,
                        float scale, float *out);
-/* out[0..hd) = sum_p w[p] * v_p, rows v_p = v + p * stride: out_i =
- * fma(w_p, v_p,i, out_i) from 0 in increasing p. */
+/* The softmax of attention in place: m = max a_j, e_j = e(a_j - m) (the
+ * exp of lib/cpu/silu.h), Z = sum32(e), then a_j = e_j * (1 / Z). */
+void coli__attn_softmax(const coli__cpuk *k, float *a, int n);
+/* out[0..hd) = sum_j w[j] * v_j, rows v_j = v + j * stride: for each i,
+ * eight partial sums O_{j mod 8} = fma(w_j, v_j,i, O_{j mod 8}) from +0 in
+ * increasing j, then ((O0+O4)+(O2+O6))+((O1+O5)+(O3+O7)). */
 void coli__attn_mix(const coli__cpuk *k, float *out, const float *w, const float *v, size_t stride, int n, int hd);
 
 /* g_i = swiglu(g_i, u_i) (lib/cpu/silu.h) for i < n, the same bits in every

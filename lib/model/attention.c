@@ -40,17 +40,7 @@ static void attn_task(void *arg, int64_t b, int64_t e, int thread)
         const float *vbase = j->vc + (size_t)(h / group) * hd;
         int n = pos - lo + 1;
         coli__attn_scores(j->k, q, kbase + (size_t)lo * j->kv_dim, (size_t)j->kv_dim, n, hd, scale, sc);
-        float mx = -INFINITY;
-        for (int p = 0; p < n; p++)
-            mx = sc[p] > mx ? sc[p] : mx;
-        float sum = 0;
-        for (int p = 0; p < n; p++) {
-            sc[p] = expf(sc[p] - mx);
-            sum += sc[p];
-        }
-        float inv = 1.0f / sum;
-        for (int p = 0; p < n; p++)
-            sc[p] *= inv;
+        coli__attn_softmax(j->k, sc, n);
         float *o = j->out + (size_t)t * (size_t)(nh * hd) + (size_t)h * hd;
         coli__attn_mix(j->k, o, sc, vbase + (size_t)lo * j->kv_dim, (size_t)j->kv_dim, n, hd);
     }
@@ -63,19 +53,19 @@ static void clip(float *v, int n, float m)
 }
 
 /* One token's q [nh*hd] and k [nkv*hd] after the projections. */
-static void qk_norm(const coli__config *c, const coli__layer *ly, float *q, float *k)
+static void qk_norm(const coli__cpuk *ks, const coli__config *c, const coli__layer *ly, float *q, float *k)
 {
     const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     switch (c->attn.qk_norm) {
     case COLI_QK_NORM_FULL:
-        coli__rmsnorm(q, q, ly->q_norm, nh * hd, c->rms_eps);
-        coli__rmsnorm(k, k, ly->k_norm, nkv * hd, c->rms_eps);
+        coli__rmsnorm(ks, q, q, ly->q_norm, nh * hd, c->rms_eps);
+        coli__rmsnorm(ks, k, k, ly->k_norm, nkv * hd, c->rms_eps);
         break;
     case COLI_QK_NORM_HEAD:
         for (int h = 0; h < nh; h++)
-            coli__rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, ly->q_norm, hd, c->rms_eps);
+            coli__rmsnorm(ks, q + (size_t)h * hd, q + (size_t)h * hd, ly->q_norm, hd, c->rms_eps);
         for (int h = 0; h < nkv; h++)
-            coli__rmsnorm(k + (size_t)h * hd, k + (size_t)h * hd, ly->k_norm, hd, c->rms_eps);
+            coli__rmsnorm(ks, k + (size_t)h * hd, k + (size_t)h * hd, ly->k_norm, hd, c->rms_eps);
         break;
     case COLI_QK_NORM_NONE:
         break;
@@ -96,7 +86,7 @@ static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__
     COLI_TRY(coli__pass_mm_multi(b, qkv, 3));
     for (int t = 0; t < S; t++) {
         float *q = b->q + (size_t)t * QD, *k = b->k + (size_t)t * KVD, *v = b->v + (size_t)t * KVD;
-        qk_norm(c, ly, q, k);
+        qk_norm(b->m->cpuk, c, ly, q, k);
         if (c->attn.clip_qkv > 0) {
             clip(q, QD, c->attn.clip_qkv);
             clip(k, KVD, c->attn.clip_qkv);

@@ -50,7 +50,7 @@ static coli_status lookahead(coli__pass *b, int l)
         return COLI_OK;
     const coli__layer *ly = &m->w.layers[next];
     float *xn = b->xe, *rl = b->xe + H;
-    coli__rmsnorm(xn, b->x, ly->ffn_norm, H, c->rms_eps);
+    coli__rmsnorm(m->cpuk, xn, b->x, ly->ffn_norm, H, c->rms_eps);
     /* wts is this layer's, filled only after this */
     COLI_TRY(m->pieces.router->guess(m, b->pool, ly, xn, rl, b->pred, b->wts));
     b->pred_layer = next;

@@ -4,9 +4,10 @@
  * the router, the feed-forward) are pieces the model chose at open
  * (lib/model/pieces.h).
  *
- * Activations are f32 throughout and follow transformers' order of
- * operations (RMSNorm in f32, rotate-half RoPE, softmax attention, router
- * softmax then top-k), so f32 weights reproduce its float32 results. Tokens
+ * Activations are f32 throughout: transformers' operations (RMSNorm,
+ * rotate-half RoPE, softmax attention, router softmax then top-k) in the
+ * float order docs/formats.md writes down for every tier, so f32 weights
+ * reproduce its float32 results to rounding. Tokens
  * are processed in chunks; within a chunk every weight row is loaded once and
  * applied to all tokens. */
 #include <stdlib.h>
@@ -80,7 +81,7 @@ static void norm_rows(coli__pass *b, const float *w)
     const coli__config *c = &b->m->cfg;
     const int H = c->hidden;
     for (int t = 0; t < b->S; t++)
-        coli__rmsnorm(b->xn + (size_t)t * H, b->x + (size_t)t * H, w, H, c->rms_eps);
+        coli__rmsnorm(b->m->cpuk, b->xn + (size_t)t * H, b->x + (size_t)t * H, w, H, c->rms_eps);
 }
 
 static void residual(coli__pass *b)
@@ -150,7 +151,7 @@ coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratc
         done += S;
         if (done == n) {
             float *last = b.x + (size_t)(S - 1) * H;
-            coli__rmsnorm(b.xn, last, w->final_norm, H, c->rms_eps);
+            coli__rmsnorm(m->cpuk, b.xn, last, w->final_norm, H, c->rms_eps);
             b.read += coli__mat_bytes(&w->lm_head);
             coli_status st = coli__experts_output(m, pool, b.xn, logits);
             if (st != COLI_OK)

@@ -1,8 +1,10 @@
 /* router.c - the router of Qwen3-MoE, OLMoE and Mixtral: softmax over
  * every expert's logit, the top_k largest, and (router.norm_topk_prob)
- * their weights renormalised to sum to one, in transformers' order. */
+ * their weights renormalised to sum to one: transformers' operations in
+ * the written order of docs/formats.md. */
 #include <math.h>
 
+#include "cpu/silu.h"
 #include "model/pieces.h"
 
 /* Top-k of router probabilities, highest first; ties keep the lower index. */
@@ -29,15 +31,16 @@ static coli_status route(coli__pass *b, const coli__layer *ly, int *sel_all, flo
     COLI_TRY(coli__pass_mm(b, &ly->router, b->xn, b->S, b->rl));
     for (int t = 0; t < b->S; t++) {
         float *rl = b->rl + (size_t)t * E;
-        float mx = -INFINITY, sum = 0;
+        /* the written order of docs/formats.md: e of lib/cpu/silu.h, sum32,
+         * one division each */
+        float mx = -INFINITY;
         for (int e = 0; e < E; e++)
             mx = rl[e] > mx ? rl[e] : mx;
-        for (int e = 0; e < E; e++) {
-            rl[e] = expf(rl[e] - mx);
-            sum += rl[e];
-        }
         for (int e = 0; e < E; e++)
-            rl[e] /= sum;
+            rl[e] = coli__exp_f32(rl[e] - mx);
+        float sum = coli__sum32(rl, E);
+        for (int e = 0; e < E; e++)
+            rl[e] = rl[e] / sum;
         int *sel = sel_all + (size_t)t * K;
         float *w = w_all + (size_t)t * K;
         topk(rl, E, K, sel, w);
