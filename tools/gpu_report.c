@@ -239,6 +239,21 @@ void gpu_report_text(FILE *f, int width, const coli_model *model, const gpu_repo
                    "%.3f ms; %" PRIu64 " failures\n",
                 w, "", s->calls, s->rows, ms(s->h2d_ns), ms(s->kernel_ns), ms(s->d2h_ns),
                 s->failures);
+        if (s->resident_dense_bytes)
+            fprintf(f, "%-*s layers here: %.1f MiB dense, KV cache %.1f MiB, scratch %.1f MiB; %" PRIu64
+                       " steps (%.3f ms), %" PRIu64 " from a graph, %" PRIu64 " waits for the CPU's experts\n",
+                    w, "", (double)s->resident_dense_bytes / 1048576.0, (double)s->kv_bytes / 1048576.0,
+                    (double)s->scratch_bytes / 1048576.0, s->steps, ms(s->step_ns), s->graph_launches,
+                    s->host_syncs);
+        uint64_t ph = 0;
+        for (int i = 0; i < COLI_GPU_N_PHASES; i++)
+            ph += s->phase_ns[i];
+        if (ph) {
+            fprintf(f, "%-*s phases:", w, "");
+            for (int i = 0; i < COLI_GPU_N_PHASES; i++)
+                fprintf(f, " %s %.3f ms%s", coli_gpu_phase_name(i), ms(s->phase_ns[i]),
+                        i + 1 < COLI_GPU_N_PHASES ? "," : "\n");
+        }
     }
 }
 

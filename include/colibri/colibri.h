@@ -553,6 +553,8 @@ COLI_API coli_status coli_gpu_device_get(int index, coli_gpu_device *info);
 COLI_API int coli_model_gpu_devices(const coli_model *model);
 
 /* Fields may be appended: set struct_size to sizeof(coli_gpu_stats). */
+#define COLI_GPU_N_PHASES 8
+
 typedef struct coli_gpu_stats {
     size_t struct_size;
     int ordinal;
@@ -579,7 +581,15 @@ typedef struct coli_gpu_stats {
     uint64_t graph_launches;       /* decode steps replayed from a captured graph */
     uint64_t host_syncs;           /* layers that waited for experts the CPU computed */
     uint64_t step_ns;              /* device time of those steps */
+    /* With COLI_GPU_PHASES=1 in the environment at context creation (for
+     * profiling: steps then run without graphs), the device time of each
+     * phase of the steps, named by coli_gpu_phase_name; else zeros. */
+    uint64_t phase_ns[COLI_GPU_N_PHASES];
 } coli_gpu_stats;
+
+/* "attention", "experts", ... for phase_ns[i], i < COLI_GPU_N_PHASES;
+ * NULL beyond. */
+COLI_API const char *coli_gpu_phase_name(int i);
 
 /* Statistics of device index (0 .. coli_model_gpu_devices-1) of the
  * context's model; COLI_ERANGE beyond. */

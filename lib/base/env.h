@@ -21,6 +21,7 @@
     X(CUDA_EXPERT_GB, "CUDA_EXPERT_GB", GIB, "a size in GiB between 0 and 1048576 (e.g. 20 or 7.5)") \
     X(CUDA_RELEASE_HOST, "CUDA_RELEASE_HOST", FLAG, "0 or 1")                                     \
     X(GPU_FAIL_AFTER, "COLI_GPU_FAIL_AFTER", COUNT, "a count of calls (a non-negative integer)")   \
+    X(GPU_PHASES, "COLI_GPU_PHASES", FLAG, "0 or 1")                                              \
     X(IO_FAIL_AFTER, "COLI_IO_FAIL_AFTER", COUNT, "a count of reads")
 
 typedef enum coli__env_id {

@@ -190,8 +190,102 @@ static __global__ void k_att_out(coli__att_args a, att_dims d)
     }
 }
 
+#define FUSED_TILES 8 /* up to this many tiles, one block does a (head, token) whole */
+
+/* The four steps above in one block of 256 threads for a (head, token)
+ * of at most FUSED_TILES tiles: the same operations in the same order,
+ * the scores in shared memory. */
+static __global__ void __launch_bounds__(256) k_att_fused(coli__att_args a)
+{
+    const int h = (int)blockIdx.x, t = (int)blockIdx.y;
+    if (t >= a.step[0])
+        return;
+    int lo, n;
+    span(a, t, &lo, &n);
+    const int hd = a.hd, KVD = a.nkv * hd, kvh = h / (a.nh / a.nkv);
+    const int nt = (n + ATT_TILE - 1) / ATT_TILE;
+    extern __shared__ float smem[];
+    float *qs = smem;                        /* hd */
+    float *sc = qs + hd;                     /* FUSED_TILES * ATT_TILE */
+    float *O = sc + FUSED_TILES * ATT_TILE;  /* 8 * hd */
+    __shared__ float red[8], Zt[FUSED_TILES];
+    const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const float *q = a.q + (size_t)t * (size_t)(a.nh * hd) + (size_t)h * hd;
+    for (int i = tid; i < hd; i += 256)
+        qs[i] = q[i];
+    __syncthreads();
+    const float scale = 1.0f / sqrtf((float)hd);
+    float m = -INFINITY;
+    for (int j = warp; j < n; j += 8) {
+        const size_t kb = (size_t)(lo + j) * (size_t)KVD + (size_t)kvh * hd;
+        float p = 0.0f;
+        for (int i = lane; i < hd; i += 32)
+            p = fmaf(qs[i], kv_at(a.kc, a.kv_bf16, kb + (size_t)i), p);
+        float sv = coli__tree32(p) * scale;
+        if (lane == 0)
+            sc[j] = sv;
+        m = sv > m ? sv : m;
+    }
+    if (lane == 0)
+        red[warp] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < 8; w++)
+        m = red[w] > m ? red[w] : m;
+    for (int j = tid; j < n; j += 256)
+        sc[j] = coli__exp_f32(sc[j] - m);
+    __syncthreads();
+    if (warp < nt) { /* warp k: tile k's sum32 */
+        const int j0 = warp * ATT_TILE;
+        float p = 0.0f;
+        for (int r = 0; r < ATT_TILE / 32; r++)
+            if (j0 + lane + 32 * r < n)
+                p = p + sc[j0 + lane + 32 * r];
+        p = coli__tree32(p);
+        if (lane == 0)
+            Zt[warp] = p;
+    }
+    __syncthreads();
+    float Z = Zt[0];
+    for (int k = 1; k < nt; k++)
+        Z = Z + Zt[k];
+    const float inv = 1.0f / Z;
+    for (int j = tid; j < n; j += 256)
+        sc[j] = sc[j] * inv;
+    float o = 0.0f; /* thread i < hd: the sum of the tiles so far */
+    for (int tile = 0; tile < nt; tile++) {
+        const int j0 = tile * ATT_TILE, j1 = n - j0 < ATT_TILE ? n : j0 + ATT_TILE;
+        __syncthreads();
+        for (int it = tid; it < 8 * hd; it += 256) {
+            const int i = it % hd, k = it / hd;
+            float acc = 0.0f;
+            for (int j = j0 + k; j < j1; j += 8)
+                acc = fmaf(sc[j], kv_at(a.vc, a.kv_bf16, (size_t)(lo + j) * (size_t)KVD + (size_t)kvh * hd + (size_t)i),
+                           acc);
+            O[k * hd + i] = acc;
+        }
+        __syncthreads();
+        for (int i = tid; i < hd; i += 256) {
+            const float *c = O + i;
+            float a04 = c[0] + c[4 * hd], a26 = c[2 * hd] + c[6 * hd];
+            float a15 = c[hd] + c[5 * hd], a37 = c[3 * hd] + c[7 * hd];
+            float U = (a04 + a26) + (a15 + a37);
+            o = tile == 0 ? U : o + U;
+        }
+    }
+    float *out = a.out + (size_t)t * (size_t)(a.nh * hd) + (size_t)h * hd;
+    for (int i = tid; i < hd; i += 256)
+        out[i] = o;
+}
+
 coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_S, int max_pos, coli__err *err)
 {
+    if (max_pos + 1 <= FUSED_TILES * ATT_TILE && a->hd <= 256) {
+        size_t smem = (size_t)(a->hd + FUSED_TILES * ATT_TILE + 8 * a->hd) * sizeof(float);
+        k_att_fused<<<dim3((unsigned)a->nh, (unsigned)max_S), 256, smem, st>>>(*a);
+        CK_LAUNCH("the attention kernel");
+        return COLI_OK;
+    }
     /* the launch covers tokens whose positions reach max_pos at most; the
      * score rows hold that many positions, so a launch takes as many
      * tokens as the buffers were sized for (cap_tokens) */

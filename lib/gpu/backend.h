@@ -108,6 +108,7 @@ typedef struct coli__gpu_pipe_params {
     int n_ctx;
     coli__dtype kv_dt;
     int chunk;
+    int phases; /* 1: time each phase with events (no graphs: slower) */
 } coli__gpu_pipe_params;
 
 /* The experts a pipe leaves to the host: for every pair q = t * top_k + j
@@ -119,6 +120,10 @@ typedef struct coli__gpu_host {
     void *user;
 } coli__gpu_host;
 
+/* Phases of a step (coli__gpu_pipe_stats.phase_ns), as COLI_GPU_PHASES
+ * in colibri.h counts them. */
+#define COLI__GPU_N_PHASES 8
+
 /* What a pipe did (since creation). */
 typedef struct coli__gpu_pipe_stats {
     uint64_t kv_bytes, scratch_bytes;
@@ -126,6 +131,9 @@ typedef struct coli__gpu_pipe_stats {
     uint64_t graph_launches, graph_captures;
     uint64_t host_syncs; /* layers that waited for the host's experts */
     uint64_t step_ns, host_ns;
+    /* with phase timing on (coli__gpu_pipe_params.phases): device time of
+     * each phase, in the order of coli_gpu_phase_name */
+    uint64_t phase_ns[COLI__GPU_N_PHASES];
 } coli__gpu_pipe_stats;
 
 /* Settings of coli__gpu_init. */

@@ -19,6 +19,7 @@
 
 #include "gpu/backend.h"
 #include "cpu/fp16.h"
+#include "cpu/qround.h"
 
 #define QK 32      /* activation group; q8/q2 weight group */
 #define TOK_TILE 8 /* tokens one block of the vector products computes */
@@ -27,7 +28,9 @@
 /* One product of a launch: W [rows, cols] times n_tok quantized (or float)
  * activation rows starting at row x0, results into y (row stride ys).
  * live, when set, is a device count that caps n_tok at run time, so that
- * one table serves every chunk size (and a captured graph). */
+ * one table serves every chunk size (and a captured graph). xrow, when
+ * set, maps row x0 + t to the activation row it reads (the routed experts
+ * read the tokens' rows in place). */
 typedef struct prod {
     const uint8_t *qs;
     const uint16_t *d, *m;
@@ -37,6 +40,7 @@ typedef struct prod {
     float *y;
     int ys;
     const int *live;
+    const int *xrow;
 } prod;
 
 /* ---- device and tensor state (backend.cu; read by pipeline.cu) ---- */
@@ -121,6 +125,82 @@ static __device__ __forceinline__ float coli__dot32(const float *w, const float 
     return coli__tree32(p);
 }
 
+/* The activation quantization of docs/formats.md for value a of lane
+ * `lane` of a 32-lane group (group gi), rounded by lib/cpu/qround.h as
+ * lib/cpu/quant.c does: the maximum and the sum are exact whatever the
+ * order of the lanes. */
+static __device__ __forceinline__ void coli__quant32(float a, int lane, size_t gi, int8_t *p, float *s,
+                                                     int32_t *psum)
+{
+    uint32_t m;
+    memcpy(&m, &a, 4);
+    m &= 0x7fffffffu; /* magnitudes compare as integers */
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        uint32_t o = coli_shfl_xor(m, off, QK);
+        m = o > m ? o : m;
+    }
+    float amax;
+    memcpy(&amax, &m, 4);
+    int q = 0;
+    if (amax != 0.0f) {
+        float t = coli__qact_mul(amax);
+        q = coli__qact_finite(t) ? coli__qact_round(a, t) : coli__qact_round_inf(a, t);
+    }
+    p[gi * QK + (size_t)lane] = (int8_t)q;
+    int sum = q;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        sum += coli_shfl_xor(sum, off, QK);
+    if (lane == 0) {
+        s[gi] = coli__qact_scale(amax);
+        psum[gi] = sum;
+    }
+}
+
+/* Where a kernel also writes its output quantized (NULL: it does not). */
+typedef struct coli__qout {
+    int8_t *p;
+    float *s;
+    int32_t *psum;
+} coli__qout;
+
+/* RMSNorm of the row xs (shared memory, n values) by one block, into out;
+ * with q, quantized too (row index qrow). docs/formats.md: ss = dot(x, x)
+ * by the float product rule, lane l of the first warp taking i = l, l + 32,
+ * ...; r = 1 / sqrtf(ss / n + eps); out_i = w_i * (x_i * r). Ends with a
+ * barrier: xs may be reused after. */
+static __device__ inline void coli__norm_row(float *xs, int n, const float *w, float eps, float *out, const coli__qout *q,
+                                      size_t qrow)
+{
+    __shared__ float rs;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        const int lane = (int)threadIdx.x;
+        float p = 0.0f;
+        for (int i = lane; i < n; i += 32)
+            p = fmaf(xs[i], xs[i], p);
+        const float ss = coli__tree32(p);
+        if (lane == 0)
+            rs = 1.0f / sqrtf(ss / (float)n + eps);
+    }
+    __syncthreads();
+    const float r = rs;
+    for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) {
+        float v = w[i] * (xs[i] * r);
+        out[i] = v;
+        xs[i] = v;
+    }
+    if (q && q->p && n % QK == 0) {
+        __syncthreads();
+        const int lane = (int)(threadIdx.x % 32), warps = (int)(blockDim.x / 32);
+        const size_t g0 = qrow * (size_t)(n / QK);
+        for (int g = (int)(threadIdx.x / 32); g < n / QK; g += warps)
+            coli__quant32(xs[g * QK + lane], lane, g0 + (size_t)g, q->p, q->s, q->psum);
+    }
+    __syncthreads();
+}
+
 /* ---- launchers (host side), one family per file ---- */
 
 /* matmul.cu: activation quantization of rows x [rows, cols]. */
@@ -133,15 +213,19 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
                              const int8_t *p, const float *s, const int32_t *psum, const float *x, coli__err *err);
 /* h = swiglu(g, u) over n values. */
 coli_status coli__k_swiglu(cudaStream_t st, const float *g, const float *u, float *h, size_t n, coli__err *err);
+/* The same for rows x cols, and h quantized when q is set. */
+coli_status coli__k_swiglu_q(cudaStream_t st, const float *g, const float *u, float *h, int rows, int cols,
+                             const coli__qout *q, coli__err *err);
 
 /* norm.cu */
 /* x[t] = row tokens[t] of the embedding (f32 or bf16), t < *S. */
 coli_status coli__k_embed(cudaStream_t st, const tensor *emb, const int32_t *tokens, const int *S, int max_S,
                           float *x, coli__err *err);
 /* With o: x += o first (the residual). Then xn = rmsnorm(x, w) for rows
- * first .. *S - 1 (first: 0, or the last row alone when last_only). */
+ * 0 .. *S - 1 (or the last row alone, into row 0, when last_only); with
+ * q, quantized too. */
 coli_status coli__k_norm(cudaStream_t st, float *x, const float *o, const float *w, int H, float eps, const int *S,
-                         int max_S, int last_only, float *xn, coli__err *err);
+                         int max_S, int last_only, float *xn, const coli__qout *q, coli__err *err);
 /* x += o for rows < *S (a residual without a norm after it). */
 coli_status coli__k_residual(cudaStream_t st, float *x, const float *o, int H, const int *S, int max_S,
                              coli__err *err);
@@ -177,32 +261,33 @@ typedef struct coli__att_args {
 coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_S, int max_pos, coli__err *err);
 
 /* moe.cu */
-/* Router: sel, w [S, K] from the logits rl [S, E]. */
-coli_status coli__k_route(cudaStream_t st, const float *rl, int E, int K, int norm_topk, const int *S, int max_S,
-                          int *sel, float *w, coli__err *err);
-/* The routed pairs grouped by ascending expert, then token: row[pair],
- * the rows of xe gathered from xn, and the product tables of the resident
- * experts (views: [E * 3] gate, up, down; a NULL qs/w marks the host's):
- * t1 [2 * slots] gate and up, t2 [slots] down, unused entries empty.
- * host: [S*K] 1 for the pairs the host computes. */
+/* The routed pairs of the router's logits rl [S, E]: sel, w [S, K] (the
+ * router's softmax and top-k), grouped by ascending expert, then token:
+ * row[pair], the token of each row (row_tok), and the product tables of
+ * the resident experts (views: [E * 3] gate, up, down; a NULL qs/w marks
+ * the host's): t1 [2 * slots] gate and up, t2 [slots] down, unused entries
+ * empty. host: [S*K] 1 for the pairs the host computes. */
 typedef struct coli__group_args {
     const int *sel;
+    float *w;
     const prod *views;
     int E, K, H, I;
-    const float *xn;
-    float *xe, *g, *u, *ye;
-    int *row;
+    float *g, *u, *ye;
+    int *row, *row_tok;
     unsigned char *host;
     prod *t1, *t2;
     int slots;
     const int *S;
 } coli__group_args;
-coli_status coli__k_group(cudaStream_t st, const coli__group_args *a, int max_S, coli__err *err);
+coli_status coli__k_route_group(cudaStream_t st, const float *rl, int norm_topk, const coli__group_args *a, int max_S,
+                                coli__err *err);
 /* x += sum over each token's experts, ascending, of fma(w, y, .) from +0;
- * y from ye[row[pair]], or yh[pair] for the host's pairs. */
+ * y from ye[row[pair]], or yh[pair] for the host's pairs. With next_norm,
+ * xn = rmsnorm(x) follows (quantized with q). */
 coli_status coli__k_combine(cudaStream_t st, float *x, const float *ye, const float *yh, const int *row,
                             const unsigned char *host, const int *sel, const float *w, int K, int H, const int *S,
-                            int max_S, coli__err *err);
+                            int max_S, const float *next_norm, float eps, float *xn, const coli__qout *q,
+                            coli__err *err);
 
 /* pipeline.cu: the pipe operations of the table (lib/gpu/backend.h). */
 uint64_t coli__pipe_bytes(const coli__gpu_net *net, const coli__gpu_pipe_params *p);

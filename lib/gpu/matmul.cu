@@ -12,7 +12,6 @@
 #include "gpu/compat.h"
 
 #include "gpu/kern.h"
-#include "cpu/qround.h"
 #include "cpu/silu.h"
 
 /* Rows per lane (R) and groups per iteration (GU) of the decode kernels:
@@ -36,44 +35,36 @@
 #ifndef Q2_GU
 #define Q2_GU 2
 #endif
+/* Blocks (of 256 threads) below which a launch would leave an H200's
+ * multiprocessors idle: then smaller blocks. */
+#ifndef SMALL_BLOCKS_BELOW
+#define SMALL_BLOCKS_BELOW 132
+#endif
 
-/* One 32-lane group per 32-value activation group: the activation
- * quantization of docs/formats.md, rounded by lib/cpu/qround.h as
- * lib/cpu/quant.c does. The maximum and the sum are exact whatever the
- * order of the lanes. */
+/* One 32-lane group per 32-value activation group (coli__quant32). */
 static __global__ void k_quantize_act(const float *x, int n_groups, int8_t *p, float *s, int32_t *psum)
 {
     int gi = (int)blockIdx.x * (int)(blockDim.x / QK) + (int)(threadIdx.x / QK);
     int lane = (int)(threadIdx.x % QK);
     if (gi >= n_groups)
         return; /* all 32 lanes of the group alike */
-    float a = x[(size_t)gi * QK + (size_t)lane];
-    uint32_t m;
-    memcpy(&m, &a, 4);
-    m &= 0x7fffffffu; /* magnitudes compare as integers */
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-        uint32_t o = coli_shfl_xor(m, off, QK);
-        m = o > m ? o : m;
-    }
-    float amax;
-    memcpy(&amax, &m, 4);
-    int q = 0;
-    if (amax != 0.0f) {
-        float t = coli__qact_mul(amax);
-        q = coli__qact_finite(t) ? coli__qact_round(a, t) : coli__qact_round_inf(a, t);
-    }
-    p[(size_t)gi * QK + (size_t)lane] = (int8_t)q;
-    int sum = q;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-        sum += coli_shfl_xor(sum, off, QK);
-    if (lane == 0) {
-        s[gi] = coli__qact_scale(amax);
-        psum[gi] = sum;
-    }
+    coli__quant32(x[(size_t)gi * QK + (size_t)lane], lane, (size_t)gi, p, s, psum);
 }
 
+/* h = swiglu(g, u), then quantized: one 32-lane group per group of 32. */
+static __global__ void k_swiglu_q(const float *g, const float *u, float *h, int n_groups, int8_t *p, float *s,
+                                  int32_t *psum)
+{
+    int gi = (int)blockIdx.x * (int)(blockDim.x / QK) + (int)(threadIdx.x / QK);
+    int lane = (int)(threadIdx.x % QK);
+    if (gi >= n_groups)
+        return;
+    size_t i = (size_t)gi * QK + (size_t)lane;
+    float v = coli__swiglu(g[i], u[i]);
+    h[i] = v;
+    if (p)
+        coli__quant32(v, lane, (size_t)gi, p, s, psum);
+}
 
 /* The quants of one group as loaded, with the widest aligned loads the
  * format allows: q8 32 bytes, q4 16, q2 8. word(i) gives the four int8
@@ -111,15 +102,19 @@ static __device__ __forceinline__ int word(const wgroup<DT> &w, int i)
     return (w.raw[i & 1] >> (2 * (i >> 1))) & 0x03030303;
 }
 
-/* Steps 1-4 for 32 R rows and up to TOK_TILE tokens: 8 lanes per row,
- * lane k taking groups k, k+8, ... Each lane serves R rows 32 apart, which reuses every activation load and keeps more loads in
- * flight. blockIdx.z picks the product. */
-template <int DT, int R, int GU>
-static __global__ void k_qgemm(const prod *prods, const int8_t *p, const float *s, const int32_t *psum)
+/* Steps 1-4 for BT / 8 * R rows and up to TOK_TILE tokens: 8 lanes per
+ * row, lane k taking groups k, k+8, ... Each lane serves R rows BT / 8
+ * apart, which reuses every activation load and keeps more loads in
+ * flight; BT threads a block (256, or 64 when a product has too few rows
+ * to fill the device otherwise). blockIdx.z picks the product. */
+template <int DT, int R, int GU, int BT>
+static __global__ void __launch_bounds__(BT) k_qgemm(const prod *prods, const int8_t *p, const float *s,
+                                                      const int32_t *psum)
 {
     const prod pr = prods[blockIdx.z];
     const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
-    const int ROWS_PER_BLOCK = 32 * R;
+    const int RS = BT / 8; /* rows of one pass */
+    const int ROWS_PER_BLOCK = RS * R;
     const int base = (int)blockIdx.x * ROWS_PER_BLOCK + (int)(threadIdx.x >> 3);
     const int k = threadIdx.x & 7;
     const int t0 = (int)blockIdx.y * TOK_TILE;
@@ -134,7 +129,7 @@ static __global__ void k_qgemm(const prod *prods, const int8_t *p, const float *
     const uint16_t *dr[R], *mr[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        int row = base + 32 * r;
+        int row = base + RS * r;
         int rr = row < pr.rows ? row : 0; /* dead rows compute row 0, unwritten */
         qr[r] = pr.qs + (size_t)rr * row_bytes;
         dr[r] = pr.d + (size_t)rr * (size_t)(cols / G);
@@ -168,7 +163,7 @@ static __global__ void k_qgemm(const prod *prods, const int8_t *p, const float *
 #pragma unroll
             for (int t = 0; t < TOK_TILE; t++) {
                 if (t < nt && gg < n) {
-                    size_t xr = x0 + (size_t)t;
+                    size_t xr = pr.xrow ? (size_t)pr.xrow[x0 + (size_t)t] : x0 + (size_t)t;
                     const int8_t *pg = p + xr * (size_t)cols + (size_t)QK * gg;
                     float sg = s[xr * (size_t)n + gg];
                     int32_t ps = DT == COLI_DT_Q8 ? 0 : psum[xr * (size_t)n + gg];
@@ -201,7 +196,7 @@ static __global__ void k_qgemm(const prod *prods, const int8_t *p, const float *
     }
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const int row = base + 32 * r;
+        const int row = base + RS * r;
 #pragma unroll
         for (int t = 0; t < TOK_TILE; t++) {
             /* step 4: lane k holds P_k; offsets 4, 2, 1 give
@@ -278,6 +273,12 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, con
     const int per = G / QK;
     const size_t row_bytes = DT == COLI_DT_Q8 ? (size_t)cols : DT == COLI_DT_Q4 ? (size_t)cols / 2 : (size_t)cols / 4;
     const size_t x0 = (size_t)(pr.x0 + t0);
+    __shared__ size_t xrows[MMA_TOK]; /* the activation row of each token */
+    if (threadIdx.x < MMA_TOK) {
+        size_t r = x0 + ((int)threadIdx.x < nt ? threadIdx.x : 0);
+        xrows[threadIdx.x] = pr.xrow ? (size_t)pr.xrow[r] : r;
+    }
+    __syncthreads();
     /* this lane's rows in staging (lane / 2, half lane % 2) and in the
      * epilogue (element e: row lane / 16 + 2 e, token lane % 16) */
     const int srow = row0 + lane / 2, shalf = lane % 2;
@@ -304,12 +305,12 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, con
                 int j = (int)threadIdx.x / 8, w = (int)threadIdx.x % 8;
                 int v = 0;
                 if (j < nt)
-                    v = *(const int *)(const void *)(p + (x0 + (size_t)j) * (size_t)cols + (size_t)QK * g + 4 * w);
+                    v = *(const int *)(const void *)(p + xrows[j] * (size_t)cols + (size_t)QK * g + 4 * w);
                 memcpy(&sB[w / 4][j * 16 + 4 * (w % 4)], &v, 4);
                 if (threadIdx.x < MMA_TOK) {
                     int jj = (int)threadIdx.x;
-                    sS[jj] = jj < nt ? s[(x0 + (size_t)jj) * (size_t)n + g] : 0.0f;
-                    sP[jj] = jj < nt && DT == COLI_DT_Q2 ? psum[(x0 + (size_t)jj) * (size_t)n + g] : 0;
+                    sS[jj] = jj < nt ? s[xrows[jj] * (size_t)n + g] : 0.0f;
+                    sP[jj] = jj < nt && DT == COLI_DT_Q2 ? psum[xrows[jj] * (size_t)n + g] : 0;
                 }
             }
             if (slive)
@@ -365,7 +366,8 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, con
  * lane k taking columns k, k+32, ... in order with one fused multiply-add
  * each (explicit: --fmad=false only forbids implicit ones), then the
  * butterfly 16, 8, 4, 2, 1: the float product of docs/formats.md, with the
- * CPU's bits. */
+ * CPU's bits. Four columns' loads are issued before their products, so
+ * that a lane has several in flight. */
 template <int DT>
 static __global__ void k_fgemm(const prod *prods, const float *x)
 {
@@ -385,13 +387,31 @@ static __global__ void k_fgemm(const prod *prods, const float *x)
 #pragma unroll
     for (int t = 0; t < TOK_TILE; t++)
         acc[t] = 0.0f;
-    for (int c = lane; c < cols; c += lanes) {
-        float w = DT == COLI_DT_F32 ? ((const float *)pr.w)[(size_t)rr * cols + c]
-                                    : coli__bf16_bits_to_f32(((const uint16_t *)pr.w)[(size_t)rr * cols + c]);
+    size_t xr[TOK_TILE]; /* the activation row of each token */
 #pragma unroll
-        for (int t = 0; t < TOK_TILE; t++)
-            if (t < nt)
-                acc[t] = fmaf(w, x[(size_t)(pr.x0 + t0 + t) * cols + c], acc[t]);
+    for (int t = 0; t < TOK_TILE; t++) {
+        size_t r = (size_t)(pr.x0 + t0 + (t < nt ? t : 0));
+        xr[t] = pr.xrow ? (size_t)pr.xrow[r] : r;
+    }
+    const float *wf = (const float *)pr.w + (size_t)rr * cols;
+    const uint16_t *wh = (const uint16_t *)pr.w + (size_t)rr * cols;
+    for (int c0 = lane; c0 < cols; c0 += 4 * lanes) {
+        float w[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int c = c0 + u * lanes;
+            w[u] = c >= cols ? 0.0f : DT == COLI_DT_F32 ? wf[c] : coli__bf16_bits_to_f32(wh[c]);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int c = c0 + u * lanes;
+            if (c < cols) {
+#pragma unroll
+                for (int t = 0; t < TOK_TILE; t++)
+                    if (t < nt)
+                        acc[t] = fmaf(w[u], x[xr[t] * cols + c], acc[t]);
+            }
+        }
     }
 #pragma unroll
     for (int t = 0; t < TOK_TILE; t++) {
@@ -436,22 +456,38 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
     }
 #endif
     if (coli__is_quant(dt)) {
+        /* rows per lane and groups per iteration: enough bytes in flight
+         * per lane without spilling (measured on an H200); a product too
+         * small to fill the device that way gets blocks of 8 rows */
         const int R = dt == COLI_DT_Q8 ? Q8_R : dt == COLI_DT_Q4 ? Q4_R : Q2_R;
-        grid = dim3((unsigned)((max_rows + 32 * R - 1) / (32 * R)), (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE),
-                    (unsigned)n_prods);
-        if (dt == COLI_DT_Q8)
-            k_qgemm<COLI_DT_Q8, Q8_R, Q8_GU><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
-        else if (dt == COLI_DT_Q4)
-            k_qgemm<COLI_DT_Q4, Q4_R, Q4_GU><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
-        else
-            k_qgemm<COLI_DT_Q2, Q2_R, Q2_GU><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+        const unsigned ty = (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE);
+        const long big = (long)((max_rows + 32 * R - 1) / (32 * R)) * ty * n_prods;
+        if (big < 2 * SMALL_BLOCKS_BELOW) {
+            grid = dim3((unsigned)((max_rows + 7) / 8), ty, (unsigned)n_prods);
+            if (dt == COLI_DT_Q8)
+                k_qgemm<COLI_DT_Q8, 1, 4, 64><<<grid, 64, 0, st>>>(dev_prods, p, s, psum);
+            else if (dt == COLI_DT_Q4)
+                k_qgemm<COLI_DT_Q4, 1, 4, 64><<<grid, 64, 0, st>>>(dev_prods, p, s, psum);
+            else
+                k_qgemm<COLI_DT_Q2, 1, 4, 64><<<grid, 64, 0, st>>>(dev_prods, p, s, psum);
+        } else {
+            grid = dim3((unsigned)((max_rows + 32 * R - 1) / (32 * R)), ty, (unsigned)n_prods);
+            if (dt == COLI_DT_Q8)
+                k_qgemm<COLI_DT_Q8, Q8_R, Q8_GU, 256><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+            else if (dt == COLI_DT_Q4)
+                k_qgemm<COLI_DT_Q4, Q4_R, Q4_GU, 256><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+            else
+                k_qgemm<COLI_DT_Q2, Q2_R, Q2_GU, 256><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+        }
     } else {
-        grid = dim3((unsigned)((max_rows + 7) / 8), (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE),
-                    (unsigned)n_prods);
+        /* two rows a block when that is what fills the device */
+        const unsigned ty = (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE);
+        const int per = (long)((max_rows + 7) / 8) * ty * n_prods < 2 * SMALL_BLOCKS_BELOW ? 2 : 8;
+        grid = dim3((unsigned)((max_rows + per - 1) / per), ty, (unsigned)n_prods);
         if (dt == COLI_DT_F32)
-            k_fgemm<COLI_DT_F32><<<grid, block, 0, st>>>(dev_prods, x);
+            k_fgemm<COLI_DT_F32><<<grid, 32 * per, 0, st>>>(dev_prods, x);
         else
-            k_fgemm<COLI_DT_BF16><<<grid, block, 0, st>>>(dev_prods, x);
+            k_fgemm<COLI_DT_BF16><<<grid, 32 * per, 0, st>>>(dev_prods, x);
     }
     CK_LAUNCH("a product kernel");
     return COLI_OK;
@@ -465,6 +501,20 @@ coli_status coli__k_quantize(cudaStream_t st, const float *x, int rows, int cols
         return COLI_OK;
     k_quantize_act<<<(n_groups + 7) / 8, 8 * QK, 0, st>>>(x, n_groups, p, s, psum);
     CK_LAUNCH("the activation quantization kernel");
+    return COLI_OK;
+}
+
+coli_status coli__k_swiglu_q(cudaStream_t st, const float *g, const float *u, float *h, int rows, int cols,
+                             const coli__qout *q, coli__err *err)
+{
+    if (cols % QK)
+        return coli__k_swiglu(st, g, u, h, (size_t)rows * cols, err); /* then nothing reads it quantized */
+    int n_groups = rows * (cols / QK);
+    if (n_groups == 0)
+        return COLI_OK;
+    k_swiglu_q<<<(n_groups + 7) / 8, 8 * QK, 0, st>>>(g, u, h, n_groups, q ? q->p : NULL, q ? q->s : NULL,
+                                                      q ? q->psum : NULL);
+    CK_LAUNCH("the SwiGLU kernel");
     return COLI_OK;
 }
 

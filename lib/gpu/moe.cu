@@ -8,45 +8,52 @@
 #include "gpu/kern.h"
 #include "cpu/silu.h"
 
-/* One 32-lane group per token: m = max, e_e = e(l_e - m), Z = sum32 (lane
- * l takes e = l mod 32 in increasing e), p_e = e_e / Z, then K times the
- * largest p not taken (the lowest e on ties), then the renormalisation. */
-static __global__ void k_route(const float *rl, int E, int K, int norm_topk, const int *S, float *prob, int *sel,
-                               float *w)
+#define ROUTE_PER_LANE 16 /* experts a lane holds: at most 512 in all */
+
+/* One 32-lane group per token, the probabilities in registers (lane l
+ * holds e = l + 32 i): m = max, e_e = e(l_e - m), Z = sum32 (each lane's
+ * own e in increasing order, then the tree), p_e = e_e / Z, then K times
+ * the largest p not taken (the lowest e on ties), then the
+ * renormalisation. */
+static __device__ void route_token(const float *rl, int E, int K, int norm_topk, int t, int lane, int *sel,
+                                   float *w)
 {
-    const int lane = (int)(threadIdx.x % 32);
-    const int t = (int)blockIdx.x * (int)(blockDim.x / 32) + (int)(threadIdx.x / 32);
-    if (t >= *S)
-        return;
     const float *l = rl + (size_t)t * E;
-    float *p = prob + (size_t)t * E;
+    float pv[ROUTE_PER_LANE];
     float m = -INFINITY;
-    for (int e = lane; e < E; e += 32)
-        m = l[e] > m ? l[e] : m;
+#pragma unroll
+    for (int i = 0; i < ROUTE_PER_LANE; i++) {
+        const int e = lane + 32 * i;
+        pv[i] = e < E ? l[e] : -INFINITY;
+        m = pv[i] > m ? pv[i] : m;
+    }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
         float o = coli_shfl_xor(m, off, 32);
         m = o > m ? o : m;
     }
     float z = 0.0f;
-    for (int e = lane; e < E; e += 32) {
-        float v = coli__exp_f32(l[e] - m);
-        p[e] = v;
-        z = z + v;
-    }
+#pragma unroll
+    for (int i = 0; i < ROUTE_PER_LANE; i++)
+        if (lane + 32 * i < E) {
+            pv[i] = coli__exp_f32(pv[i] - m);
+            z = z + pv[i];
+        }
     z = coli__tree32(z);
-    for (int e = lane; e < E; e += 32)
-        p[e] = p[e] / z;
-    coli_syncwarp();
+#pragma unroll
+    for (int i = 0; i < ROUTE_PER_LANE; i++)
+        pv[i] = lane + 32 * i < E ? pv[i] / z : -1.0f;
     int *s = sel + (size_t)t * K;
     float *wt = w + (size_t)t * K;
+    float sum = 0.0f;
     for (int j = 0; j < K; j++) {
         float bv = -1.0f;
         int bi = -1;
-        for (int e = lane; e < E; e += 32)
-            if (p[e] > bv) { /* strictly: the lane keeps its lowest e */
-                bv = p[e];
-                bi = e;
+#pragma unroll
+        for (int i = 0; i < ROUTE_PER_LANE; i++)
+            if (pv[i] > bv) { /* strictly: the lane keeps its lowest e */
+                bv = pv[i];
+                bi = lane + 32 * i;
             }
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) {
@@ -57,38 +64,39 @@ static __global__ void k_route(const float *rl, int E, int K, int norm_topk, con
                 bi = oi;
             }
         }
+        /* every lane now has the winner: its owner marks it taken */
+#pragma unroll
+        for (int i = 0; i < ROUTE_PER_LANE; i++)
+            if (lane + 32 * i == bi)
+                pv[i] = -1.0f;
         if (lane == 0) {
             s[j] = bi;
             wt[j] = bv;
-            p[bi] = -1.0f; /* taken: below every probability */
         }
-        coli_syncwarp();
+        sum = sum + bv;
     }
-    if (norm_topk && lane == 0) {
-        float sum = 0.0f;
-        for (int j = 0; j < K; j++)
-            sum = sum + wt[j];
+    if (norm_topk && lane == 0)
         for (int j = 0; j < K; j++)
             wt[j] = wt[j] / sum;
-    }
 }
 
-coli_status coli__k_route(cudaStream_t st, const float *rl, int E, int K, int norm_topk, const int *S, int max_S,
-                          int *sel, float *w, coli__err *err)
+static __global__ void k_route(const float *rl, int E, int K, int norm_topk, const int *S, int *sel, float *w)
 {
-    /* the probabilities overwrite nothing the caller keeps: the logits
-     * buffer is the router's own scratch */
-    k_route<<<(max_S + 3) / 4, 128, 0, st>>>(rl, E, K, norm_topk, S, (float *)rl, sel, w);
-    CK_LAUNCH("the router kernel");
-    return COLI_OK;
+    const int lane = (int)(threadIdx.x % 32);
+    const int t = (int)blockIdx.x * (int)(blockDim.x / 32) + (int)(threadIdx.x / 32);
+    if (t < *S)
+        route_token(rl, E, K, norm_topk, t, lane, sel, w);
 }
 
-/* One block: counts per expert, rows in ascending (expert, token) order,
- * and the tables of the used resident experts. */
-static __global__ void k_group(coli__group_args a)
+
+/* One block: counts per expert (a thread each), their offsets and the
+ * resident ones' table slots in ascending order (one pass over shared
+ * memory), then each expert's table entries and rows in parallel; the
+ * gate and up products read each row's token in place (xrow). */
+static __device__ void group_body(const coli__group_args &a, int *sh)
 {
-    extern __shared__ int sh[];
-    int *cnt = sh, *off = sh + a.E;
+    int *cnt = sh, *off = sh + a.E, *slot = sh + 2 * a.E;
+    __shared__ int n_used;
     const int n = *a.S * a.K;
     for (int e = (int)threadIdx.x; e < a.E; e += (int)blockDim.x) {
         int c = 0;
@@ -103,12 +111,23 @@ static __global__ void k_group(coli__group_args a)
             off[e] = at;
             at += cnt[e];
             const prod *v = a.views + 3 * (size_t)e;
-            if (cnt[e] == 0 || (!v[0].qs && !v[0].w))
-                continue;
+            slot[e] = cnt[e] > 0 && (v[0].qs || v[0].w) ? u++ : -1;
+        }
+        n_used = u;
+    }
+    __syncthreads();
+    for (int e = (int)threadIdx.x; e < a.E; e += (int)blockDim.x) {
+        if (cnt[e] == 0)
+            continue;
+        const prod *v = a.views + 3 * (size_t)e;
+        const int u = slot[e];
+        if (u >= 0) {
             prod g = v[0], up = v[1], dn = v[2];
             g.x0 = up.x0 = dn.x0 = off[e];
             g.n_tok = up.n_tok = dn.n_tok = cnt[e];
             g.live = up.live = dn.live = NULL;
+            g.xrow = up.xrow = a.row_tok;
+            dn.xrow = NULL;
             g.y = a.g + (size_t)off[e] * a.I;
             up.y = a.u + (size_t)off[e] * a.I;
             dn.y = a.ye + (size_t)off[e] * a.H;
@@ -117,57 +136,75 @@ static __global__ void k_group(coli__group_args a)
             a.t1[2 * u] = g;
             a.t1[2 * u + 1] = up;
             a.t2[u] = dn;
-            u++;
         }
-        for (; u < a.slots; u++) {
-            a.t1[2 * u].n_tok = a.t1[2 * u + 1].n_tok = a.t2[u].n_tok = 0;
-        }
-    }
-    __syncthreads();
-    for (int e = (int)threadIdx.x; e < a.E; e += (int)blockDim.x) {
-        if (cnt[e] == 0)
-            continue;
-        const prod *v = a.views + 3 * (size_t)e;
-        unsigned char host = !v[0].qs && !v[0].w;
+        const unsigned char host = u < 0;
         int at = off[e];
         for (int q = 0; q < n; q++)
             if (a.sel[q] == e) {
+                a.row_tok[at] = q / a.K;
                 a.row[q] = at++;
                 a.host[q] = host;
             }
     }
+    for (int u = n_used + (int)threadIdx.x; u < a.slots; u += (int)blockDim.x)
+        a.t1[2 * u].n_tok = a.t1[2 * u + 1].n_tok = a.t2[u].n_tok = 0;
 }
 
-/* xe[row[pair]] = xn[pair / K]. */
-static __global__ void k_gather(const float *xn, const int *row, int K, int H, const int *S, float *xe)
+static __global__ void k_group(coli__group_args a)
 {
-    const int q = (int)blockIdx.x;
-    if (q >= *S * K)
-        return;
-    const float *src = xn + (size_t)(q / K) * H;
-    float *dst = xe + (size_t)row[q] * H;
-    for (int i = (int)threadIdx.x; i < H; i += (int)blockDim.x)
-        dst[i] = src[i];
+    extern __shared__ int sh[];
+    group_body(a, sh);
 }
 
-coli_status coli__k_group(cudaStream_t st, const coli__group_args *a, int max_S, coli__err *err)
+/* Few tokens: the router's top-k (a warp a token) and the grouping in one
+ * block. */
+static __global__ void k_route_group(const float *rl, int norm_topk, coli__group_args a)
 {
-    k_group<<<1, 256, (size_t)2 * (size_t)a->E * sizeof(int), st>>>(*a);
+    extern __shared__ int sh[];
+    const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
+    const int S = *a.S;
+    for (int t = warp; t < S; t += (int)(blockDim.x / 32))
+        route_token(rl, a.E, a.K, norm_topk, t, lane, (int *)a.sel, a.w);
+    __threadfence_block();
+    __syncthreads();
+    group_body(a, sh);
+}
+
+coli_status coli__k_route_group(cudaStream_t st, const float *rl, int norm_topk, const coli__group_args *a, int max_S,
+                                coli__err *err)
+{
+    if (a->E > 32 * ROUTE_PER_LANE)
+        return coli__fail(err, COLI_EUNSUPPORTED, "GPU tier: a router over %d experts, at most %d", a->E,
+                          32 * ROUTE_PER_LANE);
+    const size_t sh = (size_t)3 * (size_t)a->E * sizeof(int);
+    if (max_S <= 8) {
+        k_route_group<<<1, 256, sh, st>>>(rl, norm_topk, *a);
+        CK_LAUNCH("the router kernel");
+        return COLI_OK;
+    }
+    k_route<<<(max_S + 3) / 4, 128, 0, st>>>(rl, a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
+    CK_LAUNCH("the router kernel");
+    k_group<<<1, 256, sh, st>>>(*a);
     CK_LAUNCH("the expert grouping kernel");
-    k_gather<<<max_S * a->K, 256, 0, st>>>(a->xn, a->row, a->K, a->H, a->S, a->xe);
-    CK_LAUNCH("the expert gather kernel");
     return COLI_OK;
 }
 
-/* One block per token: its pairs in ascending expert order, then
- * out_i = fma(w, y_i, out_i) from +0 and x_i = x_i + out_i. */
+/* One block per token: its pairs in ascending expert order (their weights
+ * and rows staged in shared memory), then out_i = fma(w, y_i, out_i) from
+ * +0 and x_i = x_i + out_i; each thread's loads of a batch of experts are
+ * issued before their products. With nw, the next layer's norm of the
+ * new row follows (coli__norm_row), quantized with q. */
 static __global__ void k_combine(float *x, const float *ye, const float *yh, const int *row, const unsigned char *host,
-                                 const int *sel, const float *w, int K, int H, const int *S)
+                                 const int *sel, const float *w, int K, int H, const int *S, const float *nw,
+                                 float eps, float *xn, coli__qout q)
 {
+    extern __shared__ float xs[];
     const int t = (int)blockIdx.x;
     if (t >= *S)
         return;
     __shared__ int order[64];
+    __shared__ float ws[64];
+    __shared__ const float *src[64];
     if (threadIdx.x == 0) {
         for (int j = 0; j < K; j++)
             order[j] = t * K + j;
@@ -179,25 +216,44 @@ static __global__ void k_combine(float *x, const float *ye, const float *yh, con
             }
     }
     __syncthreads();
+    if ((int)threadIdx.x < K) {
+        const int qq = order[threadIdx.x];
+        ws[threadIdx.x] = w[qq];
+        src[threadIdx.x] = host[qq] ? yh + (size_t)qq * H : ye + (size_t)row[qq] * H;
+    }
+    __syncthreads();
     float *xr = x + (size_t)t * H;
     for (int i = (int)threadIdx.x; i < H; i += (int)blockDim.x) {
         float o = 0.0f;
-        for (int j = 0; j < K; j++) {
-            const int q = order[j];
-            const float y = host[q] ? yh[(size_t)q * H + i] : ye[(size_t)row[q] * H + i];
-            o = fmaf(w[q], y, o);
+        for (int j0 = 0; j0 < K; j0 += 8) {
+            float y[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                y[j] = j0 + j < K ? src[j0 + j][i] : 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (j0 + j < K)
+                    o = fmaf(ws[j0 + j], y[j], o);
         }
-        xr[i] = xr[i] + o;
+        float v = xr[i] + o;
+        xr[i] = v;
+        if (nw)
+            xs[i] = v;
     }
+    if (nw)
+        coli__norm_row(xs, H, nw, eps, xn + (size_t)t * H, &q, (size_t)t);
 }
 
 coli_status coli__k_combine(cudaStream_t st, float *x, const float *ye, const float *yh, const int *row,
                             const unsigned char *host, const int *sel, const float *w, int K, int H, const int *S,
-                            int max_S, coli__err *err)
+                            int max_S, const float *next_norm, float eps, float *xn, const coli__qout *q,
+                            coli__err *err)
 {
     if (K > 64)
         return coli__fail(err, COLI_EUNSUPPORTED, "GPU tier: %d experts per token, at most 64", K);
-    k_combine<<<max_S, 256, 0, st>>>(x, ye, yh, row, host, sel, w, K, H, S);
+    coli__qout none = {NULL, NULL, NULL};
+    k_combine<<<max_S, 256, next_norm ? (size_t)H * sizeof(float) : 0, st>>>(x, ye, yh, row, host, sel, w, K, H, S,
+                                                                              next_norm, eps, xn, q ? *q : none);
     CK_LAUNCH("the expert combination kernel");
     return COLI_OK;
 }

@@ -35,43 +35,38 @@ coli_status coli__k_embed(cudaStream_t st, const tensor *emb, const int32_t *tok
 
 /* ---- RMSNorm ------------------------------------------------------------- */
 
-/* One 32-lane group per row: the residual (lane l owns i = l, l + 32, ...),
- * then ss = dot(x, x) by the float product rule from the same lanes, then
- * r = 1 / sqrtf(ss / n + eps) and xn_i = w_i * (x_i * r). */
+/* One block per row: every thread loads (and with o adds the residual
+ * into x), so that the loads are all in flight; then coli__norm_row. */
 static __global__ void k_norm(float *x, const float *o, const float *w, int H, float eps, const int *S, int last_only,
-                              float *xn)
+                              float *xn, coli__qout q)
 {
-    const int lane = (int)(threadIdx.x % 32);
-    int t = (int)blockIdx.x * (int)(blockDim.x / 32) + (int)(threadIdx.x / 32);
+    extern __shared__ float xs[];
+    int t = (int)blockIdx.x;
     const int n = *S;
-    if (last_only) {
-        if (t != 0)
-            return;
+    if (last_only)
         t = n - 1;
-    } else if (t >= n) {
-        return; /* the whole group of 32: no shuffle is left half-done */
-    }
+    else if (t >= n)
+        return; /* the whole block */
     float *xr = x + (size_t)t * H;
-    if (o) {
-        const float *orow = o + (size_t)t * H;
-        for (int i = lane; i < H; i += 32)
-            xr[i] = xr[i] + orow[i];
+    const float *orow = o ? o + (size_t)t * H : NULL;
+    for (int i = (int)threadIdx.x; i < H; i += (int)blockDim.x) {
+        float v = xr[i];
+        if (orow) {
+            v = v + orow[i];
+            xr[i] = v;
+        }
+        xs[i] = v;
     }
-    float p = 0.0f;
-    for (int i = lane; i < H; i += 32)
-        p = fmaf(xr[i], xr[i], p);
-    const float ss = coli__tree32(p);
-    const float r = 1.0f / sqrtf(ss / (float)H + eps);
-    float *out = xn + (size_t)(last_only ? 0 : t) * H;
-    for (int i = lane; i < H; i += 32)
-        out[i] = w[i] * (xr[i] * r);
+    const size_t row = (size_t)(last_only ? 0 : t);
+    coli__norm_row(xs, H, w, eps, xn + row * H, &q, row);
 }
 
 coli_status coli__k_norm(cudaStream_t st, float *x, const float *o, const float *w, int H, float eps, const int *S,
-                         int max_S, int last_only, float *xn, coli__err *err)
+                         int max_S, int last_only, float *xn, const coli__qout *q, coli__err *err)
 {
     int rows = last_only ? 1 : max_S;
-    k_norm<<<(rows + 3) / 4, 128, 0, st>>>(x, o, w, H, eps, S, last_only, xn);
+    coli__qout none = {NULL, NULL, NULL};
+    k_norm<<<rows, 256, (size_t)H * sizeof(float), st>>>(x, o, w, H, eps, S, last_only, xn, q ? *q : none);
     CK_LAUNCH("the RMSNorm kernel");
     return COLI_OK;
 }
@@ -94,7 +89,8 @@ coli_status coli__k_residual(cudaStream_t st, float *x, const float *o, int H, c
 
 /* ---- q, k, v: norm, clip, RoPE, cache ----------------------------------- */
 
-/* RMSNorm in place of one vector v[n] with weights w, by one 32-lane group. */
+/* RMSNorm in place of one vector v[n] (shared memory) with weights w, by
+ * one 32-lane group. */
 static __device__ void norm_in_place(float *v, const float *w, int n, float eps, int lane)
 {
     float p = 0.0f;
@@ -122,16 +118,27 @@ static __device__ __forceinline__ uint16_t to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-/* One block per token. */
+/* One block per token: its q, k and v staged in shared memory, so that
+ * each step reads them there. */
 static __global__ void k_qkv(coli__qkv_args a)
 {
     const int t = (int)blockIdx.x;
     if (t >= a.step[0])
         return;
+    extern __shared__ float sm[];
     const int pos = a.step[1] + t;
     const int hd = a.hd, QD = a.nh * hd, KVD = a.nkv * hd;
-    float *q = a.q + (size_t)t * QD, *k = a.k + (size_t)t * KVD, *v = a.v + (size_t)t * KVD;
-    const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32), warps = (int)(blockDim.x / 32);
+    float *gq = a.q + (size_t)t * QD, *gk = a.k + (size_t)t * KVD, *gv = a.v + (size_t)t * KVD;
+    float *q = sm, *k = sm + QD, *v = sm + QD + KVD;
+    const int tid = (int)threadIdx.x, nthr = (int)blockDim.x;
+    for (int i = tid; i < QD; i += nthr)
+        q[i] = gq[i];
+    for (int i = tid; i < KVD; i += nthr) {
+        k[i] = gk[i];
+        v[i] = gv[i];
+    }
+    __syncthreads();
+    const int warp = tid / 32, lane = tid % 32, warps = nthr / 32;
     if (a.qk_norm == 1) {
         for (int h = warp; h < a.nh + a.nkv; h += warps)
             norm_in_place(h < a.nh ? q + (size_t)h * hd : k + (size_t)(h - a.nh) * hd,
@@ -144,9 +151,9 @@ static __global__ void k_qkv(coli__qkv_args a)
     }
     __syncthreads();
     if (a.clip > 0.0f) {
-        for (int i = (int)threadIdx.x; i < QD; i += (int)blockDim.x)
+        for (int i = tid; i < QD; i += nthr)
             q[i] = clip1(q[i], a.clip);
-        for (int i = (int)threadIdx.x; i < KVD; i += (int)blockDim.x) {
+        for (int i = tid; i < KVD; i += nthr) {
             k[i] = clip1(k[i], a.clip);
             v[i] = clip1(v[i], a.clip);
         }
@@ -155,7 +162,7 @@ static __global__ void k_qkv(coli__qkv_args a)
     /* rotate-half: each thread one pair (i, i + half) of one head */
     const int half = a.rot / 2;
     const float *cs = a.rope + (size_t)t * a.rot;
-    for (int it = (int)threadIdx.x; it < (a.nh + a.nkv) * half; it += (int)blockDim.x) {
+    for (int it = tid; it < (a.nh + a.nkv) * half; it += nthr) {
         int h = it / half, i = it % half;
         float *hv = h < a.nh ? q + (size_t)h * hd : k + (size_t)(h - a.nh) * hd;
         float c = cs[i], s = cs[half + i];
@@ -165,8 +172,10 @@ static __global__ void k_qkv(coli__qkv_args a)
         hv[i + half] = c1 + s0;
     }
     __syncthreads();
+    for (int i = tid; i < QD; i += nthr)
+        gq[i] = q[i];
     const size_t at = (size_t)pos * KVD;
-    for (int i = (int)threadIdx.x; i < KVD; i += (int)blockDim.x) {
+    for (int i = tid; i < KVD; i += nthr) {
         if (a.kv_bf16) {
             ((uint16_t *)a.kc)[at + i] = to_bf16(k[i]);
             ((uint16_t *)a.vc)[at + i] = to_bf16(v[i]);
@@ -179,7 +188,8 @@ static __global__ void k_qkv(coli__qkv_args a)
 
 coli_status coli__k_qkv(cudaStream_t st, const coli__qkv_args *a, int max_S, coli__err *err)
 {
-    k_qkv<<<max_S, 256, 0, st>>>(*a);
+    size_t smem = (size_t)(a->nh + 2 * a->nkv) * (size_t)a->hd * sizeof(float);
+    k_qkv<<<max_S, 256, smem, st>>>(*a);
     CK_LAUNCH("the q/k/v kernel");
     return COLI_OK;
 }

@@ -56,8 +56,8 @@ struct coli__gpu_pipe {
     int *step;           /* S, pos0, then tokens [C], then rope [C * rot] */
     int32_t *tokens;
     float *rope;
-    float *x, *xn, *o, *q, *k, *v, *att, *rl, *w, *xe, *ye, *yh, *gg, *uu, *hh, *scores, *part, *logits;
-    int *sel, *row;
+    float *x, *xn, *o, *q, *k, *v, *att, *rl, *w, *ye, *yh, *gg, *uu, *hh, *scores, *part, *logits;
+    int *sel, *row, *row_tok;
     unsigned char *host;
     int8_t *qp;
     float *qs_;
@@ -72,6 +72,8 @@ struct coli__gpu_pipe {
     size_t in_bytes;
     cudaStream_t stream; /* its own: contexts run at once, and a capture sees only its step */
     cudaEvent_t ev_route, ev0, ev1;
+    cudaEvent_t ph_ev[1 + 16 * 64]; /* phase timing: an event at each boundary */
+    int ph_id[1 + 16 * 64], ph_n, ph_cap;
     cudaGraphExec_t exec;
     int graph_tiles; /* attention tiles the graph was captured for; 0: none */
     int any_host;
@@ -144,8 +146,8 @@ static size_t layout(coli__gpu_pipe *pp, const coli__gpu_net *n, const coli__gpu
     TAKE(w, float, CK);
     TAKE(sel, int, CK);
     TAKE(row, int, CK);
+    TAKE(row_tok, int, CK);
     TAKE(host, unsigned char, CK);
-    TAKE(xe, float, CK * H);
     TAKE(ye, float, CK * H);
     TAKE(yh, float, CK * H);
     TAKE(gg, float, GI);
@@ -192,6 +194,9 @@ void coli__pipe_free(coli__gpu_pipe *pp)
             cudaEventDestroy(pp->ev_route);
         if (pp->stream)
             cudaStreamDestroy(pp->stream);
+        for (int i = 0; i < pp->ph_cap; i++)
+            if (pp->ph_ev[i])
+                cudaEventDestroy(pp->ph_ev[i]);
         if (pp->ev0)
             cudaEventDestroy(pp->ev0);
         if (pp->ev1)
@@ -250,6 +255,15 @@ static coli_status check_net(const coli__gpu_net *n, coli__err *err)
     if (n->hidden <= 0 || n->n_heads <= 0 || n->n_kv_heads <= 0 || n->head_dim <= 0 || n->n_layers <= 0 ||
         n->n_heads % n->n_kv_heads || n->rot_dim < 0 || n->rot_dim > n->head_dim || n->rot_dim % 2 || n->vocab <= 0)
         return coli__fail(err, COLI_EINVAL, "GPU pipe: the decoder's shape is not one it can run");
+    /* what the per-token kernels stage in shared memory (48 KiB a block) */
+    if ((size_t)n->hidden * 4 > 48 * 1024 ||
+        (size_t)(n->n_heads + 2 * n->n_kv_heads) * (size_t)n->head_dim * 4 > 48 * 1024 ||
+        (size_t)(ATT_TILE + 8 * n->head_dim) * 4 > 48 * 1024 || (size_t)n->n_experts * 12 > 48 * 1024)
+        return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: a hidden size of %d or %d + 2 x %d heads of %d is "
+                                                  "beyond what its kernels stage",
+                          n->hidden, n->n_heads, n->n_kv_heads, n->head_dim);
+    if (n->n_experts > 512)
+        return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: %d experts, at most 512", n->n_experts);
     if (n->n_experts > 0 && (n->top_k <= 0 || n->top_k > 64 || n->top_k > n->n_experts))
         return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: %d of %d experts per token (at most 64)", n->top_k,
                           n->n_experts);
@@ -502,6 +516,13 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
         }
     }
     FAIL_IF(cudaStreamCreate(&pp->stream), "cudaStreamCreate");
+    if (p->phases) {
+        int want = 8 + 12 * net->n_layers;
+        pp->ph_cap = want < (int)(sizeof pp->ph_ev / sizeof pp->ph_ev[0]) ? want
+                                                                           : (int)(sizeof pp->ph_ev / sizeof pp->ph_ev[0]);
+        for (int i = 0; i < pp->ph_cap; i++)
+            FAIL_IF(cudaEventCreate(&pp->ph_ev[i]), "cudaEventCreate");
+    }
     FAIL_IF(cudaEventCreate(&pp->ev_route), "cudaEventCreate");
     FAIL_IF(cudaEventCreate(&pp->ev0), "cudaEventCreate");
     FAIL_IF(cudaEventCreate(&pp->ev1), "cudaEventCreate");
@@ -519,6 +540,33 @@ fail:
 
 /* ---- a step ----------------------------------------------------------------- */
 
+/* Phases of coli_gpu_phase_name (lib/model/device.c names them). */
+enum { PH_NORM, PH_QKV, PH_ATTN, PH_WO, PH_ROUTE, PH_EXPERTS, PH_COMBINE, PH_OUTPUT };
+
+/* With phase timing, an event closing phase id. */
+static void mark(coli__gpu_pipe *pp, cudaStream_t s, int id)
+{
+    if (!pp->p.phases || pp->ph_n >= pp->ph_cap)
+        return;
+    if (cudaEventRecord(pp->ph_ev[pp->ph_n], s) == cudaSuccess)
+        pp->ph_id[pp->ph_n++] = id;
+    else
+        (void)cudaGetLastError();
+}
+
+/* After a synchronised step: the time between consecutive marks. */
+static void phases_done(coli__gpu_pipe *pp)
+{
+    for (int i = 1; i < pp->ph_n; i++) {
+        float ms = 0.0f;
+        if (cudaEventElapsedTime(&ms, pp->ph_ev[i - 1], pp->ph_ev[i]) == cudaSuccess)
+            pp->st.phase_ns[pp->ph_id[i]] += (uint64_t)((double)ms * 1e6);
+        else
+            (void)cudaGetLastError();
+    }
+    pp->ph_n = 0;
+}
+
 static coli_status products(coli__gpu_pipe *pp, cudaStream_t s, const launch *la, int S, const float *x, int quant,
                             coli__err *err)
 {
@@ -531,19 +579,51 @@ static coli_status quantize(coli__gpu_pipe *pp, cudaStream_t s, const float *x, 
     return coli__k_quantize(s, x, rows, cols, pp->qp, pp->qs_, pp->qps, err);
 }
 
-/* The routed experts of layer l for S tokens; with the host's share when
- * the layer has one. */
+/* The quantized copy of an activation the next products read, when one
+ * of them takes it quantized. */
+static coli__qout qout(coli__gpu_pipe *pp, int want)
+{
+    coli__qout q = {NULL, NULL, NULL};
+    if (want) {
+        q.p = pp->qp;
+        q.s = pp->qs_;
+        q.psum = pp->qps;
+    }
+    return q;
+}
+
+/* What reads layer l's feed-forward input: quantized by one of them? */
+static int ffn_quant(const pl_layer *L)
+{
+    return L->moe ? coli__is_quant(L->router.dt) || coli__is_quant(L->dt1) : coli__is_quant(L->mlp_gu.dt);
+}
+
+/* After layer l: the next layer's attention norm (quantized when its
+ * q/k/v products want it), or nothing after the last (the final norm
+ * takes the last row alone). */
+static const float *next_norm(const coli__gpu_pipe *pp, int l, int *quant)
+{
+    if (l + 1 >= pp->net.n_layers) {
+        *quant = 0;
+        return NULL;
+    }
+    *quant = pp->L[l + 1].qkv_quant;
+    return pp->L[l + 1].attn_norm;
+}
+
+/* The routed experts of layer l for S tokens, the host's share when the
+ * layer has one; ends with the combination and the next layer's norm. */
 static coli_status moe(coli__gpu_pipe *pp, cudaStream_t s, int l, int S, const coli__gpu_host *host, coli__err *err)
 {
     pl_layer *L = &pp->L[l];
     const int H = pp->H, K = pp->K, I = pp->I;
-    if (coli__is_quant(L->router.dt))
-        COLI_TRY(quantize(pp, s, pp->xn, S, H, err));
+    /* xn (and its quantized copy) are the norm's, made just before */
     COLI_TRY(products(pp, s, &L->router, S, pp->xn, 0, err));
-    COLI_TRY(coli__k_route(s, pp->rl, pp->E, K, L->norm_topk, pp->step, S, pp->sel, pp->w, err));
-    coli__group_args ga = {pp->sel, L->views, pp->E, K, H, I, pp->xn, pp->xe, pp->gg, pp->uu, pp->ye,
-                           pp->row, pp->host, pp->t1, pp->t2, pp->slots, pp->step};
-    COLI_TRY(coli__k_group(s, &ga, S, err));
+    coli__group_args ga = {pp->sel,  pp->w,  L->views, pp->E,   K,        H,        I,         pp->gg,
+                           pp->uu,   pp->ye, pp->row,  pp->row_tok, pp->host, pp->t1, pp->t2, pp->slots,
+                           pp->step};
+    COLI_TRY(coli__k_route_group(s, pp->rl, L->norm_topk, &ga, S, err));
+    mark(pp, s, PH_ROUTE);
     const int hosted = L->n_host > 0;
     if (hosted) {
         if (!host || !host->run)
@@ -557,14 +637,13 @@ static coli_status moe(coli__gpu_pipe *pp, cudaStream_t s, int l, int S, const c
     }
     const int slots = S * K < pp->E ? S * K : pp->E;
     if (L->dt1 >= 0) {
-        if (coli__is_quant(L->dt1))
-            COLI_TRY(quantize(pp, s, pp->xe, S * K, H, err));
-        COLI_TRY(coli__k_products(s, L->dt1, pp->t1, 2 * slots, I, S, pp->qp, pp->qs_, pp->qps, pp->xe, err));
-        COLI_TRY(coli__k_swiglu(s, pp->gg, pp->uu, pp->hh, (size_t)S * K * I, err));
-        if (coli__is_quant(L->dt2))
-            COLI_TRY(quantize(pp, s, pp->hh, S * K, I, err));
+        /* gate and up read the tokens' quantized (or float) xn in place */
+        COLI_TRY(coli__k_products(s, L->dt1, pp->t1, 2 * slots, I, S, pp->qp, pp->qs_, pp->qps, pp->xn, err));
+        coli__qout q = qout(pp, coli__is_quant(L->dt2));
+        COLI_TRY(coli__k_swiglu_q(s, pp->gg, pp->uu, pp->hh, S * K, I, &q, err));
         COLI_TRY(coli__k_products(s, L->dt2, pp->t2, slots, H, S, pp->qp, pp->qs_, pp->qps, pp->hh, err));
     }
+    mark(pp, s, PH_EXPERTS);
     if (hosted) {
         /* the device runs its experts meanwhile */
         CK(cudaEventSynchronize(pp->ev_route), "waiting for the routing");
@@ -573,7 +652,13 @@ static coli_status moe(coli__gpu_pipe *pp, cudaStream_t s, int l, int S, const c
            "copying the host's experts to the device");
         pp->st.host_syncs++;
     }
-    return coli__k_combine(s, pp->x, pp->ye, pp->yh, pp->row, pp->host, pp->sel, pp->w, K, H, pp->step, S, err);
+    int nq;
+    const float *nw = next_norm(pp, l, &nq);
+    coli__qout q = qout(pp, nq);
+    COLI_TRY(coli__k_combine(s, pp->x, pp->ye, pp->yh, pp->row, pp->host, pp->sel, pp->w, K, H, pp->step, S, nw,
+                             pp->net.eps, pp->xn, &q, err));
+    mark(pp, s, PH_COMBINE);
+    return COLI_OK;
 }
 
 /* Everything of a chunk of S tokens after its input is on the device, up
@@ -583,42 +668,56 @@ static coli_status layers(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos
 {
     const coli__gpu_net *n = &pp->net;
     const int H = pp->H;
+    mark(pp, s, PH_NORM);
     COLI_TRY(coli__k_embed(s, pp->embed, pp->tokens, pp->step, S, pp->x, err));
+    coli__qout q0 = qout(pp, pp->L[0].qkv_quant);
+    COLI_TRY(coli__k_norm(s, pp->x, NULL, pp->L[0].attn_norm, H, n->eps, pp->step, S, 0, pp->xn, &q0, err));
+    mark(pp, s, PH_NORM);
     for (int l = 0; l < n->n_layers; l++) {
         pl_layer *L = &pp->L[l];
-        COLI_TRY(coli__k_norm(s, pp->x, NULL, L->attn_norm, H, n->eps, pp->step, S, 0, pp->xn, err));
-        if (L->qkv_quant)
-            COLI_TRY(quantize(pp, s, pp->xn, S, H, err));
+        /* xn: this layer's attention norm, quantized when wanted */
         for (int i = 0; i < L->n_qkv; i++)
             COLI_TRY(products(pp, s, &L->qkv[i], S, pp->xn, 0, err));
         coli__qkv_args qa = {pp->q,   pp->k,  pp->v,      L->q_norm, L->k_norm, L->qk_norm, L->clip,
                              n->n_heads, n->n_kv_heads, n->head_dim, pp->rot, n->eps, pp->rope, L->kc,
                              L->vc,   pp->kv_bf16, pp->step};
         COLI_TRY(coli__k_qkv(s, &qa, S, err));
+        mark(pp, s, PH_QKV);
         coli__att_args aa = {pp->q,   L->kc,  L->vc,      pp->kv_bf16, n->n_heads, n->n_kv_heads,
                              n->head_dim, L->window, pp->sc_cap, pp->scores, pp->part, pp->att, pp->step};
         COLI_TRY(coli__k_attention(s, &aa, S, max_pos, err));
+        mark(pp, s, PH_ATTN);
         if (coli__is_quant(L->wo.dt))
             COLI_TRY(quantize(pp, s, pp->att, S, pp->QD, err));
         COLI_TRY(products(pp, s, &L->wo, S, pp->att, 0, err));
-        COLI_TRY(coli__k_norm(s, pp->x, pp->o, L->ffn_norm, H, n->eps, pp->step, S, 0, pp->xn, err));
+        coli__qout qf = qout(pp, ffn_quant(L));
+        mark(pp, s, PH_WO);
+        COLI_TRY(coli__k_norm(s, pp->x, pp->o, L->ffn_norm, H, n->eps, pp->step, S, 0, pp->xn, &qf, err));
+        mark(pp, s, PH_NORM);
         if (L->moe) {
             COLI_TRY(moe(pp, s, l, S, host, err));
         } else {
-            if (coli__is_quant(L->mlp_gu.dt))
-                COLI_TRY(quantize(pp, s, pp->xn, S, H, err));
             COLI_TRY(products(pp, s, &L->mlp_gu, S, pp->xn, 0, err));
-            COLI_TRY(coli__k_swiglu(s, pp->gg, pp->uu, pp->hh, (size_t)S * pp->inter, err));
-            if (coli__is_quant(L->mlp_down.dt))
-                COLI_TRY(quantize(pp, s, pp->hh, S, pp->inter, err));
+            mark(pp, s, PH_EXPERTS);
+            coli__qout qh = qout(pp, coli__is_quant(L->mlp_down.dt));
+            COLI_TRY(coli__k_swiglu_q(s, pp->gg, pp->uu, pp->hh, S, pp->inter, &qh, err));
             COLI_TRY(products(pp, s, &L->mlp_down, S, pp->hh, 0, err));
-            COLI_TRY(coli__k_residual(s, pp->x, pp->o, H, pp->step, S, err));
+            int nq;
+            const float *nw = next_norm(pp, l, &nq);
+            if (nw) {
+                coli__qout qn = qout(pp, nq);
+                COLI_TRY(coli__k_norm(s, pp->x, pp->o, nw, H, n->eps, pp->step, S, 0, pp->xn, &qn, err));
+            } else {
+                COLI_TRY(coli__k_residual(s, pp->x, pp->o, H, pp->step, S, err));
+            }
+            mark(pp, s, PH_COMBINE);
         }
     }
-    COLI_TRY(coli__k_norm(s, pp->x, NULL, pp->final_norm, H, n->eps, pp->step, S, 1, pp->xn, err));
-    if (coli__is_quant(pp->lm.dt))
-        COLI_TRY(quantize(pp, s, pp->xn, 1, H, err));
-    return products(pp, s, &pp->lm, 1, pp->xn, 0, err);
+    coli__qout ql = qout(pp, coli__is_quant(pp->lm.dt));
+    COLI_TRY(coli__k_norm(s, pp->x, NULL, pp->final_norm, H, n->eps, pp->step, S, 1, pp->xn, &ql, err));
+    COLI_TRY(products(pp, s, &pp->lm, 1, pp->xn, 0, err));
+    mark(pp, s, PH_OUTPUT);
+    return COLI_OK;
 }
 
 /* One chunk: input in, the layers, logits out (when wanted). */
@@ -697,7 +796,7 @@ coli_status coli__pipe_run(coli__gpu_pipe *pp, const int32_t *tokens, int n, int
         memcpy(tk, tokens + done, (size_t)S * sizeof *tk);
         memcpy(tk + pp->C, rope + (size_t)done * pp->rot, (size_t)S * pp->rot * sizeof(float));
         coli_status st;
-        if (S == 1 && !pp->any_host && last)
+        if (S == 1 && !pp->any_host && last && !pp->p.phases)
             st = decode_graph(pp, s, pos0 + done, err);
         else
             st = chunk(pp, s, S, pos0 + done + S - 1, last, host, err);
@@ -708,6 +807,7 @@ coli_status coli__pipe_run(coli__gpu_pipe *pp, const int32_t *tokens, int n, int
         }
         /* the pinned input is reused by the next chunk */
         CK(cudaStreamSynchronize(s), "running a step");
+        phases_done(pp);
         done += S;
     }
     CK(cudaEventRecord(pp->ev1, s), "cudaEventRecord");

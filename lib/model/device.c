@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "model/device.h"
 #include "model/kv.h"
 #include "model/rope.h"
@@ -222,6 +223,24 @@ static coli__gpu_pipe_params pipe_params(int n_ctx, int kv_bf16)
     return p;
 }
 
+/* COLI_GPU_PHASES=1: time each phase (profiling; checked at open). */
+static int phases_on(void)
+{
+    coli__env_val v;
+    int set = 0;
+    coli__err e;
+    return coli__env_get(COLI__ENV_GPU_PHASES, &v, &set, &e) == COLI_OK && set && v.i;
+}
+
+static const char *const g_phase_names[COLI__GPU_N_PHASES] = {
+    "norms", "q/k/v", "attention", "output projection", "router", "experts", "combination", "logits",
+};
+
+COLI_API const char *coli_gpu_phase_name(int i)
+{
+    return i >= 0 && i < COLI__GPU_N_PHASES ? g_phase_names[i] : NULL;
+}
+
 static int kv_bf16_of(const coli__opts *o)
 {
     (void)o;
@@ -383,6 +402,7 @@ coli_status coli__device_ctx_create(const coli_model *m, int n_ctx, int kv_bf16,
         return coli__fail(err, COLI_ENOMEM, "out of memory for a context's device buffers");
     }
     coli__gpu_pipe_params pp = pipe_params(n_ctx, kv_bf16);
+    pp.phases = phases_on();
     coli__err e;
     coli__err_clear(&e);
     coli_status st = d->ops->pipe_create(d->g, &d->net, &pp, &c->pipe, &e);
@@ -471,4 +491,6 @@ void coli__device_ctx_stats(const coli__device_ctx *c, int dev, coli_gpu_stats *
     s->graph_launches = ps.graph_launches;
     s->host_syncs = ps.host_syncs;
     s->step_ns = ps.step_ns;
+    for (int i = 0; i < COLI__GPU_N_PHASES && i < COLI_GPU_N_PHASES; i++)
+        s->phase_ns[i] = ps.phase_ns[i];
 }
