@@ -94,6 +94,18 @@ static __device__ __forceinline__ T coli_shfl_xor(T v, int lane_mask, int width)
     return __shfl_xor(v, lane_mask, width);
 }
 
+template <typename T>
+static __device__ __forceinline__ T coli_shfl_up(T v, int delta, int width)
+{
+    return __shfl_up(v, delta, width);
+}
+
+template <typename T>
+static __device__ __forceinline__ T coli_shfl(T v, int lane, int width)
+{
+    return __shfl(v, lane, width);
+}
+
 /* Four int8 products summed into c, exactly. The portable form: the
  * compiler selects v_dot4 where the target has it. */
 static __device__ __forceinline__ int coli_dp4a(int a, int b, int c)
@@ -130,6 +142,18 @@ template <typename T>
 static __device__ __forceinline__ T coli_shfl_xor(T v, int lane_mask, int width)
 {
     return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
+}
+
+template <typename T>
+static __device__ __forceinline__ T coli_shfl_up(T v, int delta, int width)
+{
+    return __shfl_up_sync(0xffffffffu, v, delta, width);
+}
+
+template <typename T>
+static __device__ __forceinline__ T coli_shfl(T v, int lane, int width)
+{
+    return __shfl_sync(0xffffffffu, v, lane, width);
 }
 
 static __device__ __forceinline__ int coli_dp4a(int a, int b, int c)

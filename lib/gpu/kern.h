@@ -178,7 +178,17 @@ static __device__ inline void coli__norm_row(float *xs, int n, const float *w, f
     if (threadIdx.x < 32) {
         const int lane = (int)threadIdx.x;
         float p = 0.0f;
-        for (int i = lane; i < n; i += 32)
+        int i = lane;
+        for (; i + 32 * 7 < n; i += 32 * 8) { /* eight loads, then the chain */
+            float v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                v[u] = xs[i + 32 * u];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                p = fmaf(v[u], v[u], p);
+        }
+        for (; i < n; i += 32)
             p = fmaf(xs[i], xs[i], p);
         const float ss = coli__tree32(p);
         if (lane == 0)

@@ -366,7 +366,7 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, con
  * lane k taking columns k, k+32, ... in order with one fused multiply-add
  * each (explicit: --fmad=false only forbids implicit ones), then the
  * butterfly 16, 8, 4, 2, 1: the float product of docs/formats.md, with the
- * CPU's bits. Four columns' loads are issued before their products, so
+ * CPU's bits. Eight columns' loads are issued before their products, so
  * that a lane has several in flight. */
 template <int DT>
 static __global__ void k_fgemm(const prod *prods, const float *x)
@@ -395,15 +395,15 @@ static __global__ void k_fgemm(const prod *prods, const float *x)
     }
     const float *wf = (const float *)pr.w + (size_t)rr * cols;
     const uint16_t *wh = (const uint16_t *)pr.w + (size_t)rr * cols;
-    for (int c0 = lane; c0 < cols; c0 += 4 * lanes) {
-        float w[4];
+    for (int c0 = lane; c0 < cols; c0 += 8 * lanes) {
+        float w[8];
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
+        for (int u = 0; u < 8; u++) {
             int c = c0 + u * lanes;
             w[u] = c >= cols ? 0.0f : DT == COLI_DT_F32 ? wf[c] : coli__bf16_bits_to_f32(wh[c]);
         }
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
+        for (int u = 0; u < 8; u++) {
             int c = c0 + u * lanes;
             if (c < cols) {
 #pragma unroll
@@ -465,11 +465,11 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
         if (big < 2 * SMALL_BLOCKS_BELOW) {
             grid = dim3((unsigned)((max_rows + 7) / 8), ty, (unsigned)n_prods);
             if (dt == COLI_DT_Q8)
-                k_qgemm<COLI_DT_Q8, 1, 4, 64><<<grid, 64, 0, st>>>(dev_prods, p, s, psum);
+                k_qgemm<COLI_DT_Q8, 1, 8, 64><<<grid, 64, 0, st>>>(dev_prods, p, s, psum);
             else if (dt == COLI_DT_Q4)
-                k_qgemm<COLI_DT_Q4, 1, 4, 64><<<grid, 64, 0, st>>>(dev_prods, p, s, psum);
+                k_qgemm<COLI_DT_Q4, 1, 8, 64><<<grid, 64, 0, st>>>(dev_prods, p, s, psum);
             else
-                k_qgemm<COLI_DT_Q2, 1, 4, 64><<<grid, 64, 0, st>>>(dev_prods, p, s, psum);
+                k_qgemm<COLI_DT_Q2, 1, 8, 64><<<grid, 64, 0, st>>>(dev_prods, p, s, psum);
         } else {
             grid = dim3((unsigned)((max_rows + 32 * R - 1) / (32 * R)), ty, (unsigned)n_prods);
             if (dt == COLI_DT_Q8)

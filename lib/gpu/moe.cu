@@ -103,17 +103,34 @@ static __device__ void group_body(const coli__group_args &a, int *sh)
         for (int q = 0; q < n; q++)
             c += a.sel[q] == e;
         cnt[e] = c;
+        const prod *v = a.views + 3 * (size_t)e;
+        slot[e] = c > 0 && (v[0].qs || v[0].w); /* used here: a flag, then its slot */
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < 32) { /* prefix sums of the counts and the flags, 32 experts a step */
+        const int lane = (int)threadIdx.x;
         int at = 0, u = 0;
-        for (int e = 0; e < a.E; e++) {
-            off[e] = at;
-            at += cnt[e];
-            const prod *v = a.views + 3 * (size_t)e;
-            slot[e] = cnt[e] > 0 && (v[0].qs || v[0].w) ? u++ : -1;
+        for (int base = 0; base < a.E; base += 32) {
+            const int e = base + lane;
+            const int c = e < a.E ? cnt[e] : 0, f = e < a.E ? slot[e] : 0;
+            int ic = c, iflag = f;
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                int oc = coli_shfl_up(ic, d, 32), of = coli_shfl_up(iflag, d, 32);
+                if (lane >= d) {
+                    ic += oc;
+                    iflag += of;
+                }
+            }
+            if (e < a.E) {
+                off[e] = at + ic - c;
+                slot[e] = f ? u + iflag - 1 : -1;
+            }
+            at += coli_shfl(ic, 31, 32);
+            u += coli_shfl(iflag, 31, 32);
         }
-        n_used = u;
+        if (lane == 0)
+            n_used = u;
     }
     __syncthreads();
     for (int e = (int)threadIdx.x; e < a.E; e += (int)blockDim.x) {

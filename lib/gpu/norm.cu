@@ -66,7 +66,7 @@ coli_status coli__k_norm(cudaStream_t st, float *x, const float *o, const float 
 {
     int rows = last_only ? 1 : max_S;
     coli__qout none = {NULL, NULL, NULL};
-    k_norm<<<rows, 256, (size_t)H * sizeof(float), st>>>(x, o, w, H, eps, S, last_only, xn, q ? *q : none);
+    k_norm<<<rows, 512, (size_t)H * sizeof(float), st>>>(x, o, w, H, eps, S, last_only, xn, q ? *q : none);
     CK_LAUNCH("the RMSNorm kernel");
     return COLI_OK;
 }
