@@ -446,7 +446,7 @@ static coli_status host_run(void *user, int layer, const float *xn, int S, const
         .pred = NULL,
         .group = c->group,
     };
-    return coli__experts_host(c->m, layer, c->pool, &io, y, NULL, err);
+    return coli__experts_host(c->m, layer, c->pool, &io, y, c->counts, err);
 }
 
 coli_status coli__device_forward(coli__device_ctx *c, coli__pool *pool, const int32_t *tokens, int n, int pos0,

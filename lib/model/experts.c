@@ -976,9 +976,11 @@ coli_status coli__experts_host(const coli_model *m, int l, coli__pool *pool, col
                                coli__experts_counts *counts, coli__err *err)
 {
     const coli__config *cfg = &m->cfg;
+    /* the pairs given are the decoder's device's to skip: of the rest,
+     * those resident on another device run there, the others here */
     moe_call c = {
         .m = m,
-        .t = NULL, /* only the CPU: the device runs its own */
+        .t = m->gpu,
         .io = io,
         .l = l,
         .H = cfg->hidden,
@@ -986,14 +988,16 @@ coli_status coli__experts_host(const coli_model *m, int l, coli__pool *pool, col
         .K = cfg->top_k,
         .I = cfg->moe_inter,
         .S = io->S,
-        .cpu = 0,
+        .cpu = m->gpu ? m->gpu->n_dev : 0,
     };
+    c.group = c.t ? io->group : NULL;
     uint64_t read = 0;
     order_pairs(&c, &read, NULL);
-    if (counts)
-        counts->pairs += (uint64_t)c.n;
+    assign_groups(&c);
     group_rows(&c);
     start_reads(&c);
+    if (c.t)
+        run_devices(&c, counts);
     COLI_TRY(run_cpu(&c, pool, err));
     for (int r = 0; r < c.n; r++) {
         int pair = io->rows[r];

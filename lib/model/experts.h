@@ -106,8 +106,10 @@ coli__gpu *coli__experts_gpu(const coli_model *m, const coli__gpu_ops **ops);
 const int *coli__experts_handles(const coli_model *m, int l, int e, int dev);
 /* The host's share of a layer the device decoder runs: for the pairs of
  * io->sel that are not -1, y[pair] = that expert's output for
- * io->xn[pair / top_k], computed on the CPU (io's scratch as for
- * coli__experts_run; io->out is not used). */
+ * io->xn[pair / top_k], computed on the device that holds the expert
+ * (never the decoder's: its pairs are the -1) or on the CPU (io's scratch
+ * as for coli__experts_run; io->out is not used). counts (may be NULL)
+ * grows by the pairs each served. */
 coli_status coli__experts_host(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, float *y,
                                coli__experts_counts *counts, coli__err *err);
 
