@@ -137,6 +137,16 @@ typedef enum coli_weight_format {
  * value; never NULL. */
 COLI_API const char *coli_weight_format_name(coli_weight_format fmt);
 
+/* Storage of a context's KV cache (COLI_OPT_KV_TYPE; docs/formats.md, "The
+ * KV cache"). F32 keeps keys and values as computed; BF16 rounds each to
+ * bf16 (to nearest, ties to even) when it is stored, halving the cache, and
+ * widens it exactly when read: logits then differ slightly from F32's, the
+ * same on every CPU kernel set. */
+typedef enum coli_kv_type {
+    COLI_KV_F32 = 0,
+    COLI_KV_BF16 = 1
+} coli_kv_type;
+
 typedef enum coli_option {
     COLI_OPT_WEIGHTS = 1,   /* coli_weight_format; default AUTO */
     COLI_OPT_THREADS = 2,   /* worker threads; 0 = number of online cores */
@@ -169,10 +179,14 @@ typedef enum coli_option {
     COLI_OPT_IO_THREADS = 11,    /* threads reading experts from disk (default 4) */
     COLI_OPT_HOTSET = 12,        /* 1 (default): read and update model.coli.hot, the
                                     routing counts that pick the pinned hot set; 0: off */
-    COLI_OPT_CPU_KERNELS = 13    /* CPU kernel set, per model: 1 scalar, 2 avx2, 3 avx512
+    COLI_OPT_CPU_KERNELS = 13,   /* CPU kernel set, per model: 1 scalar, 2 avx2, 3 avx512
                                     (AVX-512 VNNI); 0 (default): COLI_CPU=scalar|avx2|avx512,
                                     else the best this CPU has. Every set gives the same bits;
                                     one this CPU or build lacks makes coli_model_open fail */
+    COLI_OPT_KV_TYPE = 14        /* coli_kv_type of the KV cache, per context; -1 (default):
+                                    COLI_KV_TYPE=f32|bf16, else COLI_KV_F32. A malformed
+                                    variable makes coli_model_open (or coli_context_create)
+                                    fail, naming it */
 } coli_option;
 
 COLI_API coli_status coli_options_create(coli_options **out);
@@ -308,9 +322,11 @@ typedef struct coli_model_info {
                                     "avx2" or "scalar"), then the float path, e.g.
                                     "avx512vnni, float avx2" */
     /* Appended later (a caller with an older struct_size does not get them): */
-    uint64_t kv_bytes_per_position; /* KV cache bytes of one position (keys and values, f32) */
+    uint64_t kv_bytes_per_position; /* KV cache bytes of one position (keys and values, in
+                                       kv_type) */
     int64_t context_positions;   /* positions of a context created with the model's options */
     uint64_t kv_bytes;           /* its KV cache: context_positions x kv_bytes_per_position */
+    coli_kv_type kv_type;        /* its KV cache's type (COLI_OPT_KV_TYPE, or COLI_KV_TYPE) */
 } coli_model_info;
 
 COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);
