@@ -1585,6 +1585,56 @@ if run 1 "info, COLI_CPU=AVX2" env COLI_CPU=AVX2 "$COLI" info -m "$g"; then
 	fi
 fi
 
+# --kv-type and COLI_KV_TYPE: every command that runs a model takes it; a
+# bf16 cache gives other logits than f32, the same on every kernel set and
+# from the variable; compare's reference keeps an f32 cache.
+for c in generate logits info bench compare perplexity; do
+	if run 0 "$c --help" "$COLI" "$c" --help; then
+		if grep -e '^      --kv-type TYPE  ' "$out" >/dev/null; then
+			pass "$c --help lists --kv-type"
+		else
+			fail "$c --help has no --kv-type"
+		fi
+	fi
+done
+if run 0 "logits q8 --kv-type bf16" "$COLI" logits -m "$g" --prompt-ids 1,5,9,2,7 --weights q8 --kv-type bf16; then
+	cp "$out" "$tmp/logits_kv_bf16"
+	if run 0 "logits q8 --kv-type f32" "$COLI" logits -m "$g" --prompt-ids 1,5,9,2,7 --weights q8 --kv-type f32 &&
+		! cmp -s "$out" "$tmp/logits_kv_bf16"; then
+		pass "logits --kv-type bf16: other logits than f32"
+	else
+		fail "logits --kv-type bf16: the same logits as f32"
+	fi
+	if run 0 "logits bf16 KV --cpu scalar" "$COLI" logits -m "$g" --prompt-ids 1,5,9,2,7 --weights q8 --kv-type bf16 \
+		--cpu scalar && cmp -s "$out" "$tmp/logits_kv_bf16"; then
+		pass "logits --kv-type bf16 --cpu scalar: the same logits as the best set"
+	else
+		fail "logits --kv-type bf16 --cpu scalar: different logits"
+	fi
+	if run 0 "logits, COLI_KV_TYPE=bf16" env COLI_KV_TYPE=bf16 "$COLI" logits -m "$g" --prompt-ids 1,5,9,2,7 \
+		--weights q8 && cmp -s "$out" "$tmp/logits_kv_bf16"; then
+		pass "COLI_KV_TYPE=bf16: the logits of --kv-type bf16"
+	else
+		fail "COLI_KV_TYPE=bf16: other logits than --kv-type bf16"
+	fi
+fi
+if run 2 "logits --kv-type f16" "$COLI" logits -m "$g" --prompt-ids 1 --kv-type f16; then
+	if contains "$err" "invalid value 'f16' for --kv-type (expected f32 or bf16)"; then
+		pass "--kv-type f16: a usage error naming --kv-type"
+	else
+		fail "--kv-type f16: $(cat "$err")"
+	fi
+fi
+if run 0 "compare f32 --kv-type bf16" "$COLI" compare -m "$g" --weights f32 --kv-type bf16 --prompt-tokens 16 \
+	--gen-tokens 4 --format json; then
+	kl=$(json_number "$out" mean_kl)
+	if json_valid <"$out" && [ -n "$kl" ] && awk -v k="$kl" 'BEGIN { exit !(k > 0 && k < 0.01) }'; then
+		pass "compare --weights f32 --kv-type bf16: against an f32 cache, KL $kl"
+	else
+		fail "compare --kv-type bf16: $(cat "$out")"
+	fi
+fi
+
 # info: the tier's detail.
 if run 0 "info --format json (gpu)" "$COLI" info -m "$g" --format json; then
 	if json_valid <"$out" && contains "$out" '"gpu_devices":0,"gpu_detail":"off"'; then

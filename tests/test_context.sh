@@ -206,6 +206,37 @@ if run 0 "info, text" "$COLI" info -m "$big"; then
 		fail "info (text): $(cat "$out")"
 	fi
 fi
+# --kv-type bf16 (and COLI_KV_TYPE=bf16): two bytes a value, half the cache,
+# in info, in generate's statistics and in the store's budget below.
+for how in option env; do
+	if [ "$how" = option ]; then
+		run 0 "info --kv-type bf16" "$COLI" info -m "$big" --kv-type bf16 --format json
+	else
+		run 0 "COLI_KV_TYPE=bf16 info" env COLI_KV_TYPE=bf16 "$COLI" info -m "$big" --format json
+	fi
+	if [ "$(json_int "$out" kv_bytes_per_position)" = $((kv / 2)) ] &&
+		[ "$(json_int "$out" kv_bytes)" = $((kv / 2 * 40960)) ] && contains "$out" '"kv_type":"bf16"'; then
+		pass "info, bf16 KV cache ($how): $((kv / 2)) bytes per position"
+	else
+		fail "info, bf16 KV cache ($how): $(cat "$out")"
+	fi
+done
+if run 0 "generate --kv-type bf16 --stats" "$COLI" generate -m "$big" -p "In the" -n 2 --temperature 0 \
+	--kv-type bf16 --format json --stats; then
+	if [ "$(json_int "$out" kv_bytes)" = $((kv / 2 * 40960)) ] && contains "$out" '"kv_type":"bf16"' &&
+		contains "$err" "($((kv / 2)) bytes per position)"; then
+		pass "generate --kv-type bf16: its context's KV cache is half the f32 one"
+	else
+		fail "generate --kv-type bf16: $(cat "$out" "$err")"
+	fi
+fi
+if run 1 "COLI_KV_TYPE=f16" env COLI_KV_TYPE=f16 "$COLI" info -m "$big"; then
+	if contains "$err" "environment variable COLI_KV_TYPE: 'f16' is not f32 or bf16"; then
+		pass "a malformed COLI_KV_TYPE is refused, naming it"
+	else
+		fail "COLI_KV_TYPE=f16: $(cat "$err")"
+	fi
+fi
 if run 0 "generate on a 40960-position model" "$COLI" generate -m "$big" -p "In the" -n 2 --temperature 0 \
 	--format json; then
 	if [ "$(json_int "$out" context_positions)" = 40960 ] && [ "$(json_int "$out" kv_bytes)" = $((kv * 40960)) ]; then
@@ -227,20 +258,24 @@ if [ -f "$conv/model.coli" ] && run 0 "info on the converted demo, json" "$COLI"
 	dense=$(json_int "$out" dense_bytes)
 	slot=$(json_int "$out" slot_bytes)
 	experts=$(json_int "$out" experts)
-	for ctx in "" 64; do
+	for ctx in "" 64 "64 bf16"; do
+		kvt=${ctx#* }
+		[ "$kvt" = "$ctx" ] && kvt=f32
+		ctx=${ctx%% *}
 		n_ctx=${ctx:-$demo_max}
 		kvb=$((demo_kv * n_ctx))
+		[ "$kvt" = bf16 ] && kvb=$((kvb / 2))
 		# a budget of whole MiB that leaves 4 to 4 + 1 MiB of slots past the dense weights and KV cache
 		mb=$(((dense + kvb + 4 * slot + 1048575) / 1048576))
 		want=$(((mb * 1048576 - dense - kvb) / slot))
 		[ "$want" -gt "$experts" ] && want=$experts
 		gb=$(awk -v m="$mb" 'BEGIN { printf "%.10f", m / 1024 }')
-		if run 0 "generate --ram-gb $gb ${ctx:+-c $ctx}" "$COLI" generate -m "$conv" --ram-gb "$gb" ${ctx:+-c "$ctx"} \
-			-p "In the" -n 2 --temperature 0 --format json; then
+		if run 0 "generate --ram-gb $gb ${ctx:+-c $ctx} --kv-type $kvt" "$COLI" generate -m "$conv" --ram-gb "$gb" \
+			${ctx:+-c "$ctx"} --kv-type "$kvt" -p "In the" -n 2 --temperature 0 --format json; then
 			if [ "$(json_int "$out" slots)" = "$want" ] && [ "$(json_int "$out" context_positions)" = "$n_ctx" ]; then
-				pass "--ram-gb $gb with $n_ctx positions: $want slots, room left for the KV cache"
+				pass "--ram-gb $gb with $n_ctx positions in $kvt: $want slots, room left for the KV cache"
 			else
-				fail "--ram-gb $gb, $n_ctx positions: want $want slots: $(cat "$out")"
+				fail "--ram-gb $gb, $n_ctx positions in $kvt: want $want slots: $(cat "$out")"
 			fi
 		fi
 	done
@@ -272,7 +307,8 @@ if (ulimit -v "$limit" && "$COLI" --version) >/dev/null 2>&1; then
 		fail "-c 16777216 under a $limit KiB address space was accepted"
 	else
 		fit=$(sed -n 's/.*at most \([0-9][0-9]*\) positions fit.*/\1/p' "$err")
-		if contains "$err" "a KV cache of 16777216 positions needs $need bytes" && contains "$err" "$kv bytes per position" &&
+		if contains "$err" "a KV cache of 16777216 positions needs $need bytes" &&
+			contains "$err" "$kv bytes per position in f32" &&
 			[ -n "$fit" ] && [ "$fit" -gt 0 ] && [ $((fit * kv)) -lt $((limit * 1024)) ]; then
 			if (ulimit -v "$limit" && exec "$COLI" generate -m "$huge" -p "In the" -n 2 -c "$fit") >"$out" 2>&1; then
 				pass "a KV cache beyond memory is refused with its $need bytes; the -c $fit it names works"
@@ -282,6 +318,16 @@ if (ulimit -v "$limit" && "$COLI" --version) >/dev/null 2>&1; then
 		else
 			fail "KV cache beyond memory: $(cat "$err")"
 		fi
+	fi
+	# a bf16 cache takes half: the message counts two bytes a value
+	if (ulimit -v "$limit" && exec "$COLI" generate -m "$huge" -p "In the" -n 2 -c 16777216 --kv-type bf16) \
+		>"$out" 2>"$err"; then
+		fail "-c 16777216 --kv-type bf16 under a $limit KiB address space was accepted"
+	elif contains "$err" "a KV cache of 16777216 positions needs $((need / 2)) bytes" &&
+		contains "$err" "$((kv / 2)) bytes per position in bf16"; then
+		pass "a bf16 KV cache beyond memory is refused with its $((need / 2)) bytes"
+	else
+		fail "bf16 KV cache beyond memory: $(cat "$err")"
 	fi
 else
 	echo "skip: coli does not run in a $limit KiB address space (a sanitizer build?)"

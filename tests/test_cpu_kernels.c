@@ -39,10 +39,12 @@ static const struct {
     const char *name;
 } SETS[] = {{2, "avx2, float avx2"}, {3, "avx512vnni, float avx2"}, {0, NULL}};
 
-static coli_status open_set(const char *dir, coli_weight_format fmt, int64_t set, coli_model **m)
+/* kv: COLI_OPT_KV_TYPE (-1: COLI_KV_TYPE, else f32). */
+static coli_status open_set_kv(const char *dir, coli_weight_format fmt, int64_t set, int64_t kv, coli_model **m)
 {
     coli_options *o = NULL;
     ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_KV_TYPE, kv), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_WEIGHTS, fmt), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_THREADS, 2), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, 64), COLI_OK);
@@ -52,7 +54,16 @@ static coli_status open_set(const char *dir, coli_weight_format fmt, int64_t set
     return st;
 }
 
-/* Logits after the prompt and after each greedy step: (1 + STEPS) * vocab. */
+static coli_status open_set(const char *dir, coli_weight_format fmt, int64_t set, coli_model **m)
+{
+    return open_set_kv(dir, fmt, set, -1, m);
+}
+
+static const char *kernels_of(coli_model *m);
+
+/* Logits after the prompt and after each greedy step: (1 + STEPS) * vocab.
+ * The prompt evaluated token by token must give its batch's last logits,
+ * bit for bit (prefill computes each token as decode does). */
 static float *run(coli_model *m, int vocab)
 {
     float *all = malloc((size_t)(1 + STEPS) * (size_t)vocab * sizeof(float));
@@ -63,6 +74,11 @@ static float *run(coli_model *m, int vocab)
     for (int i = 0; i < PROMPT; i++)
         ids[i] = (int32_t)((i * 37 + 5) % vocab);
     ck_assert_msg(tu_greedy(ctx, ids, PROMPT, STEPS, vocab, all, NULL) == 0, "%s", coli_context_errmsg(ctx));
+    coli_context_reset(ctx);
+    for (int i = 0; i < PROMPT; i++)
+        ck_assert_int_eq(coli_eval(ctx, &ids[i], 1), COLI_OK);
+    ck_assert_msg(memcmp(coli_context_logits(ctx), all, (size_t)vocab * sizeof(float)) == 0,
+                  "%s: the prompt token by token changed its logits", kernels_of(m));
     coli_context_free(ctx);
     return all;
 }
@@ -94,11 +110,15 @@ static const char *kernels_of(coli_model *m)
 START_TEST(test_same_bits)
 {
     unsetenv("COLI_CPU");
-    const int fx = _i / (int)(sizeof FORMATS / sizeof FORMATS[0]);
-    const int f = _i % (int)(sizeof FORMATS / sizeof FORMATS[0]);
+    unsetenv("COLI_KV_TYPE");
+    const int nf = (int)(sizeof FORMATS / sizeof FORMATS[0]), nx = (int)(sizeof FIXTURES / sizeof FIXTURES[0]);
+    const int kv = _i / (nf * nx); /* COLI_KV_F32, then COLI_KV_BF16 */
+    const int fx = _i % (nf * nx) / nf;
+    const int f = _i % nf;
+    const char *kvn = kv ? "bf16 KV" : "f32 KV";
     char *dir = tu_path(tu_data_dir(), FIXTURES[fx]);
     coli_model *m = NULL;
-    coli_status st = open_set(dir, FORMATS[f].fmt, 1, &m);
+    coli_status st = open_set_kv(dir, FORMATS[f].fmt, 1, kv, &m);
     ck_assert_msg(st == COLI_OK, "%s", coli_model_errmsg(m));
     ck_assert_str_eq(kernels_of(m), "scalar, float scalar");
     check_layout(m, "scalar", FORMATS[f].fmt);
@@ -110,9 +130,9 @@ START_TEST(test_same_bits)
     coli_model_free(m);
     for (size_t k = 0; k < sizeof SETS / sizeof SETS[0]; k++) {
         m = NULL;
-        st = open_set(dir, FORMATS[f].fmt, SETS[k].opt, &m);
+        st = open_set_kv(dir, FORMATS[f].fmt, SETS[k].opt, kv, &m);
         if (SETS[k].opt != 0 && st == COLI_EUNSUPPORTED) {
-            fprintf(stderr, "%s %s: set %s not checked: %s\n", FIXTURES[fx], FORMATS[f].name, SETS[k].name,
+            fprintf(stderr, "%s %s %s: set %s not checked: %s\n", FIXTURES[fx], FORMATS[f].name, kvn, SETS[k].name,
                     coli_model_errmsg(m));
             coli_model_free(m);
             continue;
@@ -126,11 +146,11 @@ START_TEST(test_same_bits)
         for (int s = 0; s <= STEPS; s++)
             for (int v = 0; v < vocab; v++) {
                 float a = want[(size_t)s * vocab + v], b = got[(size_t)s * vocab + v];
-                ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "%s %s, %s: step %d logit %d is %.9g, scalar %.9g",
-                              FIXTURES[fx], FORMATS[f].name, name, s, v, (double)b, (double)a);
+                ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "%s %s %s, %s: step %d logit %d is %.9g, scalar %.9g",
+                              FIXTURES[fx], FORMATS[f].name, kvn, name, s, v, (double)b, (double)a);
             }
-        fprintf(stderr, "%s %s: %s = scalar, %d logits x %d steps\n", FIXTURES[fx], FORMATS[f].name, name, vocab,
-                STEPS + 1);
+        fprintf(stderr, "%s %s %s: %s = scalar, %d logits x %d steps\n", FIXTURES[fx], FORMATS[f].name, kvn, name,
+                vocab, STEPS + 1);
         free(got);
         coli_model_free(m);
     }
@@ -154,6 +174,17 @@ START_TEST(test_option_bounds)
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_CPU_KERNELS, 3), COLI_OK);
     ck_assert_int_eq(coli_options_get(o, COLI_OPT_CPU_KERNELS, &v), COLI_OK);
     ck_assert_int_eq(v, 3);
+    /* the KV cache's type: -1 (COLI_KV_TYPE decides), f32 or bf16 */
+    ck_assert_int_eq(coli_option_bounds(COLI_OPT_KV_TYPE, &lo, &hi), COLI_OK);
+    ck_assert_int_eq(lo, -1);
+    ck_assert_int_eq(hi, COLI_KV_BF16);
+    ck_assert_int_eq(coli_options_get(o, COLI_OPT_KV_TYPE, &v), COLI_OK);
+    ck_assert_int_eq(v, -1);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_KV_TYPE, 2), COLI_ERANGE);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_KV_TYPE, -2), COLI_ERANGE);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_KV_TYPE, COLI_KV_BF16), COLI_OK);
+    ck_assert_int_eq(coli_options_get(o, COLI_OPT_KV_TYPE, &v), COLI_OK);
+    ck_assert_int_eq(v, 1);
     coli_options_free(o);
 }
 END_TEST
@@ -316,9 +347,9 @@ START_TEST(test_written_order)
                 int hd = hds[hi], n = ns[ni];
                 float sc[MAXN];
                 t_attention(q, kv[0], kv[1], (size_t)MAXD, n, hd, want);
-                coli__attn_scores(set, q, kv[0], (size_t)MAXD, n, hd, 1.0f / sqrtf((float)hd), sc);
+                coli__attn_scores(set, q, kv[0], COLI_DT_F32, (size_t)MAXD, n, hd, 1.0f / sqrtf((float)hd), sc);
                 coli__attn_softmax(set, sc, n);
-                coli__attn_mix(set, o, sc, kv[1], (size_t)MAXD, n, hd);
+                coli__attn_mix(set, o, sc, kv[1], COLI_DT_F32, (size_t)MAXD, n, hd);
                 for (int i = 0; i < hd; i++)
                     ck_assert_msg(same_bits(o[i], want[i]), "%s: attention hd=%d n=%d dim %d is %.9g, the text %.9g",
                                   coli__cpuk_name(set), hd, n, i, (double)o[i], (double)want[i]);
@@ -366,6 +397,75 @@ START_TEST(test_env)
 }
 END_TEST
 
+static coli_model_info info_of(coli_model *m)
+{
+    coli_model_info info;
+    info.struct_size = sizeof info;
+    ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
+    return info;
+}
+
+/* COLI_KV_TYPE: malformed values fail naming it, at open and at a context
+ * made with options that leave the type to it; the option wins; each
+ * context has its own type, and its bytes say so. */
+START_TEST(test_kv_env)
+{
+    char *dir = tu_path(tu_data_dir(), "qwen3_moe");
+    static const char *const bad[] = {"", "F32", "bf", "f16", "1", "bf16 "};
+    coli_model *m = NULL;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(setenv("COLI_KV_TYPE", bad[i], 1), 0);
+        m = NULL;
+        ck_assert_int_eq(open_set(dir, COLI_WEIGHTS_Q8, 0, &m), COLI_EINVAL);
+        ck_assert_msg(strstr(coli_model_errmsg(m), "environment variable COLI_KV_TYPE") != NULL, "%s",
+                      coli_model_errmsg(m));
+        coli_model_free(m);
+    }
+    unsetenv("COLI_KV_TYPE");
+    ck_assert_int_eq(open_set(dir, COLI_WEIGHTS_Q8, 0, &m), COLI_OK);
+    coli_model_info f = info_of(m);
+    ck_assert_int_eq(f.kv_type, COLI_KV_F32);
+    coli_model_free(m);
+    ck_assert_int_eq(setenv("COLI_KV_TYPE", "bf16", 1), 0);
+    ck_assert_int_eq(open_set(dir, COLI_WEIGHTS_Q8, 0, &m), COLI_OK);
+    coli_model_info b = info_of(m);
+    ck_assert_int_eq(b.kv_type, COLI_KV_BF16);
+    ck_assert_uint_eq(2 * b.kv_bytes_per_position, f.kv_bytes_per_position);
+    ck_assert_uint_eq(b.kv_bytes, b.kv_bytes_per_position * (uint64_t)b.context_positions);
+    /* the type the model resolved at open is its contexts', whatever the
+     * environment says later; options of a context leave it open again */
+    ck_assert_int_eq(setenv("COLI_KV_TYPE", "fp8", 1), 0);
+    coli_context *c = NULL;
+    coli_stats st = {.struct_size = sizeof st};
+    ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+    ck_assert_int_eq(coli_context_stats(c, &st), COLI_OK);
+    ck_assert_uint_eq(st.kv_bytes, b.kv_bytes);
+    coli_context_free(c);
+    coli_options *o = NULL;
+    ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, 64), COLI_OK);
+    c = NULL;
+    ck_assert_int_eq(coli_context_create(m, o, &c), COLI_EINVAL);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(coli_model_errmsg(m), "environment variable COLI_KV_TYPE: 'fp8'") != NULL, "%s",
+                  coli_model_errmsg(m));
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_KV_TYPE, COLI_KV_F32), COLI_OK);
+    ck_assert_int_eq(coli_context_create(m, o, &c), COLI_OK);
+    ck_assert_int_eq(coli_context_stats(c, &st), COLI_OK);
+    ck_assert_uint_eq(st.kv_bytes, 64 * f.kv_bytes_per_position);
+    coli_context_free(c);
+    coli_options_free(o);
+    coli_model_free(m);
+    /* the option wins over the variable */
+    ck_assert_int_eq(setenv("COLI_KV_TYPE", "bf16", 1), 0);
+    ck_assert_int_eq(open_set_kv(dir, COLI_WEIGHTS_Q8, 0, COLI_KV_F32, &m), COLI_OK);
+    ck_assert_int_eq(info_of(m).kv_type, COLI_KV_F32);
+    coli_model_free(m);
+    unsetenv("COLI_KV_TYPE");
+    free(dir);
+}
+END_TEST
+
 /* The choice for a CPU with fewer features than this one. */
 START_TEST(test_pick)
 {
@@ -408,13 +508,14 @@ static Suite *suite(void)
     TCase *tc = tcase_create("same_bits");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_same_bits, 0,
-                        (int)(sizeof FIXTURES / sizeof FIXTURES[0] * (sizeof FORMATS / sizeof FORMATS[0])));
+                        2 * (int)(sizeof FIXTURES / sizeof FIXTURES[0] * (sizeof FORMATS / sizeof FORMATS[0])));
     suite_add_tcase(s, tc);
     TCase *opt = tcase_create("option");
     tcase_add_test(opt, test_swiglu);
     tcase_add_test(opt, test_written_order);
     tcase_add_test(opt, test_option_bounds);
     tcase_add_test(opt, test_env);
+    tcase_add_test(opt, test_kv_env);
     tcase_add_test(opt, test_pick);
     suite_add_tcase(s, opt);
     return s;

@@ -24,6 +24,7 @@
 static int64_t g_slots;  /* COLI_OPT_EXPERT_SLOTS for one_run (a converted model) */
 static int g_layers = 1; /* COLI_OPT_GPU_LAYERS for one_run */
 static int g_tokenwise;  /* one_run feeds the prompt one token at a time */
+static int g_kv = COLI_KV_F32; /* COLI_OPT_KV_TYPE for one_run */
 
 typedef struct run {
     float *logits; /* (1 + STEPS) * vocab */
@@ -48,6 +49,7 @@ static void one_run(const char *dir, coli_weight_format fmt, int64_t budget_mb, 
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_EXPERT_SLOTS, g_slots), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_HOTSET, 0), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU_LAYERS, g_layers), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_KV_TYPE, g_kv), COLI_OK);
     if (budget_mb >= 0)
         ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU_EXPERT_MB, budget_mb), COLI_OK);
     if (budget_gb_env)
@@ -174,9 +176,20 @@ static void model_case(const char *dir)
         compare(&only, &cpu, what);
         free(tw.logits);
         free(only.logits);
+        /* a bf16 KV cache rounds the same values on both sides */
+        run kcpu, kgpu;
+        g_kv = COLI_KV_BF16;
+        one_run(dir, fmts[f], -2, NULL, &kcpu);
+        one_run(dir, fmts[f], -1, NULL, &kgpu);
+        g_kv = COLI_KV_F32;
+        ck_assert_uint_gt(kgpu.steps, 0);
+        snprintf(what, sizeof what, "%s %s a bf16 KV cache, layers on the GPU", dir, names[f]);
+        compare(&kgpu, &kcpu, what);
+        free(kcpu.logits);
+        free(kgpu.logits);
         printf("%s %s: same tokens and bit-identical logits: CPU; layers and %llu experts on the GPU (%llu graph "
                "launches); layers and %llu of them (%.0f%% of routed pairs, %llu layer syncs); the prompt token by "
-               "token; experts only\n",
+               "token; experts only; a bf16 KV cache\n",
                dir, names[f], (unsigned long long)all.resident_experts, (unsigned long long)all.graph_launches,
                (unsigned long long)half.resident_experts, 100.0 * (double)half.gpu_pairs / (double)half.routed_pairs,
                (unsigned long long)half.host_syncs);

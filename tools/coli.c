@@ -51,8 +51,8 @@
 /* Settings shared by every subcommand that opens a model. */
 typedef struct model_args {
     const char *dir;
-    int have_weights, have_threads, have_context, have_q4_group, have_cpu;
-    int64_t weights, threads, context, q4_group, cpu;
+    int have_weights, have_threads, have_context, have_q4_group, have_cpu, have_kv_type;
+    int64_t weights, threads, context, q4_group, cpu, kv_type;
     int verbose;
     gpu_args gpu;
     store_args store;
@@ -91,6 +91,24 @@ static int parse_cpu(const char *w, int64_t *out)
             return 0;
         }
     return usage_error("invalid value '%s' for --cpu (expected scalar, avx2 or avx512)", w);
+}
+
+/* --kv-type: the names of coli_kv_type's values. */
+static const char *const g_kv_types[] = {"f32", "bf16"};
+
+static const char *kv_type_name(coli_kv_type t)
+{
+    return (unsigned)t < sizeof g_kv_types / sizeof g_kv_types[0] ? g_kv_types[t] : "unknown";
+}
+
+static int parse_kv_type(const char *w, int64_t *out)
+{
+    for (size_t i = 0; i < sizeof g_kv_types / sizeof g_kv_types[0]; i++)
+        if (strcmp(w, g_kv_types[i]) == 0) {
+            *out = (int64_t)i;
+            return 0;
+        }
+    return usage_error("invalid value '%s' for --kv-type (expected f32 or bf16)", w);
 }
 
 static int parse_model_args(const args *a, model_args *m)
@@ -135,6 +153,11 @@ static int parse_model_args(const args *a, model_args *m)
         if ((rc = parse_cpu(a->value[O_CPU], &m->cpu)) != 0)
             return rc;
         m->have_cpu = 1;
+    }
+    if (a->value[O_KV_TYPE] != NULL) {
+        if ((rc = parse_kv_type(a->value[O_KV_TYPE], &m->kv_type)) != 0)
+            return rc;
+        m->have_kv_type = 1;
     }
     if ((rc = gpu_args_parse(a, &m->gpu)) != 0)
         return rc;
@@ -192,6 +215,10 @@ static int make_options(model_args *m, coli_options **out)
     }
     if (m->have_cpu && (st = coli_options_set(opts, COLI_OPT_CPU_KERNELS, m->cpu)) != COLI_OK) {
         runtime_error(st, "--cpu");
+        goto fail;
+    }
+    if (m->have_kv_type && (st = coli_options_set(opts, COLI_OPT_KV_TYPE, m->kv_type)) != COLI_OK) {
+        runtime_error(st, "--kv-type");
         goto fail;
     }
     if (gpu_args_apply(&m->gpu, opts) != 0)
@@ -337,6 +364,9 @@ static int detokenize_ids(coli_model *model, const int32_t *ids, size_t n, int s
 #define H_CPU                                                                         \
     {O_CPU, "CPU kernel set: scalar, avx2 or avx512 (default:\nCOLI_CPU, else the best " \
             "this CPU has); every set\ngives the same logits"}
+#define H_KV_TYPE                                                                          \
+    {O_KV_TYPE, "KV cache type: f32 or bf16 (default: COLI_KV_TYPE,\nelse f32); bf16 halves " \
+                "the cache and rounds each\nkey and value to bf16"}
 /* The GPU expert tier (gpu_report.c); unset, the environment decides. */
 #define H_GPU                                                                             \
     {O_GPU, "run routed experts on the GPU expert tier\n(default: on when COLI_CUDA=1)"},  \
@@ -392,6 +422,7 @@ static const opthelp generate_options[] = {
     H_THREADS,
     H_CONTEXT,
     H_CPU,
+    H_KV_TYPE,
     H_GPU,
     H_STORE,
     {O_NO_SPECIAL, "do not add the tokenizer's special tokens to the\nprompt text"},
@@ -904,8 +935,9 @@ static int cmd_generate(const args *a)
                ",\"seed\":%" PRIu64 ",\"stop_reason\":\"%s\"",
                stats.prefill_tokens, stats.decode_tokens, seed, reason_name);
         printf(",\"context_positions\":%" PRIu64 ",\"context_used\":%" PRIu64 ",\"kv_bytes\":%" PRIu64
-               ",\"weight_bytes\":%" PRIu64,
-               stats.context_positions, stats.context_used, stats.kv_bytes, info.weight_bytes);
+               ",\"kv_type\":\"%s\",\"weight_bytes\":%" PRIu64,
+               stats.context_positions, stats.context_used, stats.kv_bytes, kv_type_name(info.kv_type),
+               info.weight_bytes);
         store_report_json(stdout, &store);
         gpu_report_json(stdout, model, &gpu);
         printf("}\n");
@@ -970,6 +1002,7 @@ static const opthelp logits_options[] = {
     H_THREADS,
     H_CONTEXT,
     H_CPU,
+    H_KV_TYPE,
     H_GPU,
     H_STORE,
     {O_FORMAT, "json ({\"logits\":[...]}) or text (one per line)\n(default json)"},
@@ -1169,6 +1202,7 @@ static const opthelp info_options[] = {
     H_Q4_GROUP,
     H_THREADS,
     H_CPU,
+    H_KV_TYPE,
     H_GPU,
     H_STORE,
     {O_FORMAT, "text or json (default text)"},
@@ -1261,8 +1295,9 @@ static int cmd_info(const args *a)
         json_format_bytes(model);
         if (container_bytes > 0)
             printf(",\"container_bytes\":%" PRIu64, container_bytes);
-        printf(",\"context_positions\":%" PRId64 ",\"kv_bytes\":%" PRIu64 ",\"kv_bytes_per_position\":%" PRIu64,
-               info.context_positions, info.kv_bytes, info.kv_bytes_per_position);
+        printf(",\"context_positions\":%" PRId64 ",\"kv_bytes\":%" PRIu64 ",\"kv_bytes_per_position\":%" PRIu64
+               ",\"kv_type\":\"%s\"",
+               info.context_positions, info.kv_bytes, info.kv_bytes_per_position, kv_type_name(info.kv_type));
         printf(",\"gpu_devices\":%d,\"gpu_detail\":", info.gpu_devices);
         json_string(stdout, info.gpu_detail ? info.gpu_detail : "off",
                     strlen(info.gpu_detail ? info.gpu_detail : "off"));
@@ -1297,9 +1332,9 @@ static int cmd_info(const args *a)
             printf("model.coli:         %" PRIu64 " bytes (%.1f MiB) on disk\n", container_bytes,
                    (double)container_bytes / (1024.0 * 1024.0));
         printf("kv cache:           %" PRIu64 " bytes (%.1f MiB) for %" PRId64 " positions, %" PRIu64
-               " bytes per position\n",
+               " bytes per position in %s\n",
                info.kv_bytes, (double)info.kv_bytes / (1024.0 * 1024.0), info.context_positions,
-               info.kv_bytes_per_position);
+               info.kv_bytes_per_position, kv_type_name(info.kv_type));
         printf("gpu:                %s\n", info.gpu_detail ? info.gpu_detail : "off");
         printf("store:              %s\n", info.store_detail ? info.store_detail : "resident");
         printf("cpu kernels:        %s\n", info.cpu_kernels ? info.cpu_kernels : "unknown");
@@ -1337,6 +1372,7 @@ static const opthelp bench_options[] = {
     H_Q4_GROUP,
     {O_THREADS, "worker threads, also used by the probe; 0 = all\nonline cores (default 0)"},
     H_CPU,
+    H_KV_TYPE,
     H_GPU,
     H_STORE_BUT_IO,
     {O_IO_THREADS, "threads reading experts from disk, also the\nreaders of --disk-probe, 1-64 "
@@ -1542,6 +1578,7 @@ static const opthelp compare_options[] = {
     {O_SEED, "seed of the random prompt (default 1)"},
     H_THREADS,
     H_CPU,
+    H_KV_TYPE,
     H_GPU,
     H_STORE,
     {O_FORMAT, "text or json (default text)"},
@@ -1565,6 +1602,8 @@ static void reference_args(const model_args *m, int64_t against, model_args *r)
     r->weights = against;
     r->have_weights = 1;
     r->have_q4_group = 0;
+    r->have_kv_type = 1; /* the reference's KV cache is f32, whatever the test's */
+    r->kv_type = COLI_KV_F32;
     memset(&r->gpu, 0, sizeof r->gpu);
     r->gpu.expert_mb = -1;
     store_args_default(&r->store);
@@ -1669,6 +1708,7 @@ static const opthelp perplexity_options[] = {
                 "(a checkpoint; a converted\nmodel holds one format only)"},
     H_THREADS,
     H_CPU,
+    H_KV_TYPE,
     H_GPU,
     H_STORE,
     {O_FORMAT, "text or json (default text)"},

@@ -28,6 +28,7 @@ static const struct {
     {"COLI_OPT_EXPERT_SLOTS", "--expert-slots"},
     {"COLI_OPT_IO_THREADS", "--io-threads"},
     {"COLI_OPT_CPU_KERNELS", "--cpu"},
+    {"COLI_OPT_KV_TYPE", "--kv-type"},
 };
 
 void print_translated(FILE *f, const char *msg)

@@ -74,6 +74,7 @@ const optdef cli_opts[O_COUNT] = {
     [O_CPU] = {"--cpu", 0, "SET", 0},
     [O_TEXT_FILE] = {"--text-file", 0, "FILE", 0},
     [O_LOGPROBS] = {"--logprobs", 0, "N", 0},
+    [O_KV_TYPE] = {"--kv-type", 0, "TYPE", 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */

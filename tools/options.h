@@ -70,6 +70,7 @@ enum opt_id {
     O_CPU,
     O_TEXT_FILE,
     O_LOGPROBS,
+    O_KV_TYPE,
     O_COUNT
 };
 

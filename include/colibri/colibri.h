@@ -137,6 +137,16 @@ typedef enum coli_weight_format {
  * value; never NULL. */
 COLI_API const char *coli_weight_format_name(coli_weight_format fmt);
 
+/* Storage of a context's KV cache (COLI_OPT_KV_TYPE; docs/formats.md, "The
+ * KV cache"). F32 keeps keys and values as computed; BF16 rounds each to
+ * bf16 (to nearest, ties to even) when it is stored, halving the cache, and
+ * widens it exactly when read: logits then differ slightly from F32's, the
+ * same on every CPU kernel set. */
+typedef enum coli_kv_type {
+    COLI_KV_F32 = 0,
+    COLI_KV_BF16 = 1
+} coli_kv_type;
+
 typedef enum coli_option {
     COLI_OPT_WEIGHTS = 1,   /* coli_weight_format; default AUTO */
     COLI_OPT_THREADS = 2,   /* worker threads; 0 = number of online cores */
@@ -173,6 +183,10 @@ typedef enum coli_option {
                                     (AVX-512 VNNI); 0 (default): COLI_CPU=scalar|avx2|avx512,
                                     else the best this CPU has. Every set gives the same bits;
                                     one this CPU or build lacks makes coli_model_open fail */
+    COLI_OPT_KV_TYPE = 14,       /* coli_kv_type of the KV cache, per context; -1 (default):
+                                    COLI_KV_TYPE=f32|bf16, else COLI_KV_F32. A malformed
+                                    variable makes coli_model_open (or coli_context_create)
+                                    fail, naming it */
     COLI_OPT_GPU_LAYERS = 15     /* with the GPU tier on: 1 (default) runs whole layers on the
                                     first device (dense weights and each context's KV cache
                                     there, placed before experts) when they fit; 0 keeps only
@@ -312,9 +326,11 @@ typedef struct coli_model_info {
                                     "avx2" or "scalar"), then the float path, e.g.
                                     "avx512vnni, float avx2" */
     /* Appended later (a caller with an older struct_size does not get them): */
-    uint64_t kv_bytes_per_position; /* KV cache bytes of one position (keys and values, f32) */
+    uint64_t kv_bytes_per_position; /* KV cache bytes of one position (keys and values, in
+                                       kv_type) */
     int64_t context_positions;   /* positions of a context created with the model's options */
     uint64_t kv_bytes;           /* its KV cache: context_positions x kv_bytes_per_position */
+    coli_kv_type kv_type;        /* its KV cache's type (COLI_OPT_KV_TYPE, or COLI_KV_TYPE) */
 } coli_model_info;
 
 COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);

@@ -6,7 +6,7 @@
 
 #include "base/env.h"
 
-enum { FLAG, DEVICE, DEVICES, GIB, COUNT };
+enum { FLAG, DEVICE, DEVICES, GIB, COUNT, KV };
 
 static const struct {
     const char *var;
@@ -73,6 +73,11 @@ static int parse(int kind, const char *s, coli__env_val *v)
         v->i = (int64_t)(g * 1073741824.0);
         return 0;
     }
+    case KV:
+        if (strcmp(s, "f32") != 0 && strcmp(s, "bf16") != 0)
+            return -1;
+        v->i = s[0] == 'b';
+        return 0;
     default: { /* COUNT */
         long long n = strtoll(s, &end, 10);
         if (!*s || *s == '-' || *s == '+' || *end || errno)

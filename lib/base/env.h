@@ -13,7 +13,8 @@
 
 /* X(ID, variable, kind, what a value must be). Kinds: FLAG 0 or 1;
  * DEVICE one ordinal; DEVICES a list of distinct ordinals; GIB a size in
- * GiB (fractional), read as bytes; COUNT a non-negative integer. */
+ * GiB (fractional), read as bytes; COUNT a non-negative integer; KV a KV
+ * cache type, f32 (0) or bf16 (1), as coli_kv_type numbers them. */
 #define COLI__ENV_MAP(X)                                                                          \
     X(CUDA, "COLI_CUDA", FLAG, "0 or 1")                                                          \
     X(GPU, "COLI_GPU", DEVICE, "a device number (e.g. 0)")                                        \
@@ -22,7 +23,8 @@
     X(CUDA_RELEASE_HOST, "CUDA_RELEASE_HOST", FLAG, "0 or 1")                                     \
     X(GPU_FAIL_AFTER, "COLI_GPU_FAIL_AFTER", COUNT, "a count of calls (a non-negative integer)")   \
     X(GPU_PHASES, "COLI_GPU_PHASES", FLAG, "0 or 1")                                              \
-    X(IO_FAIL_AFTER, "COLI_IO_FAIL_AFTER", COUNT, "a count of reads")
+    X(IO_FAIL_AFTER, "COLI_IO_FAIL_AFTER", COUNT, "a count of reads")                             \
+    X(KV_TYPE, "COLI_KV_TYPE", KV, "f32 or bf16")
 
 typedef enum coli__env_id {
 #define COLI__ENV_ID_(id, var, kind, want) COLI__ENV_##id,
@@ -31,7 +33,7 @@ typedef enum coli__env_id {
     COLI__ENV_COUNT_
 } coli__env_id;
 
-/* A parsed value: i for FLAG, GIB (bytes) and COUNT; devs[n] for DEVICE
+/* A parsed value: i for FLAG, GIB (bytes), COUNT and KV; devs[n] for DEVICE
  * and DEVICES. */
 typedef struct coli__env_val {
     int64_t i;

@@ -1,6 +1,7 @@
-/* fp16.h - bf16 and IEEE binary16 values widened to f32, exactly, one
- * definition for the CPU and the GPU tier (internal). Scales of the
- * quantized formats and bf16/f16 weights are decoded through these. */
+/* fp16.h - bf16 and IEEE binary16 values widened to f32, exactly, and f32
+ * rounded to bf16, one definition for the CPU and the GPU tier (internal).
+ * Scales of the quantized formats, bf16/f16 weights and a bf16 KV cache go
+ * through these. */
 #ifndef COLI_FP16_H
 #define COLI_FP16_H
 
@@ -15,6 +16,18 @@ static inline COLI__HD float coli__bf16_bits_to_f32(uint16_t h)
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
+}
+
+/* f32 to bf16 rounded to nearest, ties to even (an overflow rounds to
+ * infinity, as IEEE rounding does); a NaN stays a (quiet) NaN. */
+static inline COLI__HD uint16_t coli__f32_to_bf16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
 }
 
 static inline COLI__HD float coli__f16_bits_to_f32(uint16_t h)

@@ -207,11 +207,15 @@ __attribute__((target("avx2"))) static void swiglu_avx2(float *g, const float *u
 
 /* ---- attention: the written order of docs/formats.md ------------------- */
 
-static void attn_scores_scalar(const float *q, const float *k, size_t stride, int n, int hd, float scale,
-                               float *out)
+/* Rows of a KV cache: f32 or bf16 (widened exactly: the float product of
+ * a bf16 row is the f32 one of its widened values). */
+static void attn_scores_scalar(const float *q, const void *k, coli__dtype kt, size_t stride, int n, int hd,
+                               float scale, float *out)
 {
     for (int p = 0; p < n; p++)
-        out[p] = dot_f32_scalar(q, k + (size_t)p * stride, hd) * scale;
+        out[p] = (kt == COLI_DT_BF16 ? dot_bf16_scalar((const uint16_t *)k + (size_t)p * stride, q, hd)
+                                     : dot_f32_scalar((const float *)k + (size_t)p * stride, q, hd)) *
+                 scale;
 }
 
 /* ((O0 + O4) + (O2 + O6)) + ((O1 + O5) + (O3 + O7)): the tree of eight
@@ -251,15 +255,17 @@ static void attn_softmax_scalar(float *a, int n)
  * chain in increasing j whatever the loop around it. */
 #define MIX_DIMS 64
 
-static void attn_mix_scalar(float *out, const float *w, const float *v, size_t stride, int n, int hd)
+static void attn_mix_scalar(float *out, const float *w, const void *v, coli__dtype vt, size_t stride, int n, int hd)
 {
     for (int base = 0; base < hd; base += MIX_DIMS) {
         int m = hd - base < MIX_DIMS ? hd - base : MIX_DIMS;
         float O[8][MIX_DIMS] = {{0}};
         for (int j = 0; j < n; j++) {
-            const float *vj = v + (size_t)j * stride + base;
-            for (int i = 0; i < m; i++)
-                O[j & 7][i] = fmaf(w[j], vj[i], O[j & 7][i]);
+            size_t r = (size_t)j * stride + (size_t)base;
+            for (int i = 0; i < m; i++) {
+                float vi = vt == COLI_DT_BF16 ? bf16_at((const uint16_t *)v + r + i) : ((const float *)v)[r + i];
+                O[j & 7][i] = fmaf(w[j], vi, O[j & 7][i]);
+            }
         }
         for (int i = 0; i < m; i++) {
             float P[8];
@@ -272,11 +278,13 @@ static void attn_mix_scalar(float *out, const float *w, const float *v, size_t s
 
 #if COLI_X86
 /* The float product of docs/formats.md, so scores are the scalar ones. */
-__attribute__((target("avx2,fma"))) static void attn_scores_avx2(const float *q, const float *k, size_t stride,
-                                                                 int n, int hd, float scale, float *out)
+__attribute__((target("avx2,fma"))) static void attn_scores_avx2(const float *q, const void *k, coli__dtype kt,
+                                                                 size_t stride, int n, int hd, float scale, float *out)
 {
     for (int p = 0; p < n; p++)
-        out[p] = dot_f32_avx2(q, k + (size_t)p * stride, hd) * scale;
+        out[p] = (kt == COLI_DT_BF16 ? dot_bf16_avx2((const uint16_t *)k + (size_t)p * stride, q, hd)
+                                     : dot_f32_avx2((const float *)k + (size_t)p * stride, q, hd)) *
+                 scale;
 }
 
 /* e_j and sum32 eight lanes at a time: register c of P holds the partial
@@ -308,11 +316,11 @@ __attribute__((target("avx2,fma"))) static void attn_softmax_avx2(float *a, int 
 
 /* The eight chains of attn_mix_scalar one after the other, each over its
  * rows j = k mod 8 with eight dimensions a register, then the tree. */
-__attribute__((target("avx2,fma"))) static void attn_mix_avx2(float *out, const float *w, const float *v,
-                                                              size_t stride, int n, int hd)
+__attribute__((target("avx2,fma"))) static void attn_mix_avx2(float *out, const float *w, const void *v,
+                                                              coli__dtype vt, size_t stride, int n, int hd)
 {
     if (hd % 8 != 0) {
-        attn_mix_scalar(out, w, v, stride, n, hd);
+        attn_mix_scalar(out, w, v, vt, stride, n, hd);
         return;
     }
     for (int base = 0; base < hd; base += 64) {
@@ -323,10 +331,13 @@ __attribute__((target("avx2,fma"))) static void attn_mix_avx2(float *out, const 
             for (int c = 0; c < 8; c++)
                 acc[c] = _mm256_setzero_ps();
             for (int j = k; j < n; j += 8) {
-                const float *vj = v + (size_t)j * stride + base;
+                size_t r = (size_t)j * stride + (size_t)base;
                 __m256 wj = _mm256_set1_ps(w[j]);
-                for (int c = 0; c < m; c++)
-                    acc[c] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8 * c), acc[c]);
+                for (int c = 0; c < m; c++) {
+                    __m256 vj = vt == COLI_DT_BF16 ? load_bf16x8((const uint16_t *)v + r + 8 * c)
+                                                   : _mm256_loadu_ps((const float *)v + r + 8 * c);
+                    acc[c] = _mm256_fmadd_ps(wj, vj, acc[c]);
+                }
             }
             for (int c = 0; c < 8; c++)
                 O[k][c] = acc[c];
@@ -351,9 +362,9 @@ struct coli__cpuk {
     dot_f32_fn dot_f32;
     dot_h_fn dot_bf16, dot_f16;
     void (*axpy)(float *, float, const float *, int);
-    void (*attn_scores)(const float *, const float *, size_t, int, int, float, float *);
+    void (*attn_scores)(const float *, const void *, coli__dtype, size_t, int, int, float, float *);
     void (*attn_softmax)(float *, int);
-    void (*attn_mix)(float *, const float *, const float *, size_t, int, int);
+    void (*attn_mix)(float *, const float *, const void *, coli__dtype, size_t, int, int);
     void (*swiglu)(float *, const float *, int);
 };
 
@@ -437,15 +448,16 @@ void coli__swiglu_rows(const coli__cpuk *k, float *g, const float *u, int n)
     or_best(k)->swiglu(g, u, n);
 }
 
-void coli__attn_scores(const coli__cpuk *k, const float *q, const float *kr, size_t stride, int n, int hd,
-                       float scale, float *out)
+void coli__attn_scores(const coli__cpuk *k, const float *q, const void *kr, coli__dtype kt, size_t stride, int n,
+                       int hd, float scale, float *out)
 {
-    or_best(k)->attn_scores(q, kr, stride, n, hd, scale, out);
+    or_best(k)->attn_scores(q, kr, kt, stride, n, hd, scale, out);
 }
 
-void coli__attn_mix(const coli__cpuk *k, float *out, const float *w, const float *v, size_t stride, int n, int hd)
+void coli__attn_mix(const coli__cpuk *k, float *out, const float *w, const void *v, coli__dtype vt, size_t stride,
+                    int n, int hd)
 {
-    or_best(k)->attn_mix(out, w, v, stride, n, hd);
+    or_best(k)->attn_mix(out, w, v, vt, stride, n, hd);
 }
 
 void coli__axpy(const coli__cpuk *k, float *y, float a, const float *x, int n)

@@ -14,7 +14,8 @@ typedef struct attn_job {
     const coli__config *c;
     const float *q;       /* [S, nh*hd] */
     float *out;           /* [S, nh*hd] */
-    const float *kc, *vc; /* this layer's cache: [n_ctx, kv_dim] */
+    const void *kc, *vc;  /* this layer's cache: [n_ctx, kv_dim] of dt */
+    coli__dtype dt;
     int kv_dim, pos0, S;
     float *scores;        /* per thread: n_ctx */
     int n_ctx;
@@ -36,13 +37,12 @@ static void attn_task(void *arg, int64_t b, int64_t e, int thread)
         if (window > 0 && pos - window + 1 > 0)
             lo = pos - window + 1;
         const float *q = j->q + (size_t)t * (size_t)(nh * hd) + (size_t)h * hd;
-        const float *kbase = j->kc + (size_t)(h / group) * hd;
-        const float *vbase = j->vc + (size_t)(h / group) * hd;
+        size_t first = ((size_t)lo * (size_t)j->kv_dim + (size_t)(h / group) * hd) * (j->dt == COLI_DT_BF16 ? 2 : 4);
         int n = pos - lo + 1;
-        coli__attn_scores(j->k, q, kbase + (size_t)lo * j->kv_dim, (size_t)j->kv_dim, n, hd, scale, sc);
+        coli__attn_scores(j->k, q, (const char *)j->kc + first, j->dt, (size_t)j->kv_dim, n, hd, scale, sc);
         coli__attn_softmax(j->k, sc, n);
         float *o = j->out + (size_t)t * (size_t)(nh * hd) + (size_t)h * hd;
-        coli__attn_mix(j->k, o, sc, vbase + (size_t)lo * j->kv_dim, (size_t)j->kv_dim, n, hd);
+        coli__attn_mix(j->k, o, sc, (const char *)j->vc + first, j->dt, (size_t)j->kv_dim, n, hd);
     }
 }
 
@@ -96,16 +96,15 @@ static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__
             coli__rope(q + (size_t)h * hd, c->rot_dim, b->rope + (size_t)t * hd);
         for (int h = 0; h < nkv; h++)
             coli__rope(k + (size_t)h * hd, c->rot_dim, b->rope + (size_t)t * hd);
-        size_t at = ((size_t)l * kv->n_ctx + (size_t)(b->pos0 + t)) * (size_t)KVD;
-        memcpy(kv->k + at, k, (size_t)KVD * sizeof(float));
-        memcpy(kv->v + at, v, (size_t)KVD * sizeof(float));
+        coli__kv_store(kv, l, b->pos0 + t, k, v);
     }
     attn_job aj = {
         .c = c,
         .q = b->q,
         .out = b->att,
-        .kc = kv->k + (size_t)l * kv->n_ctx * KVD,
-        .vc = kv->v + (size_t)l * kv->n_ctx * KVD,
+        .kc = coli__kv_layer(kv, l, 0),
+        .vc = coli__kv_layer(kv, l, 1),
+        .dt = kv->dt,
         .kv_dim = KVD,
         .pos0 = b->pos0,
         .S = S,

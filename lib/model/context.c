@@ -48,13 +48,15 @@ COLI_API coli_status coli_context_create(coli_model *m, const coli_options *opts
     c->m = m;
     c->opts = opts ? opts->o : m->opts;
     int64_t n_ctx = coli__kv_positions(&m->cfg, c->opts.context);
-    coli_status st = coli__pool_create((int)c->opts.threads, &c->pool, err);
+    coli_status st = coli__kv_type_pick(c->opts.kv_type, &c->opts.kv_type, err);
     if (st == COLI_OK)
-        st = coli__kv_init(&c->kv, &m->cfg, (int)n_ctx, err);
+        st = coli__pool_create((int)c->opts.threads, &c->pool, err);
+    if (st == COLI_OK)
+        st = coli__kv_init(&c->kv, &m->cfg, (int)n_ctx, coli__kv_dtype(c->opts.kv_type), err);
     if (st == COLI_OK && !(c->logits = malloc((size_t)m->cfg.vocab * sizeof(float))))
         st = coli__fail(err, COLI_ENOMEM, "out of memory for the logits of %d tokens", m->cfg.vocab);
     if (st == COLI_OK)
-        st = coli__device_ctx_create(m, (int)n_ctx, 0, &c->dev, err);
+        st = coli__device_ctx_create(m, (int)n_ctx, c->kv.dt == COLI_DT_BF16, &c->dev, err);
     if (st == COLI_OK && c->dev && !(c->hist = malloc((size_t)n_ctx * sizeof *c->hist)))
         st = coli__fail(err, COLI_ENOMEM, "out of memory for a context's token history");
     if (st != COLI_OK) {
@@ -508,7 +510,7 @@ COLI_API coli_status coli_context_stats(const coli_context *c, coli_stats *s)
     full.decode_tok_s = full.decode_seconds > 0 ? (double)full.decode_tokens / full.decode_seconds : 0;
     full.context_positions = (uint64_t)c->kv.n_ctx;
     full.context_used = c->pos;
-    full.kv_bytes = coli__kv_bytes_per_pos(&c->m->cfg) * (uint64_t)c->kv.n_ctx;
+    full.kv_bytes = coli__kv_bytes_per_pos(&c->m->cfg, c->kv.dt) * (uint64_t)c->kv.n_ctx;
     coli__sized_out(s, &full, sizeof full);
     return COLI_OK;
 }

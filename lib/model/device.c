@@ -243,8 +243,7 @@ COLI_API const char *coli_gpu_phase_name(int i)
 
 static int kv_bf16_of(const coli__opts *o)
 {
-    (void)o;
-    return 0;
+    return coli__kv_dtype(o->kv_type) == COLI_DT_BF16; /* picked at open, before this */
 }
 
 static void device_free(struct coli__device *d)

@@ -1,15 +1,41 @@
-/* kv.c - the KV cache: one block of keys and one of values. */
+/* kv.c - the KV cache: one block of keys and one of values, in f32 or
+ * bf16. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/env.h"
+#include "cpu/fp16.h"
 #include "model/kv.h"
 
-uint64_t coli__kv_bytes_per_pos(const coli__config *c)
+coli_status coli__kv_type_pick(int64_t opt, int64_t *type, coli__err *err)
 {
-    return 2 * (uint64_t)c->n_layers * (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim * sizeof(float);
+    if (opt >= 0) {
+        *type = opt;
+        return COLI_OK;
+    }
+    coli__env_val v;
+    int set = 0;
+    COLI_TRY(coli__env_get(COLI__ENV_KV_TYPE, &v, &set, err));
+    *type = set ? v.i : COLI_KV_F32;
+    return COLI_OK;
+}
+
+coli__dtype coli__kv_dtype(int64_t type)
+{
+    return type == COLI_KV_BF16 ? COLI_DT_BF16 : COLI_DT_F32;
+}
+
+static size_t elem_bytes(coli__dtype dt)
+{
+    return dt == COLI_DT_BF16 ? sizeof(uint16_t) : sizeof(float);
+}
+
+uint64_t coli__kv_bytes_per_pos(const coli__config *c, coli__dtype dt)
+{
+    return 2 * (uint64_t)c->n_layers * (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim * elem_bytes(dt);
 }
 
 int64_t coli__kv_positions(const coli__config *c, int64_t opt_context)
@@ -58,7 +84,7 @@ static double gib(uint64_t b)
     return (double)b / (1024.0 * 1024.0 * 1024.0);
 }
 
-coli_status coli__kv_init(coli__kv *kv, const coli__config *c, int n_ctx, coli__err *err)
+coli_status coli__kv_init(coli__kv *kv, const coli__config *c, int n_ctx, coli__dtype dt, coli__err *err)
 {
     memset(kv, 0, sizeof *kv);
     if (n_ctx > c->max_pos)
@@ -68,16 +94,20 @@ coli_status coli__kv_init(coli__kv *kv, const coli__config *c, int n_ctx, coli__
                           n_ctx, c->max_pos, c->max_pos);
     kv->n_ctx = n_ctx;
     kv->kv_dim = c->n_kv_heads * c->head_dim;
-    uint64_t per_pos = coli__kv_bytes_per_pos(c), bytes = per_pos * (uint64_t)n_ctx, ram = ram_bytes();
+    kv->dt = dt;
+    const char *type = coli__dtype_name(dt);
+    uint64_t per_pos = coli__kv_bytes_per_pos(c, dt), bytes = per_pos * (uint64_t)n_ctx, ram = ram_bytes();
     if (bytes / 2 > SIZE_MAX) /* a 32-bit address space */
-        return coli__fail(err, COLI_ERANGE, "COLI_OPT_CONTEXT: a KV cache of %d positions (%llu bytes) is larger "
-                          "than this build can address", n_ctx, (unsigned long long)bytes);
+        return coli__fail(err, COLI_ERANGE,
+                          "COLI_OPT_CONTEXT: a KV cache of %d positions (%llu bytes in %s) is larger than this build "
+                          "can address",
+                          n_ctx, (unsigned long long)bytes, type);
     size_t n = (size_t)c->n_layers * (size_t)n_ctx * (size_t)kv->kv_dim;
     /* no memset: the OS hands out pages as positions are written */
     int big = ram && bytes > ram;
     if (!big) {
-        kv->k = malloc(n * sizeof(float));
-        kv->v = malloc(n * sizeof(float));
+        kv->k = malloc(n * elem_bytes(dt));
+        kv->v = malloc(n * elem_bytes(dt));
     }
     if (!kv->k || !kv->v) {
         coli__kv_free(kv);
@@ -87,8 +117,8 @@ coli_status coli__kv_init(coli__kv *kv, const coli__config *c, int n_ctx, coli__
             snprintf(ram_text, sizeof ram_text, " (RAM: %.2f GiB)", gib(ram));
         return coli__fail(err, COLI_ENOMEM,
                           "COLI_OPT_CONTEXT: a KV cache of %d positions needs %llu bytes (%.2f GiB, %llu bytes per "
-                          "position), more than can be allocated%s; at most %lld positions fit",
-                          n_ctx, (unsigned long long)bytes, gib(bytes), (unsigned long long)per_pos, ram_text,
+                          "position in %s), more than can be allocated%s; at most %lld positions fit",
+                          n_ctx, (unsigned long long)bytes, gib(bytes), (unsigned long long)per_pos, type, ram_text,
                           (long long)fit);
     }
     return COLI_OK;
@@ -99,4 +129,25 @@ void coli__kv_free(coli__kv *kv)
     free(kv->k);
     free(kv->v);
     kv->k = kv->v = NULL;
+}
+
+void coli__kv_store(coli__kv *kv, int l, int pos, const float *k, const float *v)
+{
+    size_t at = ((size_t)l * (size_t)kv->n_ctx + (size_t)pos) * (size_t)kv->kv_dim;
+    if (kv->dt == COLI_DT_F32) {
+        memcpy((float *)kv->k + at, k, (size_t)kv->kv_dim * sizeof(float));
+        memcpy((float *)kv->v + at, v, (size_t)kv->kv_dim * sizeof(float));
+        return;
+    }
+    uint16_t *kb = (uint16_t *)kv->k + at, *vb = (uint16_t *)kv->v + at;
+    for (int i = 0; i < kv->kv_dim; i++) {
+        kb[i] = coli__f32_to_bf16_bits(k[i]);
+        vb[i] = coli__f32_to_bf16_bits(v[i]);
+    }
+}
+
+const void *coli__kv_layer(const coli__kv *kv, int l, int values)
+{
+    size_t at = (size_t)l * (size_t)kv->n_ctx * (size_t)kv->kv_dim * elem_bytes(kv->dt);
+    return (const char *)(values ? kv->v : kv->k) + at;
 }

@@ -4,24 +4,40 @@
 
 #include <stdint.h>
 
+#include "base/dtype.h"
 #include "io/model_config.h"
 
-/* Keys and values of every layer for positions [0, n_ctx). */
+/* Keys and values of every layer for positions [0, n_ctx), in f32 or bf16
+ * (COLI_OPT_KV_TYPE; docs/formats.md, "The KV cache"). */
 typedef struct coli__kv {
     int n_ctx;
     int kv_dim;
-    float *k, *v; /* [layer][pos][kv_dim] */
+    coli__dtype dt; /* COLI_DT_F32 or COLI_DT_BF16 */
+    void *k, *v;    /* [layer][pos][kv_dim] of dt */
 } coli__kv;
 
-/* Bytes one position takes in the KV cache: a key and a value per layer. */
-uint64_t coli__kv_bytes_per_pos(const coli__config *cfg);
+/* The cache type of option value opt (COLI_KV_F32, COLI_KV_BF16, or -1:
+ * COLI_KV_TYPE, else f32) as a coli_kv_type; COLI_EINVAL naming the
+ * variable when it is malformed. */
+coli_status coli__kv_type_pick(int64_t opt, int64_t *type, coli__err *err);
+/* The element type of a coli_kv_type. */
+coli__dtype coli__kv_dtype(int64_t type);
+/* Bytes one position takes in a KV cache of element type dt: a key and a
+ * value per layer. */
+uint64_t coli__kv_bytes_per_pos(const coli__config *cfg, coli__dtype dt);
 /* Positions of a context for the option context (0: the model's maximum). */
 int64_t coli__kv_positions(const coli__config *cfg, int64_t opt_context);
 
 /* Allocates the cache (untouched: pages are only committed as positions are
  * written). Refuses, with the bytes needed and the positions that would fit,
  * a context beyond max_position_embeddings or one RAM cannot hold. */
-coli_status coli__kv_init(coli__kv *kv, const coli__config *cfg, int n_ctx, coli__err *err);
+coli_status coli__kv_init(coli__kv *kv, const coli__config *cfg, int n_ctx, coli__dtype dt, coli__err *err);
 void coli__kv_free(coli__kv *kv);
+
+/* Stores the key k and value v [kv_dim] of position pos of layer l, each
+ * value rounded to the cache's type. */
+void coli__kv_store(coli__kv *kv, int l, int pos, const float *k, const float *v);
+/* Layer l's keys or values (values != 0), position 0's row first. */
+const void *coli__kv_layer(const coli__kv *kv, int l, int values);
 
 #endif

@@ -120,7 +120,7 @@ static coli_status open_container(coli_model *m, const char *dir)
         kv_pos = m->cfg.max_pos;
     coli__store_conf sc = {
         .budget = (uint64_t)m->opts.mem_budget_mb << 20,
-        .kv_bytes = coli__kv_bytes_per_pos(&m->cfg) * (uint64_t)kv_pos,
+        .kv_bytes = coli__kv_bytes_per_pos(&m->cfg, coli__kv_dtype(m->opts.kv_type)) * (uint64_t)kv_pos,
         .kv_positions = kv_pos,
         .slots = m->opts.expert_slots,
         .prefetch = (int)m->opts.prefetch,
@@ -164,6 +164,8 @@ static coli_status open_model(coli_model *m, const char *dir)
     int gpu_on;
     COLI_TRY(coli__experts_check(&m->opts, &gpu_on, &m->err));
     COLI_TRY(pick_cpu_kernels(m));
+    /* resolved once: contexts made with the model's options inherit it */
+    COLI_TRY(coli__kv_type_pick(m->opts.kv_type, &m->opts.kv_type, &m->err));
     COLI_TRY(coli__config_load(dir, &m->cfg, &m->err));
     COLI_TRY(coli__pieces_pick(&m->cfg, &m->pieces, &m->err));
     if (coli__cont_present(dir)) {
@@ -316,7 +318,8 @@ static void info_fill(const coli_model *m, coli_model_info *info)
     info->n_experts_active = c->top_k;
     info->moe_intermediate_size = c->moe_inter;
     info->max_positions = c->max_pos;
-    info->kv_bytes_per_position = coli__kv_bytes_per_pos(c);
+    info->kv_type = (coli_kv_type)m->opts.kv_type;
+    info->kv_bytes_per_position = coli__kv_bytes_per_pos(c, coli__kv_dtype(m->opts.kv_type));
     info->context_positions = coli__kv_positions(c, m->opts.context);
     info->kv_bytes = info->kv_bytes_per_position * (uint64_t)info->context_positions;
     info->n_params_total = m->w.n_params_total;

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "cpu/fp16.h"
 #include "store/container.h"
 #include "model/finite.h"
 #include "model/model.h"
@@ -160,16 +161,6 @@ static coli_status find(loader *L, const char *name, int64_t d0, int64_t d1, con
                           name, t->dtype_name);
     *out = t;
     return COLI_OK;
-}
-
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN stays NaN */
-        return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1); /* round to nearest even */
-    return (uint16_t)(u >> 16);
 }
 
 /* Value i of n stored values of type dt (F32, BF16 or F16). */
@@ -397,7 +388,7 @@ static coli_status convert(loader *L, coli__mat *m, const char *file, const char
         coli__mat_row(m, r, row);
         uint16_t *out = p + (size_t)r * (size_t)cols;
         for (int c = 0; c < cols; c++)
-            out[c] = f32_to_bf16(row[c]);
+            out[c] = coli__f32_to_bf16_bits(row[c]);
         /* a non-finite bf16 comes from a non-finite value or a finite one
          * beyond bf16's range (3.39e38), which f32 can hold */
         size_t c = coli__first_nonfinite(COLI_DT_BF16, out, (size_t)cols);
