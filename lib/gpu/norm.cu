@@ -107,17 +107,6 @@ static __device__ __forceinline__ float clip1(float v, float c)
     return v < -c ? -c : v > c ? c : v;
 }
 
-/* bf16 of an f32 value, rounded to nearest even (NaN stays NaN). */
-static __device__ __forceinline__ uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 /* One block per token: its q, k and v staged in shared memory, so that
  * each step reads them there. */
 static __global__ void k_qkv(coli__qkv_args a)
@@ -177,8 +166,8 @@ static __global__ void k_qkv(coli__qkv_args a)
     const size_t at = (size_t)pos * KVD;
     for (int i = tid; i < KVD; i += nthr) {
         if (a.kv_bf16) {
-            ((uint16_t *)a.kc)[at + i] = to_bf16(k[i]);
-            ((uint16_t *)a.vc)[at + i] = to_bf16(v[i]);
+            ((uint16_t *)a.kc)[at + i] = coli__f32_to_bf16_bits(k[i]);
+            ((uint16_t *)a.vc)[at + i] = coli__f32_to_bf16_bits(v[i]);
         } else {
             ((float *)a.kc)[at + i] = k[i];
             ((float *)a.vc)[at + i] = v[i];
