@@ -138,6 +138,46 @@ static inline void coli_gpu_arch_name(const hipDeviceProp_t *p, char *out, size_
  * target CUDA 12 and 13 build for). */
 #define COLI_GPU_HAS_WMMA 1
 
+/* One 32-column int8 group of a 16 x 8 tile in one instruction, its int32
+ * sums left in registers (sm_80 and later; device code of older targets
+ * takes the wmma kernel). a: four words of A (16 x 32, rows), b: two of
+ * B (32 x 8, columns), c: the four sums, in the fragment layouts of the
+ * PTX ISA for mma.m16n8k32 with .s8. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define COLI_GPU_HAS_MMA_K32 1
+static __device__ __forceinline__ void coli_mma_s8_k32(int c[4], const int a[4], const int b[2])
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%11,%12,%13};\n"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(0), "r"(0), "r"(0),
+                   "r"(0));
+}
+#else
+#define COLI_GPU_HAS_MMA_K32 0
+/* Never run: the host launches the kernels that use it only on sm_80 and
+ * later (coli_gpu_mma_k32_ok). */
+static __device__ __forceinline__ void coli_mma_s8_k32(int c[4], const int a[4], const int b[2])
+{
+    (void)a;
+    (void)b;
+    c[0] = c[1] = c[2] = c[3] = 0;
+}
+#endif
+
+/* Whether the current device runs coli_mma_s8_k32 (compute capability 8.0
+ * or later, and a build that has device code for it). */
+static inline int coli_gpu_mma_k32_ok(void)
+{
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return major >= 8;
+}
+
 template <typename T>
 static __device__ __forceinline__ T coli_shfl_xor(T v, int lane_mask, int width)
 {

@@ -362,6 +362,162 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, con
 }
 #endif
 
+#if COLI_GPU_HAS_WMMA
+/* Prefill on integer tensor cores, the epilogue in registers: a block of
+ * 4 warps computes 64 rows x 16 tokens, staging 8 groups (256 columns) of
+ * weights (unpacked to int8) and activations, with their scales, in shared
+ * memory between barriers. Each warp then takes the chunk's groups in
+ * increasing g: for each, two m16n8k32 products give its 16 rows x 16
+ * tokens their exact isum_g in registers, and each lane applies steps 2-4
+ * of docs/formats.md to its 8 elements, the eight partial sums kept per
+ * element. The same bits as k_qgemm and the CPU. */
+#define MM2_ROWS 64
+#define MM2_TOK 16
+#define MM2_G 8                /* groups staged at once */
+#define MM2_W (MM2_G * QK + 16) /* bytes of a staged row: padded against bank conflicts */
+
+template <int DT>
+static __global__ void __launch_bounds__(128) k_qgemm_mma2(const prod *prods, const int8_t *p, const float *s,
+                                                            const int32_t *psum)
+{
+    __shared__ __align__(16) signed char sA[MM2_ROWS * MM2_W]; /* weights, row-major */
+    __shared__ __align__(16) signed char sB[MM2_TOK * MM2_W];  /* activations, token-major */
+    __shared__ float sD[MM2_ROWS][MM2_G], sM[MM2_ROWS][MM2_G], sS[MM2_TOK][MM2_G];
+    __shared__ int sPs[MM2_TOK][MM2_G];
+    __shared__ size_t xrows[MM2_TOK];
+    const prod pr = prods[blockIdx.z];
+    const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
+    const int t0 = (int)blockIdx.y * MM2_TOK, rb = (int)blockIdx.x * MM2_ROWS;
+    if (t0 >= n_tok || rb >= pr.rows)
+        return; /* the whole block */
+    const int nt = n_tok - t0 < MM2_TOK ? n_tok - t0 : MM2_TOK;
+    const int cols = pr.cols, n = cols / QK;
+    const int G = DT == COLI_DT_Q4 ? pr.group : QK;
+    const int per = G / QK;
+    const size_t row_bytes = DT == COLI_DT_Q8 ? (size_t)cols : DT == COLI_DT_Q4 ? (size_t)cols / 2 : (size_t)cols / 4;
+    const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int gid = lane >> 2, tig = lane & 3;
+    if (tid < MM2_TOK) {
+        size_t r = (size_t)(pr.x0 + t0) + (size_t)(tid < nt ? tid : 0);
+        xrows[tid] = pr.xrow ? (size_t)pr.xrow[r] : r;
+    }
+    float P[8][8]; /* [element][k]: element e = subtile (e / 4), register (e % 4) */
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            P[e][k] = 0.0f;
+    for (int g0 = 0; g0 < n; g0 += MM2_G) {
+        const int ng = n - g0 < MM2_G ? n - g0 : MM2_G;
+        __syncthreads(); /* the previous chunk is read; xrows is written */
+        /* weights: 64 rows x ng groups, one (row, group) of 32 int8 per item */
+        for (int it = tid; it < MM2_ROWS * MM2_G; it += 128) {
+            const int r = it / MM2_G, gg = it % MM2_G, row = rb + r, g = g0 + gg;
+            signed char v[QK];
+            float d = 0.0f, mn = 0.0f;
+            if (row < pr.rows && gg < ng) {
+                const uint8_t *qr = pr.qs + (size_t)row * row_bytes;
+                if (DT == COLI_DT_Q8) {
+                    const int4 *src = (const int4 *)(const void *)(qr + (size_t)QK * g);
+                    int4 a = src[0], b = src[1];
+                    memcpy(v, &a, 16);
+                    memcpy(v + 16, &b, 16);
+                } else if (DT == COLI_DT_Q4) {
+                    int4 a = *(const int4 *)(const void *)(qr + (size_t)16 * g);
+                    unsigned char b[16];
+                    memcpy(b, &a, 16);
+#pragma unroll
+                    for (int i = 0; i < 16; i++) {
+                        v[i] = (signed char)((b[i] & 15) - 8);
+                        v[16 + i] = (signed char)((b[i] >> 4) - 8);
+                    }
+                } else {
+                    int2 a = *(const int2 *)(const void *)(qr + (size_t)8 * g);
+                    unsigned char b[8];
+                    memcpy(b, &a, 8);
+#pragma unroll
+                    for (int c = 0; c < QK; c++) /* column c: byte c % 8, bits 2 (c / 8) */
+                        v[c] = (signed char)((b[c & 7] >> (2 * (c >> 3))) & 3);
+                }
+                d = coli__f16_bits_to_f32(pr.d[(size_t)row * (size_t)(cols / G) + (size_t)(g / per)]);
+                if (DT == COLI_DT_Q2)
+                    mn = coli__f16_bits_to_f32(pr.m[(size_t)row * (size_t)n + (size_t)g]);
+            } else {
+                memset(v, 0, sizeof v);
+            }
+            memcpy(&sA[r * MM2_W + gg * QK], v, QK);
+            sD[r][gg] = d;
+            sM[r][gg] = mn;
+        }
+        /* activations: 16 tokens x ng groups */
+        for (int it = tid; it < MM2_TOK * MM2_G; it += 128) {
+            const int j = it / MM2_G, gg = it % MM2_G, g = g0 + gg;
+            int4 a = make_int4(0, 0, 0, 0), b = make_int4(0, 0, 0, 0);
+            float sg = 0.0f;
+            int ps = 0;
+            if (j < nt && gg < ng) {
+                const size_t xr = xrows[j];
+                const int4 *src = (const int4 *)(const void *)(p + xr * (size_t)cols + (size_t)QK * g);
+                a = src[0];
+                b = src[1];
+                sg = s[xr * (size_t)n + g];
+                ps = DT == COLI_DT_Q8 ? 0 : psum[xr * (size_t)n + g];
+            }
+            memcpy(&sB[j * MM2_W + gg * QK], &a, 16);
+            memcpy(&sB[j * MM2_W + gg * QK + 16], &b, 16);
+            sS[j][gg] = sg;
+            sPs[j][gg] = ps;
+        }
+        __syncthreads();
+        const int wr = warp * 16; /* this warp's rows in the block */
+#pragma unroll
+        for (int gg = 0; gg < MM2_G; gg++) {
+            if (gg < ng) {
+                int a[4], b0[2], b1[2], c0[4], c1[4];
+                const signed char *ar = &sA[(wr + gid) * MM2_W + gg * QK + tig * 4];
+                memcpy(&a[0], ar, 4);
+                memcpy(&a[1], ar + 8 * MM2_W, 4);
+                memcpy(&a[2], ar + 16, 4);
+                memcpy(&a[3], ar + 8 * MM2_W + 16, 4);
+                const signed char *br0 = &sB[gid * MM2_W + gg * QK + tig * 4];
+                const signed char *br1 = br0 + 8 * MM2_W;
+                memcpy(&b0[0], br0, 4);
+                memcpy(&b0[1], br0 + 16, 4);
+                memcpy(&b1[0], br1, 4);
+                memcpy(&b1[1], br1 + 16, 4);
+                coli_mma_s8_k32(c0, a, b0);
+                coli_mma_s8_k32(c1, a, b1);
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const int is = e < 4 ? c0[e] : c1[e - 4];
+                    const int r = wr + gid + 8 * ((e & 3) >> 1), j = 8 * (e >> 2) + tig * 2 + (e & 1);
+                    const float sg = sS[j][gg], D = sD[r][gg];
+                    float f;
+                    if (DT == COLI_DT_Q2) {
+                        float ds = D * sg, ms = sM[r][gg] * sg;
+                        float f1 = (float)is * ds;
+                        float f2 = (float)sPs[j][gg] * ms;
+                        f = f1 + f2;
+                    } else {
+                        float ds = D * sg;
+                        f = (float)is * ds;
+                    }
+                    P[e][gg] += f;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const int row = rb + warp * 16 + gid + 8 * ((e & 3) >> 1), j = 8 * (e >> 2) + tig * 2 + (e & 1);
+        float a04 = P[e][0] + P[e][4], a26 = P[e][2] + P[e][6], a15 = P[e][1] + P[e][5], a37 = P[e][3] + P[e][7];
+        float v = (a04 + a26) + (a15 + a37);
+        if (row < pr.rows && j < nt)
+            pr.y[(size_t)(t0 + j) * (size_t)pr.ys + (size_t)row] = v;
+    }
+}
+#endif
+
 /* Float weights (f32 or bf16) times float activations: 32 lanes per row,
  * lane k taking columns k, k+32, ... in order with one fused multiply-add
  * each (explicit: --fmad=false only forbids implicit ones), then the
@@ -442,6 +598,18 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
 #if COLI_GPU_HAS_WMMA
     /* prefill: tensor cores, same bits (dispatch follows the flag the
      * kernel is compiled under, so a target without it never gets here) */
+    if (coli__is_quant(dt) && max_tok >= 32 && coli_gpu_mma_k32_ok()) {
+        grid = dim3((unsigned)((max_rows + MM2_ROWS - 1) / MM2_ROWS), (unsigned)((max_tok + MM2_TOK - 1) / MM2_TOK),
+                    (unsigned)n_prods);
+        if (dt == COLI_DT_Q8)
+            k_qgemm_mma2<COLI_DT_Q8><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        else if (dt == COLI_DT_Q4)
+            k_qgemm_mma2<COLI_DT_Q4><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        else
+            k_qgemm_mma2<COLI_DT_Q2><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        CK_LAUNCH("a tensor-core product kernel");
+        return COLI_OK;
+    }
     if (coli__is_quant(dt) && max_tok >= 32) {
         grid = dim3((unsigned)((max_rows + MMA_ROWS - 1) / MMA_ROWS), (unsigned)((max_tok + MMA_TOK - 1) / MMA_TOK),
                     (unsigned)n_prods);
