@@ -172,6 +172,24 @@ static __global__ void k_att_mix(coli__att_args a, att_dims d)
     }
 }
 
+/* With a.q: the head's output (thread i < hd holds o_i) quantized for the
+ * output projection, its groups being the head's (hd is a multiple of 32
+ * whenever that projection is quantized). buf: hd floats of shared memory.
+ * Every thread of the block calls it. */
+static __device__ void quantize_head(const coli__att_args &a, int t, int h, float o, float *buf)
+{
+    if (!a.q.p || a.hd % QK)
+        return;
+    __syncthreads();
+    if ((int)threadIdx.x < a.hd)
+        buf[threadIdx.x] = o;
+    __syncthreads();
+    const int lane = (int)(threadIdx.x % 32), warps = (int)(blockDim.x / 32);
+    const size_t g0 = ((size_t)t * (size_t)(a.nh * a.hd) + (size_t)h * a.hd) / QK;
+    for (int gi = (int)(threadIdx.x / 32); gi < a.hd / QK; gi += warps)
+        coli__quant32(buf[gi * QK + lane], lane, g0 + (size_t)gi, a.q.p, a.q.s, a.q.psum);
+}
+
 /* The tiles' sums added in increasing order. */
 static __global__ void k_att_out(coli__att_args a, att_dims d)
 {
@@ -182,12 +200,16 @@ static __global__ void k_att_out(coli__att_args a, att_dims d)
     span(a, t, &lo, &n);
     const int nt = (n + ATT_TILE - 1) / ATT_TILE;
     float *o = a.out + (size_t)t * (size_t)(a.nh * a.hd) + (size_t)h * a.hd;
+    __shared__ float buf[256];
+    float mine = 0.0f;
     for (int i = (int)threadIdx.x; i < a.hd; i += (int)blockDim.x) {
         float v = part_of(a, d, tl, h, 0)[2 + i];
         for (int k = 1; k < nt; k++)
             v = v + part_of(a, d, tl, h, k)[2 + i];
         o[i] = v;
+        mine = v;
     }
+    quantize_head(a, t, h, mine, buf);
 }
 
 #define FUSED_TILES 8 /* up to this many tiles, one block does a (head, token) whole */
@@ -276,6 +298,7 @@ static __global__ void __launch_bounds__(256) k_att_fused(coli__att_args a)
     float *out = a.out + (size_t)t * (size_t)(a.nh * hd) + (size_t)h * hd;
     for (int i = tid; i < hd; i += 256)
         out[i] = o;
+    quantize_head(a, t, h, tid < hd ? o : 0.0f, O);
 }
 
 coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_S, int max_pos, coli__err *err)
@@ -309,7 +332,7 @@ coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_
         CK_LAUNCH("the attention softmax kernel");
         k_att_mix<<<grid, 256, smem_mix, st>>>(*a, d);
         CK_LAUNCH("the attention value kernel");
-        k_att_out<<<dim3((unsigned)a->nh, (unsigned)nt), 128, 0, st>>>(*a, d);
+        k_att_out<<<dim3((unsigned)a->nh, (unsigned)nt), 256, 0, st>>>(*a, d);
         CK_LAUNCH("the attention output kernel");
     }
     return COLI_OK;

@@ -683,11 +683,13 @@ static coli_status layers(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos
                              L->vc,   pp->kv_bf16, pp->step};
         COLI_TRY(coli__k_qkv(s, &qa, S, err));
         mark(pp, s, PH_QKV);
+        /* the output projection reads the heads quantized by the attention */
         coli__att_args aa = {pp->q,   L->kc,  L->vc,      pp->kv_bf16, n->n_heads, n->n_kv_heads,
-                             n->head_dim, L->window, pp->sc_cap, pp->scores, pp->part, pp->att, pp->step};
+                             n->head_dim, L->window, pp->sc_cap, pp->scores, pp->part, pp->att, pp->step,
+                             qout(pp, coli__is_quant(L->wo.dt))};
         COLI_TRY(coli__k_attention(s, &aa, S, max_pos, err));
         mark(pp, s, PH_ATTN);
-        if (coli__is_quant(L->wo.dt))
+        if (coli__is_quant(L->wo.dt) && n->head_dim % QK)
             COLI_TRY(quantize(pp, s, pp->att, S, pp->QD, err));
         COLI_TRY(products(pp, s, &L->wo, S, pp->att, 0, err));
         coli__qout qf = qout(pp, ffn_quant(L));
