@@ -172,13 +172,13 @@ static __global__ void k_att_mix(coli__att_args a, att_dims d)
     }
 }
 
-/* With a.q: the head's output (thread i < hd holds o_i) quantized for the
+/* With a.quant: the head's output (thread i < hd holds o_i) quantized for the
  * output projection, its groups being the head's (hd is a multiple of 32
  * whenever that projection is quantized). buf: hd floats of shared memory.
  * Every thread of the block calls it. */
 static __device__ void quantize_head(const coli__att_args &a, int t, int h, float o, float *buf)
 {
-    if (!a.q.p || a.hd % QK)
+    if (!a.quant.p || a.hd % QK)
         return;
     __syncthreads();
     if ((int)threadIdx.x < a.hd)
@@ -187,7 +187,7 @@ static __device__ void quantize_head(const coli__att_args &a, int t, int h, floa
     const int lane = (int)(threadIdx.x % 32), warps = (int)(blockDim.x / 32);
     const size_t g0 = ((size_t)t * (size_t)(a.nh * a.hd) + (size_t)h * a.hd) / QK;
     for (int gi = (int)(threadIdx.x / 32); gi < a.hd / QK; gi += warps)
-        coli__quant32(buf[gi * QK + lane], lane, g0 + (size_t)gi, a.q.p, a.q.s, a.q.psum);
+        coli__quant32(buf[gi * QK + lane], lane, g0 + (size_t)gi, a.quant.p, a.quant.s, a.quant.psum);
 }
 
 /* The tiles' sums added in increasing order. */

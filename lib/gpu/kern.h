@@ -267,7 +267,7 @@ typedef struct coli__att_args {
     int nh, nkv, hd, window, sc_cap;
     float *scores, *part, *out;
     const int *step;
-    coli__qout q; /* out quantized too (p NULL: not) */
+    coli__qout quant; /* out quantized too (p NULL: not) */
 } coli__att_args;
 coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_S, int max_pos, coli__err *err);
 
