@@ -369,14 +369,18 @@ static int detokenize_ids(coli_model *model, const int32_t *ids, size_t n, int s
                 "the cache and rounds each\nkey and value to bf16"}
 /* The GPU expert tier (gpu_report.c); unset, the environment decides. */
 #define H_GPU                                                                             \
-    {O_GPU, "run routed experts on the GPU expert tier\n(default: on when COLI_CUDA=1)"},  \
+    {O_GPU, "run on the GPU: the layers, and the routed experts\nthat fit (default: on when " \
+            "COLI_CUDA=1)"},                                                             \
     {O_NO_GPU, "run every expert on the CPU, whatever COLI_CUDA\nsays"},                   \
     {O_GPU_DEVICES, "GPU devices to use, e.g. 0,1 (default: COLI_GPUS\nor COLI_GPU, else " \
                     "every visible device); implies\n--gpu"},                             \
     {O_GPU_EXPERT_GB, "GiB of each device for experts, may be fractional\n(default: "      \
                       "CUDA_EXPERT_GB, else the free memory less\na reserve); implies --gpu"}, \
     {O_RELEASE_HOST, "free the host copy of each expert once it is on a\nGPU (default: "   \
-                     "CUDA_RELEASE_HOST=1 turns it on)"}
+                     "CUDA_RELEASE_HOST=1 turns it on)"},                                   \
+    {O_GPU_EXPERTS_ONLY, "keep only experts on the GPU; the CPU runs the\nlayers (default: "  \
+                         "the layers run on the first\ndevice when their weights fit); "     \
+                         "implies --gpu"}
 /* The expert store of converted models (store_report.c). */
 #define H_STORE_BUT_IO                                                                     \
     {O_RAM_GB, "GiB of RAM for the weights of a converted model,\nmay be fractional; "      \

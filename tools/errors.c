@@ -28,6 +28,7 @@ static const struct {
     {"COLI_OPT_EXPERT_SLOTS", "--expert-slots"},
     {"COLI_OPT_IO_THREADS", "--io-threads"},
     {"COLI_OPT_CPU_KERNELS", "--cpu"},
+    {"COLI_OPT_GPU_LAYERS", "--gpu-experts-only"},
     {"COLI_OPT_KV_TYPE", "--kv-type"},
 };
 

@@ -63,6 +63,7 @@ int gpu_args_parse(const args *a, gpu_args *g)
     g->devices = NULL;
     g->expert_mb = -1;
     g->release_host = a->given[O_RELEASE_HOST] > 0;
+    g->experts_only = a->given[O_GPU_EXPERTS_ONLY] > 0;
     if (a->given[O_GPU] && a->given[O_NO_GPU])
         return usage_error("--gpu and --no-gpu cannot be used together");
     if (a->given[O_NO_GPU]) {
@@ -70,9 +71,11 @@ int gpu_args_parse(const args *a, gpu_args *g)
             return usage_error("--gpu-devices and --no-gpu cannot be used together");
         if (a->value[O_GPU_EXPERT_GB] != NULL)
             return usage_error("--gpu-expert-gb and --no-gpu cannot be used together");
+        if (g->experts_only)
+            return usage_error("--gpu-experts-only and --no-gpu cannot be used together");
         g->gpu = 0;
     }
-    if (a->given[O_GPU])
+    if (a->given[O_GPU] || g->experts_only)
         g->gpu = 1;
     if (a->value[O_GPU_DEVICES] != NULL) {
         if ((rc = check_devices(a->value[O_GPU_DEVICES])) != 0)
@@ -101,6 +104,8 @@ int gpu_args_apply(const gpu_args *g, coli_options *opts)
         return runtime_error(st, "--gpu-expert-gb");
     if (g->release_host && (st = coli_options_set(opts, COLI_OPT_GPU_RELEASE_HOST, 1)) != COLI_OK)
         return runtime_error(st, "--release-host");
+    if (g->experts_only && (st = coli_options_set(opts, COLI_OPT_GPU_LAYERS, 0)) != COLI_OK)
+        return runtime_error(st, "--gpu-experts-only");
     return 0;
 }
 

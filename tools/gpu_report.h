@@ -1,6 +1,7 @@
 /*
  * gpu_report.h - the GPU expert tier in the coli tool: its options (--gpu,
- * --no-gpu, --gpu-devices, --gpu-expert-gb, --release-host), `coli gpu`,
+ * --no-gpu, --gpu-devices, --gpu-expert-gb, --release-host,
+ * --gpu-experts-only), `coli gpu`,
  * and the per-device figures that generate, info and bench report.
  *
  * Options left out leave the library's options unset, so that the
@@ -23,6 +24,7 @@ typedef struct gpu_args {
     const char *devices; /* --gpu-devices, NULL if not given */
     int64_t expert_mb;   /* --gpu-expert-gb in MiB (rounded down), -1 if not given */
     int release_host;    /* 1: --release-host */
+    int experts_only;    /* 1: --gpu-experts-only */
 } gpu_args;
 
 /* Reads and checks the GPU options of a; 0 or EXIT_USAGE after a message

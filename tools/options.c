@@ -61,6 +61,7 @@ const optdef cli_opts[O_COUNT] = {
     [O_GPU_DEVICES] = {"--gpu-devices", 0, "LIST", 0},
     [O_GPU_EXPERT_GB] = {"--gpu-expert-gb", 0, "G", 0},
     [O_RELEASE_HOST] = {"--release-host", 0, NULL, 0},
+    [O_GPU_EXPERTS_ONLY] = {"--gpu-experts-only", 0, NULL, 0},
     [O_STATS] = {"--stats", 0, NULL, 0},
     [O_OUT] = {"--out", 0, "DIR", 0},
     [O_FORCE] = {"--force", 0, NULL, 0},

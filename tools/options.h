@@ -57,6 +57,7 @@ enum opt_id {
     O_GPU_DEVICES,
     O_GPU_EXPERT_GB,
     O_RELEASE_HOST,
+    O_GPU_EXPERTS_ONLY,
     O_STATS,
     O_OUT,
     O_FORCE,
