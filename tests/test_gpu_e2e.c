@@ -20,11 +20,15 @@
 #include "testutil.h"
 
 #define STEPS 8 /* greedy tokens after the prompt */
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static int64_t g_slots;  /* COLI_OPT_EXPERT_SLOTS for one_run (a converted model) */
 static int g_layers = 1; /* COLI_OPT_GPU_LAYERS for one_run */
 static int g_tokenwise;  /* one_run feeds the prompt one token at a time */
 static int g_kv = COLI_KV_F32; /* COLI_OPT_KV_TYPE for one_run */
+static int g_long;       /* one_run's prompt: LONG pseudo-random ids (prefill on tensor cores) */
+#define LONG 200         /* within one attention tile with the steps after it */
 
 typedef struct run {
     float *logits; /* (1 + STEPS) * vocab */
@@ -70,9 +74,12 @@ static void one_run(const char *dir, coli_weight_format fmt, int64_t budget_mb, 
     coli_context *c = NULL;
     ck_assert_int_eq(coli_context_create(m, o, &c), COLI_OK);
     const char *text = "In the beginning God created the heaven and the earth.";
-    int32_t ids[64];
+    int32_t ids[LONG];
     size_t n = 0;
-    if (coli_tokenize(m, text, strlen(text), 1, ids, 64, &n) != COLI_OK) {
+    if (g_long) {
+        for (n = 0; n < LONG; n++)
+            ids[n] = (int32_t)((n * 7919 + 11) % (size_t)info.vocab_size);
+    } else if (coli_tokenize(m, text, strlen(text), 1, ids, 64, &n) != COLI_OK) {
         /* the benchmark model has no tokenizer: fixed ids */
         for (n = 0; n < 12; n++)
             ids[n] = (int32_t)((n * 7919 + 3) % (size_t)info.vocab_size);
@@ -176,6 +183,16 @@ static void model_case(const char *dir)
         compare(&only, &cpu, what);
         free(tw.logits);
         free(only.logits);
+        /* a prompt long enough for the tensor-core products */
+        run lcpu, lgpu;
+        g_long = 1;
+        one_run(dir, fmts[f], -2, NULL, &lcpu);
+        one_run(dir, fmts[f], -1, NULL, &lgpu);
+        g_long = 0;
+        snprintf(what, sizeof what, "%s %s a prompt of %d tokens, layers on the GPU", dir, names[f], LONG);
+        compare(&lgpu, &lcpu, what);
+        free(lcpu.logits);
+        free(lgpu.logits);
         /* a bf16 KV cache rounds the same values on both sides */
         run kcpu, kgpu;
         g_kv = COLI_KV_BF16;
@@ -189,7 +206,7 @@ static void model_case(const char *dir)
         free(kgpu.logits);
         printf("%s %s: same tokens and bit-identical logits: CPU; layers and %llu experts on the GPU (%llu graph "
                "launches); layers and %llu of them (%.0f%% of routed pairs, %llu layer syncs); the prompt token by "
-               "token; experts only; a bf16 KV cache\n",
+               "token; experts only; a bf16 KV cache; a prompt of " STR(LONG) " tokens\n",
                dir, names[f], (unsigned long long)all.resident_experts, (unsigned long long)all.graph_launches,
                (unsigned long long)half.resident_experts, 100.0 * (double)half.gpu_pairs / (double)half.routed_pairs,
                (unsigned long long)half.host_syncs);
