@@ -143,7 +143,7 @@ static inline void coli_gpu_arch_name(const hipDeviceProp_t *p, char *out, size_
  * takes the wmma kernel). a: four words of A (16 x 32, rows), b: two of
  * B (32 x 8, columns), c: the four sums, in the fragment layouts of the
  * PTX ISA for mma.m16n8k32 with .s8. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(COLI_GPU_NO_MMA_K32)
 #define COLI_GPU_HAS_MMA_K32 1
 static __device__ __forceinline__ void coli_mma_s8_k32(int c[4], const int a[4], const int b[2])
 {
@@ -169,6 +169,9 @@ static __device__ __forceinline__ void coli_mma_s8_k32(int c[4], const int a[4],
  * or later, and a build that has device code for it). */
 static inline int coli_gpu_mma_k32_ok(void)
 {
+#ifdef COLI_GPU_NO_MMA_K32 /* -D for comparing with the wmma kernel */
+    return 0;
+#endif
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
