@@ -381,3 +381,50 @@ const coli__gpu_ops *mock_gpu_ops(void)
 {
     return &mock_ops;
 }
+
+const coli__gpu_ops *mock_gpu_ops_pipe(void)
+{
+    static coli__gpu_ops with;
+    with = mock_ops;
+    mock_pipe_ops(&with);
+    return &with;
+}
+
+/* ---- for mock_pipe.c --------------------------------------------------------- */
+
+const coli__mat *mock_gpu_mat(const coli__gpu *g, int h)
+{
+    return h >= 0 && h < MAXT && g->t[h].dev >= 0 ? &g->t[h].m : NULL;
+}
+
+coli_status mock_gpu_reserve(coli__gpu *g, int dev, uint64_t bytes, coli__err *err)
+{
+    pthread_mutex_lock(&g_mu);
+    coli_status st = gate(g, dev, err);
+    if (st == COLI_OK && g->used[dev] + bytes > g_cap)
+        st = coli__fail(err, COLI_ENOMEM, "mock: %llu bytes do not fit on device %d (%llu free)",
+                        (unsigned long long)bytes, g->ord[dev], (unsigned long long)(g_cap - g->used[dev]));
+    if (st == COLI_OK) {
+        g->used[dev] += bytes;
+        g->ok_calls++;
+    }
+    pthread_mutex_unlock(&g_mu);
+    return st;
+}
+
+void mock_gpu_unreserve(coli__gpu *g, int dev, uint64_t bytes)
+{
+    pthread_mutex_lock(&g_mu);
+    g->used[dev] -= bytes;
+    pthread_mutex_unlock(&g_mu);
+}
+
+coli_status mock_gpu_call(coli__gpu *g, int dev, coli__err *err)
+{
+    pthread_mutex_lock(&g_mu);
+    coli_status st = gate(g, dev, err);
+    if (st == COLI_OK)
+        g->ok_calls++;
+    pthread_mutex_unlock(&g_mu);
+    return st;
+}

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "cpu/kernels.h"
 #include "gpu/backend.h"
 
 /* Devices the mock will show and the bytes each one holds. Resets the
@@ -35,5 +36,17 @@ typedef struct mock_gpu_counts {
 } mock_gpu_counts;
 
 void mock_gpu_get(int ordinal, mock_gpu_counts *out);
+
+/* The same devices with the device decoder (pipe_*) too: tests/mock_pipe.c,
+ * a host implementation of docs/formats.md's written order. */
+const coli__gpu_ops *mock_gpu_ops_pipe(void);
+void mock_pipe_ops(coli__gpu_ops *ops);
+/* For mock_pipe.c: a resident tensor as the CPU kernels take it (NULL: no
+ * such handle); device memory taken and given back (COLI_ENOMEM beyond
+ * the capacity); one fallible call (fault injection). */
+const coli__mat *mock_gpu_mat(const coli__gpu *g, int h);
+coli_status mock_gpu_reserve(coli__gpu *g, int dev, uint64_t bytes, coli__err *err);
+void mock_gpu_unreserve(coli__gpu *g, int dev, uint64_t bytes);
+coli_status mock_gpu_call(coli__gpu *g, int dev, coli__err *err);
 
 #endif

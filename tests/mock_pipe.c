@@ -1,0 +1,362 @@
+/* mock_pipe.c - the device decoder of lib/gpu/backend.h (pipe_*) on the
+ * host, for tests: a second implementation of docs/formats.md's written
+ * order (RMSNorm, RoPE from the host's tables, the KV cache, attention in
+ * tiles of 256, the router's softmax and top-k, the experts' combination),
+ * written from the text and not from lib/, over the mock's resident
+ * tensors (products through coli__matmul, as the mock's experts). The
+ * experts a layer does not hold go to the host through coli__gpu_host, one
+ * token at a time. Memory counts against the mock device's capacity, and
+ * every run is a call that fault injection can fail. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/fp16.h"
+#include "cpu/kernels.h"
+#include "cpu/silu.h"
+#include "mock_gpu.h"
+
+struct coli__gpu_pipe {
+    coli__gpu *g;
+    coli__gpu_net net;
+    coli__gpu_layer *layers;
+    int n_ctx, bf16;
+    uint64_t bytes;
+    float *kc, *vc; /* [L][n_ctx][kvd], values as stored (bf16-rounded when bf16) */
+    coli__gpu_pipe_stats st;
+};
+
+/* ---- the written order, from docs/formats.md -------------------------- */
+
+static float tree32(const float *P)
+{
+    float u[8];
+    for (int l = 0; l < 8; l++)
+        u[l] = (P[l] + P[l + 16]) + (P[l + 8] + P[l + 24]);
+    return ((u[0] + u[4]) + (u[2] + u[6])) + ((u[1] + u[5]) + (u[3] + u[7]));
+}
+
+static float dot(const float *w, const float *x, int n)
+{
+    float P[32] = {0};
+    for (int i = 0; i < n; i++)
+        P[i % 32] = fmaf(w[i], x[i], P[i % 32]);
+    return tree32(P);
+}
+
+static float sum32(const float *a, int n)
+{
+    float P[32] = {0};
+    for (int j = 0; j < n; j++)
+        P[j % 32] = P[j % 32] + a[j];
+    return tree32(P);
+}
+
+static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
+{
+    float r = 1.0f / sqrtf(dot(x, x, n) / (float)n + eps);
+    for (int i = 0; i < n; i++)
+        out[i] = w[i] * (x[i] * r);
+}
+
+static float kv_round(float v, int bf16)
+{
+    return bf16 ? coli__bf16_bits_to_f32(coli__f32_to_bf16_bits(v)) : v;
+}
+
+/* One head of one token: keys and values of positions lo .. pos. */
+static void attend(const float *q, const float *kc, const float *vc, int kvd, int lo, int pos, int hd, float *o,
+                   float *a)
+{
+    const int n = pos - lo + 1, T = 256;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        a[j] = dot(q, kc + (size_t)(lo + j) * kvd, hd) * scale;
+        m = a[j] > m ? a[j] : m;
+    }
+    for (int j = 0; j < n; j++)
+        a[j] = coli__exp_f32(a[j] - m);
+    float Z = 0.0f;
+    for (int t = 0; t * T < n; t++) {
+        int len = n - t * T < T ? n - t * T : T;
+        float z = sum32(a + t * T, len);
+        Z = t == 0 ? z : Z + z;
+    }
+    const float inv = 1.0f / Z;
+    for (int j = 0; j < n; j++)
+        a[j] = a[j] * inv;
+    for (int i = 0; i < hd; i++) {
+        float acc = 0.0f;
+        for (int t = 0; t * T < n; t++) {
+            float O[8] = {0};
+            for (int j = t * T; j < n && j < (t + 1) * T; j++)
+                O[j % 8] = fmaf(a[j], vc[(size_t)(lo + j) * kvd + i], O[j % 8]);
+            float U = ((O[0] + O[4]) + (O[2] + O[6])) + ((O[1] + O[5]) + (O[3] + O[7]));
+            acc = t == 0 ? U : acc + U;
+        }
+        o[i] = acc;
+    }
+}
+
+/* Softmax, top-k (ties: the lowest e) and the renormalisation. */
+static void route(float *l, int E, int K, int norm, int *sel, float *w)
+{
+    float m = -INFINITY;
+    for (int e = 0; e < E; e++)
+        m = l[e] > m ? l[e] : m;
+    for (int e = 0; e < E; e++)
+        l[e] = coli__exp_f32(l[e] - m);
+    float Z = sum32(l, E);
+    for (int e = 0; e < E; e++)
+        l[e] = l[e] / Z;
+    for (int j = 0; j < K; j++) {
+        int b = -1;
+        for (int e = 0; e < E; e++)
+            if (l[e] >= 0.0f && (b < 0 || l[e] > l[b]))
+                b = e;
+        sel[j] = b;
+        w[j] = l[b];
+        l[b] = -1.0f;
+    }
+    if (norm) {
+        float s = 0.0f;
+        for (int j = 0; j < K; j++)
+            s = s + w[j];
+        for (int j = 0; j < K; j++)
+            w[j] = w[j] / s;
+    }
+}
+
+/* ---- the pipe ------------------------------------------------------------ */
+
+static const float *vec(coli__gpu *g, int h)
+{
+    const coli__mat *m = mock_gpu_mat(g, h);
+    return m && m->dt == COLI_DT_F32 ? (const float *)m->data : NULL;
+}
+
+static coli_status mm(coli__gpu *g, int h, const float *x, float *y, coli__err *err)
+{
+    const coli__mat *m = mock_gpu_mat(g, h);
+    if (!m)
+        return coli__fail(err, COLI_EINVAL, "mock pipe: no tensor %d", h);
+    return coli__matmul(NULL, NULL, m, x, 1, y);
+}
+
+static uint64_t m_pipe_bytes(const coli__gpu_net *n, const coli__gpu_pipe_params *p)
+{
+    uint64_t kv = 2 * (uint64_t)n->n_layers * (uint64_t)p->n_ctx * (uint64_t)n->n_kv_heads * (uint64_t)n->head_dim;
+    return kv * (p->kv_dt == COLI_DT_BF16 ? 2 : 4);
+}
+
+static void m_pipe_free(coli__gpu_pipe *p)
+{
+    if (!p)
+        return;
+    mock_gpu_unreserve(p->g, p->net.dev, p->bytes);
+    free(p->kc);
+    free(p->vc);
+    free(p->layers);
+    free(p);
+}
+
+static coli_status m_pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli__gpu_pipe_params *p,
+                                 coli__gpu_pipe **out, coli__err *err)
+{
+    *out = NULL;
+    uint64_t b = m_pipe_bytes(net, p);
+    COLI_TRY(mock_gpu_reserve(g, net->dev, b, err));
+    coli__gpu_pipe *pp = calloc(1, sizeof *pp);
+    size_t kv = (size_t)net->n_layers * (size_t)p->n_ctx * (size_t)net->n_kv_heads * (size_t)net->head_dim;
+    if (pp) {
+        pp->layers = malloc((size_t)net->n_layers * sizeof *pp->layers);
+        pp->kc = calloc(kv ? kv : 1, sizeof(float));
+        pp->vc = calloc(kv ? kv : 1, sizeof(float));
+    }
+    if (!pp || !pp->layers || !pp->kc || !pp->vc) {
+        if (pp) {
+            free(pp->layers);
+            free(pp->kc);
+            free(pp->vc);
+            free(pp);
+        }
+        mock_gpu_unreserve(g, net->dev, b);
+        return coli__fail(err, COLI_ENOMEM, "mock pipe: out of memory");
+    }
+    pp->g = g;
+    pp->net = *net;
+    memcpy(pp->layers, net->layers, (size_t)net->n_layers * sizeof *pp->layers);
+    pp->net.layers = pp->layers;
+    pp->n_ctx = p->n_ctx;
+    pp->bf16 = p->kv_dt == COLI_DT_BF16;
+    pp->bytes = b;
+    pp->st.kv_bytes = b;
+    *out = pp;
+    return COLI_OK;
+}
+
+/* Scratch of one token. */
+typedef struct tok {
+    float *x, *xn, *q, *k, *v, *att, *o, *a, *rl, *g, *u, *y, *yh, *w;
+    int *sel;
+    unsigned char *host;
+} tok;
+
+static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, tok *s, const coli__gpu_host *host,
+                         coli__err *err)
+{
+    const coli__gpu_net *n = &pp->net;
+    const coli__gpu_layer *ly = &pp->layers[l];
+    const int H = n->hidden, hd = n->head_dim, nh = n->n_heads, nkv = n->n_kv_heads;
+    const int QD = nh * hd, KVD = nkv * hd, E = n->n_experts, K = n->top_k, half = n->rot_dim / 2;
+    const float *an = vec(pp->g, ly->attn_norm), *fn = vec(pp->g, ly->ffn_norm);
+    if (!an || !fn)
+        return coli__fail(err, COLI_EINVAL, "mock pipe: layer %d's norms are not resident", l);
+    rmsnorm(s->xn, s->x, an, H, n->eps);
+    COLI_TRY(mm(pp->g, ly->wq, s->xn, s->q, err));
+    COLI_TRY(mm(pp->g, ly->wk, s->xn, s->k, err));
+    COLI_TRY(mm(pp->g, ly->wv, s->xn, s->v, err));
+    if (ly->qk_norm == 1) {
+        for (int h = 0; h < nh; h++)
+            rmsnorm(s->q + h * hd, s->q + h * hd, vec(pp->g, ly->q_norm), hd, n->eps);
+        for (int h = 0; h < nkv; h++)
+            rmsnorm(s->k + h * hd, s->k + h * hd, vec(pp->g, ly->k_norm), hd, n->eps);
+    } else if (ly->qk_norm == 2) {
+        rmsnorm(s->q, s->q, vec(pp->g, ly->q_norm), QD, n->eps);
+        rmsnorm(s->k, s->k, vec(pp->g, ly->k_norm), KVD, n->eps);
+    }
+    if (ly->clip_qkv > 0) {
+        const float c = ly->clip_qkv;
+        for (int i = 0; i < QD; i++)
+            s->q[i] = s->q[i] < -c ? -c : s->q[i] > c ? c : s->q[i];
+        for (int i = 0; i < KVD; i++) {
+            s->k[i] = s->k[i] < -c ? -c : s->k[i] > c ? c : s->k[i];
+            s->v[i] = s->v[i] < -c ? -c : s->v[i] > c ? c : s->v[i];
+        }
+    }
+    for (int h = 0; h < nh + nkv; h++) {
+        float *v = h < nh ? s->q + h * hd : s->k + (h - nh) * hd;
+        for (int i = 0; i < half; i++) {
+            float x0 = v[i], x1 = v[i + half];
+            v[i] = x0 * cs[i] - x1 * cs[half + i];
+            v[i + half] = x1 * cs[i] + x0 * cs[half + i];
+        }
+    }
+    float *kc = pp->kc + (size_t)l * pp->n_ctx * KVD, *vc = pp->vc + (size_t)l * pp->n_ctx * KVD;
+    for (int i = 0; i < KVD; i++) {
+        kc[(size_t)pos * KVD + i] = kv_round(s->k[i], pp->bf16);
+        vc[(size_t)pos * KVD + i] = kv_round(s->v[i], pp->bf16);
+    }
+    int lo = ly->window > 0 && pos - ly->window + 1 > 0 ? pos - ly->window + 1 : 0;
+    for (int h = 0; h < nh; h++) {
+        int kh = h / (nh / nkv);
+        attend(s->q + h * hd, kc + kh * hd, vc + kh * hd, KVD, lo, pos, hd, s->att + h * hd, s->a);
+    }
+    COLI_TRY(mm(pp->g, ly->wo, s->att, s->o, err));
+    for (int i = 0; i < H; i++)
+        s->x[i] = s->x[i] + s->o[i];
+    rmsnorm(s->xn, s->x, fn, H, n->eps);
+    if (ly->router < 0) {
+        const coli__mat *G = mock_gpu_mat(pp->g, ly->gate);
+        COLI_TRY(mm(pp->g, ly->gate, s->xn, s->g, err));
+        COLI_TRY(mm(pp->g, ly->up, s->xn, s->u, err));
+        for (int i = 0; i < G->rows; i++)
+            s->g[i] = coli__swiglu(s->g[i], s->u[i]);
+        COLI_TRY(mm(pp->g, ly->down, s->g, s->o, err));
+        for (int i = 0; i < H; i++)
+            s->x[i] = s->x[i] + s->o[i];
+        return COLI_OK;
+    }
+    COLI_TRY(mm(pp->g, ly->router, s->xn, s->rl, err));
+    route(s->rl, E, K, ly->norm_topk, s->sel, s->w);
+    int any = 0;
+    for (int j = 0; j < K; j++) {
+        const int *h = ly->experts + 3 * s->sel[j];
+        s->host[j] = h[0] < 0;
+        any |= s->host[j];
+        if (s->host[j])
+            continue;
+        const coli__mat *G = mock_gpu_mat(pp->g, h[0]);
+        COLI_TRY(mm(pp->g, h[0], s->xn, s->g, err));
+        COLI_TRY(mm(pp->g, h[1], s->xn, s->u, err));
+        for (int i = 0; i < G->rows; i++)
+            s->g[i] = coli__swiglu(s->g[i], s->u[i]);
+        COLI_TRY(mm(pp->g, h[2], s->g, s->y + (size_t)j * H, err));
+    }
+    if (any) {
+        if (!host || !host->run)
+            return coli__fail(err, COLI_EINVAL, "mock pipe: experts on the host and no host");
+        COLI_TRY(host->run(host->user, l, s->xn, 1, s->sel, s->host, s->yh, err));
+        pp->st.host_syncs++;
+    }
+    /* ascending expert order, from +0 */
+    for (int i = 0; i < H; i++) {
+        float o = 0.0f;
+        for (int e = 0; e < E; e++)
+            for (int j = 0; j < K; j++)
+                if (s->sel[j] == e)
+                    o = fmaf(s->w[j], (s->host[j] ? s->yh : s->y)[(size_t)j * H + i], o);
+        s->x[i] = s->x[i] + o;
+    }
+    return COLI_OK;
+}
+
+static coli_status m_pipe_run(coli__gpu_pipe *pp, const int32_t *tokens, int n, int pos0, const float *rope,
+                              float *logits, const coli__gpu_host *host, coli__err *err)
+{
+    const coli__gpu_net *nt = &pp->net;
+    if (n <= 0 || pos0 < 0 || pos0 + n > pp->n_ctx)
+        return coli__fail(err, COLI_EINVAL, "mock pipe: %d tokens at %d in %d positions", n, pos0, pp->n_ctx);
+    COLI_TRY(mock_gpu_call(pp->g, nt->dev, err));
+    const int H = nt->hidden, QD = nt->n_heads * nt->head_dim, KVD = nt->n_kv_heads * nt->head_dim;
+    const int K = nt->top_k > 0 ? nt->top_k : 1, E = nt->n_experts > 0 ? nt->n_experts : 1;
+    int I = nt->inter > nt->moe_inter ? nt->inter : nt->moe_inter;
+    tok s;
+    size_t fl[] = {H, H, QD, KVD, KVD, QD, H, (size_t)pp->n_ctx, E, I, I, (size_t)K * H, (size_t)K * H, K};
+    float **dst[] = {&s.x, &s.xn, &s.q, &s.k, &s.v, &s.att, &s.o, &s.a, &s.rl, &s.g, &s.u, &s.y, &s.yh, &s.w};
+    int ok = 1;
+    for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++)
+        ok &= (*dst[i] = malloc(fl[i] * sizeof(float))) != NULL;
+    s.sel = malloc((size_t)K * sizeof(int));
+    s.host = malloc((size_t)K);
+    coli_status st = ok && s.sel && s.host ? COLI_OK : coli__fail(err, COLI_ENOMEM, "mock pipe: out of memory");
+    const coli__mat *emb = mock_gpu_mat(pp->g, nt->embed);
+    for (int t = 0; t < n && st == COLI_OK; t++) {
+        const size_t row = (size_t)tokens[t] * (size_t)H;
+        for (int i = 0; i < H; i++)
+            s.x[i] = emb->dt == COLI_DT_F32 ? ((const float *)emb->data)[row + i]
+                                            : coli__bf16_bits_to_f32(((const uint16_t *)emb->data)[row + i]);
+        for (int l = 0; l < nt->n_layers && st == COLI_OK; l++)
+            st = layer(pp, l, pos0 + t, rope + (size_t)t * nt->rot_dim, &s, host, err);
+    }
+    if (st == COLI_OK) {
+        rmsnorm(s.xn, s.x, vec(pp->g, nt->final_norm), H, nt->eps);
+        st = mm(pp->g, nt->lm_head, s.xn, logits, err);
+    }
+    for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++)
+        free(*dst[i]);
+    free(s.sel);
+    free(s.host);
+    if (st == COLI_OK) {
+        pp->st.steps++;
+        pp->st.tokens += (uint64_t)n;
+        if (n == 1)
+            pp->st.graph_launches++; /* what the device would replay */
+    }
+    return st;
+}
+
+static void m_pipe_stats(const coli__gpu_pipe *pp, coli__gpu_pipe_stats *out)
+{
+    *out = pp->st;
+}
+
+void mock_pipe_ops(coli__gpu_ops *ops)
+{
+    ops->pipe_bytes = m_pipe_bytes;
+    ops->pipe_create = m_pipe_create;
+    ops->pipe_free = m_pipe_free;
+    ops->pipe_run = m_pipe_run;
+    ops->pipe_stats = m_pipe_stats;
+}
