@@ -1160,6 +1160,54 @@ else
 		fi
 	fi
 fi
+# --depth: the tests start from a cache already holding N positions (named
+# "@ dN", as llama-bench names them), which counts against the model's
+# positions like the test sizes: defaults not given shrink to fit around it.
+usage_error "bench: negative depth" --depth "$COLI" bench --depth -1
+if run 0 "bench --depth 40 (text)" "$COLI" bench --model "$q" --prompt-tokens 4 --gen-tokens 2 --depth 40 \
+	--repetitions 1 --no-probe; then
+	if grep -E '^\| qwen3_moe +\|.*\| +pp4 @ d40 \| +[0-9.]+ ' "$out" >/dev/null &&
+		grep -E '^\| qwen3_moe +\|.*\| +tg2 @ d40 \| +[0-9.]+ ' "$out" >/dev/null &&
+		grep -E '^depth: +40 positions, filled once in [0-9.]+ s' "$out" >/dev/null &&
+		grep -E '^kv cache: +f32$' "$out" >/dev/null; then
+		pass "bench --depth 40: the tests are pp4 @ d40 and tg2 @ d40"
+	else
+		fail "bench --depth 40: $(cat "$out")"
+	fi
+fi
+if run 0 "bench --depth 40 --kv-type bf16 (json)" "$COLI" bench --model "$q" --prompt-tokens 4 --gen-tokens 2 \
+	--depth 40 --kv-type bf16 --repetitions 1 --no-probe --format json; then
+	if json_valid <"$out" && [ "$(json_int "$out" depth)" = 40 ] && positive "$(json_number "$out" depth_seconds)" &&
+		contains "$out" '"kv_type":"bf16"' && positive "$(json_number "$out" decode_tok_s)"; then
+		pass "bench --depth --kv-type bf16 (json): depth, its time and the cache's type"
+	else
+		fail "bench --depth (json): $(cat "$out")"
+	fi
+fi
+if [ -n "$demo_max" ] && [ "$demo_max" -lt 640 ] &&
+	run 0 "bench --depth on the demo (default sizes)" "$COLI" bench -m "$demo_src" --depth $((demo_max - 200)) \
+		--repetitions 1 --no-probe --format json; then
+	pp=512
+	tg=128
+	while [ $((pp + tg + demo_max - 200)) -gt "$demo_max" ]; do
+		pp=$((pp / 2))
+		tg=$((tg / 2))
+	done
+	if [ "$(json_int "$out" prompt_tokens)" = "$pp" ] && [ "$(json_int "$out" gen_tokens)" = "$tg" ] &&
+		contains "$out" '"sizes_fitted":true'; then
+		pass "bench --depth $((demo_max - 200)) on the demo: defaults become pp$pp + tg$tg around it"
+	else
+		fail "bench --depth on the demo: $(cat "$out" "$err")"
+	fi
+fi
+if run 1 "bench --depth beyond the model" "$COLI" bench --model "$q" --prompt-tokens 4 --gen-tokens 2 \
+	--depth 510 --repetitions 1 --no-probe; then
+	if contains "$err" "516 positions exceed the model's max_position_embeddings (512)"; then
+		pass "bench: a depth beyond the model with the test sizes is refused, naming its maximum"
+	else
+		fail "bench --depth 510: $(cat "$err")"
+	fi
+fi
 if run 1 "bench with a missing model" "$COLI" bench --model "$missing" --no-probe \
 	--prompt-tokens 1 --gen-tokens 1 --repetitions 1; then
 	if contains "$err" "$missing"; then

@@ -349,6 +349,7 @@ typedef struct bench_result {
     double decode_seconds;      /* the decode tests' time */
     double decode_disk_mb_s, disk_fraction;
     uint64_t rss_peak, rss_now;
+    double depth_seconds;    /* filling the cache to the depth, once, untimed in the tests */
 } bench_result;
 
 /* Decode weight bytes per token: measured by the library when it counts
@@ -371,11 +372,20 @@ static void weight_bytes(coli_model *model, const bench_params *p, uint64_t byte
     }
 }
 
+/* "tg128", or "tg128 @ d4096" at a depth, as llama-bench names its tests. */
+static void test_name(char *buf, size_t cap, const char *kind, int64_t n, int64_t depth)
+{
+    if (depth > 0)
+        snprintf(buf, cap, "%s%" PRId64 " @ d%" PRId64, kind, n, depth);
+    else
+        snprintf(buf, cap, "%s%" PRId64, kind, n);
+}
+
 static void print_text(const bench_params *p, const coli_model_info *info,
                        const bench_probe *probe, const bench_result *r)
 {
-    char name[64], size[32], params[32], weights[32], test[32], record[32];
-    int w = 5;
+    char name[64], size[32], params[32], weights[32], test[48], record[32];
+    int w = 5, tw = 7;
 
     base_name(p->model_dir, name, sizeof name);
     if ((int)strlen(name) > w)
@@ -395,24 +405,30 @@ static void print_text(const bench_params *p, const coli_model_info *info,
     else
         snprintf(weights, sizeof weights, "%s", coli_weight_format_name(p->weights));
 
-    printf("| %-*s | %10s | %8s | %-7s | %7s | %7s | %20s |\n", w, "model", "size", "params",
-           "weights", "threads", "test", "t/s");
-    printf("| %.*s | ---------: | -------: | ------- | ------: | ------: | -------------------: |\n",
-           w, "------------------------------------------------------------------");
+    if (p->depth > 0) { /* "tg128 @ d4096": the test column widens */
+        test_name(test, sizeof test, "pp", p->prompt_tokens > p->gen_tokens ? p->prompt_tokens : p->gen_tokens,
+                  p->depth);
+        tw = (int)strlen(test) > tw ? (int)strlen(test) : tw;
+    }
+    printf("| %-*s | %10s | %8s | %-7s | %7s | %*s | %20s |\n", w, "model", "size", "params",
+           "weights", "threads", tw, "test", "t/s");
+    printf("| %.*s | ---------: | -------: | ------- | ------: | %.*s: | -------------------: |\n",
+           w, "------------------------------------------------------------------", tw - 1,
+           "----------------------------------------");
     if (p->prompt_tokens > 0) {
         char ts[48];
-        snprintf(test, sizeof test, "pp%" PRId64, p->prompt_tokens);
+        test_name(test, sizeof test, "pp", p->prompt_tokens, p->depth);
         snprintf(ts, sizeof ts, "%.2f \xc2\xb1 %.2f", r->pp.mean, r->pp.sd);
         /* The width counts bytes; "±" takes two. */
-        printf("| %-*s | %10s | %8s | %-7s | %7d | %7s | %21s |\n", w, name, size, params, weights,
-               p->threads, test, ts);
+        printf("| %-*s | %10s | %8s | %-7s | %7d | %*s | %21s |\n", w, name, size, params, weights,
+               p->threads, tw, test, ts);
     }
     if (p->gen_tokens > 0) {
         char ts[48];
-        snprintf(test, sizeof test, "tg%" PRId64, p->gen_tokens);
+        test_name(test, sizeof test, "tg", p->gen_tokens, p->depth);
         snprintf(ts, sizeof ts, "%.2f \xc2\xb1 %.2f", r->tg.mean, r->tg.sd);
-        printf("| %-*s | %10s | %8s | %-7s | %7d | %7s | %21s |\n", w, name, size, params, weights,
-               p->threads, test, ts);
+        printf("| %-*s | %10s | %8s | %-7s | %7d | %*s | %21s |\n", w, name, size, params, weights,
+               p->threads, tw, test, ts);
     }
     putchar('\n');
     if (p->sizes_fitted)
@@ -420,6 +436,10 @@ static void print_text(const bench_params *p, const coli_model_info *info,
                " (defaults halved to fit the model's %d positions)\n",
                p->prompt_tokens, p->gen_tokens, p->max_positions);
     printf("repetitions:             %" PRId64 " (after one warm-up)\n", p->repetitions);
+    printf("kv cache:                %s\n", p->kv_type ? p->kv_type : "f32");
+    if (p->depth > 0)
+        printf("depth:                   %" PRId64 " positions, filled once in %.2f s (%.2f tok/s), untimed\n",
+               p->depth, r->depth_seconds, r->depth_seconds > 0 ? (double)p->depth / r->depth_seconds : NAN);
     if (r->weight_bytes_per_token > 0)
         printf("weight bytes per token:  %" PRIu64 " (%.1f MiB, %s)\n", r->weight_bytes_per_token,
                (double)r->weight_bytes_per_token / (1024.0 * 1024.0),
@@ -505,6 +525,9 @@ static void print_json(const bench_params *p, const coli_model_info *info,
            p->threads, p->prompt_tokens, p->gen_tokens, p->repetitions, p->seed);
     printf(",\"max_positions\":%d,\"sizes_fitted\":%s", p->max_positions,
            p->sizes_fitted ? "true" : "false");
+    printf(",\"depth\":%" PRId64 ",\"depth_seconds\":", p->depth);
+    json_real(stdout, p->depth > 0 ? r->depth_seconds : NAN, "%.3f");
+    printf(",\"kv_type\":\"%s\"", p->kv_type ? p->kv_type : "f32");
     printf(",\"prefill_tok_s\":");
     json_real(stdout, r->pp.mean, "%.3f");
     printf(",\"prefill_tok_s_sd\":");
@@ -563,6 +586,16 @@ static int eval_tokens(coli_context *ctx, const int32_t *tokens, size_t n)
     return 0;
 }
 
+/* Forgets the positions from n on (n = 0: all of them). */
+static int truncate_to(coli_context *ctx, int64_t n)
+{
+    coli_status st = coli_context_truncate(ctx, (size_t)n);
+
+    if (st != COLI_OK)
+        return runtime_error(st, coli_context_errmsg(ctx));
+    return 0;
+}
+
 int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe)
 {
     coli_model_info info;
@@ -570,7 +603,7 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
     bench_result r;
     gpu_report gpu_base, gpu_pairs;
     coli_store_stats store_base, s2, s3;
-    int32_t *prompt = NULL;
+    int32_t *prompt = NULL, *depth_ids;
     double *pp_lib = NULL, *tg_lib = NULL;
     uint64_t state, wbytes = 0, wtokens = 0;
     int64_t rep, i, reps = p->repetitions;
@@ -597,7 +630,7 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
     r.tg_samples = calloc(n_samples, sizeof(double));
     pp_lib = calloc(n_samples, sizeof(double));
     tg_lib = calloc(n_samples, sizeof(double));
-    prompt = malloc((size_t)(p->prompt_tokens + 1) * sizeof *prompt);
+    prompt = malloc((size_t)(p->depth + p->prompt_tokens + 1) * sizeof *prompt);
     if (!r.pp_samples || !r.tg_samples || !pp_lib || !tg_lib || !prompt) {
         runtime_error(COLI_ENOMEM, "benchmark buffers");
         goto done;
@@ -608,11 +641,22 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
         state = 1;
     for (i = 0; i <= p->prompt_tokens; i++)
         prompt[i] = (int32_t)(next_random(&state) % (uint64_t)info.vocab_size);
+    depth_ids = prompt + p->prompt_tokens + 1;
+    for (i = 0; i < p->depth; i++)
+        depth_ids[i] = (int32_t)(next_random(&state) % (uint64_t)info.vocab_size);
 
     st = coli_context_create(model, p->ctx_opts, &ctx);
     if (st != COLI_OK) {
         runtime_error(st, ctx ? coli_context_errmsg(ctx) : coli_model_errmsg(model));
         goto done;
+    }
+    /* As llama-bench -d: the cache is filled once; each test truncates it
+     * back to the depth (the positions before stay) and starts there. */
+    if (p->depth > 0) {
+        double t0 = now_seconds();
+        if (eval_tokens(ctx, depth_ids, (size_t)p->depth) != 0)
+            goto done;
+        r.depth_seconds = now_seconds() - t0;
     }
 
     /* Repetition -1 is the warm-up: caches, page faults, thread start-up. */
@@ -621,7 +665,8 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
         coli_stats stats;
         int32_t tok = prompt[p->prompt_tokens];
 
-        coli_context_reset(ctx);
+        if (truncate_to(ctx, p->depth) != 0)
+            goto done;
         coli_context_stats_reset(ctx);
         t0 = t1 = now_seconds();
         if (p->prompt_tokens > 0) {
@@ -631,9 +676,11 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
             tok = logprob_argmax(coli_context_logits(ctx), info.vocab_size);
         }
         if (p->gen_tokens > 0) {
-            /* As llama-bench's tgN: decoding starts from an empty cache,
-             * not after the prompt (whose attention would be timed too). */
-            coli_context_reset(ctx);
+            /* As llama-bench's tgN: decoding starts from the depth (an
+             * empty cache by default), not after the prompt (whose
+             * attention would be timed too). */
+            if (truncate_to(ctx, p->depth) != 0)
+                goto done;
             if (store_report_read(model, &s2) != 0)
                 goto done;
             t2 = now_seconds();

@@ -20,11 +20,13 @@ typedef struct bench_params {
     int threads;                 /* worker threads in use (0 resolved to the cores) */
     int64_t prompt_tokens;       /* tokens of the prefill test (0: no prefill test) */
     int64_t gen_tokens;          /* tokens of the decode test (0: no decode test) */
+    int64_t depth;               /* positions in the cache before each test (llama-bench -d) */
+    const char *kv_type;         /* the KV cache's type, for the report */
     int64_t repetitions;         /* timed repetitions, after one warm-up */
     uint64_t seed;               /* seeds the prompt's token ids */
     int json;                    /* 1: one JSON object, 0: a table */
     const coli_options *ctx_opts; /* options of the benchmark's context, whose
-                                     capacity is prompt_tokens + gen_tokens */
+                                     capacity is depth + prompt_tokens + gen_tokens */
     int max_positions;           /* the model's, for the report */
     int sizes_fitted;            /* 1: default sizes were shrunk to fit max_positions */
     const disk_probe *disk;      /* the disk probe (done 0 when not run) */

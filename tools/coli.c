@@ -1363,7 +1363,8 @@ static const char bench_synopsis[] =
     "Usage: coli bench [--model DIR] [OPTION]...\n"
     "Measure prefill and decode speed, in the manner of llama-bench: each\n"
     "repetition evaluates a prompt of random token ids in one batch (ppN), then\n"
-    "decodes tokens one at a time, greedily, from an empty cache (tgN). Reports\n"
+    "decodes tokens one at a time, greedily, from an empty cache (tgN), or from\n"
+    "a cache already holding --depth positions (ppN @ dD, tgN @ dD). Reports\n"
     "the mean and standard deviation of tokens per second over the repetitions,\n"
     "after one warm-up.\n"
     "Decode speed is set against memory bandwidth: the weight bytes read per\n"
@@ -1383,6 +1384,8 @@ static const opthelp bench_options[] = {
                    "(default 4)"},
     {O_PROMPT_TOKENS, "tokens of the prefill test; 0 = skip it\n(default 512, see below)"},
     {O_GEN_TOKENS, "tokens of the decode test; 0 = skip it\n(default 128, see below)"},
+    {O_DEPTH, "positions in the KV cache before each test, as\nllama-bench -d: a prompt of N random ids is\n"
+              "evaluated once, untimed, and every test starts\nthere (default 0)"},
     {O_REPETITIONS, "timed repetitions, at least 1 (default 5)"},
     {O_SEED, "seed of the prompt's random token ids (default 1)"},
     {O_PROBE_MIB, "size of the bandwidth probe's array in MiB\n(default: 4 times the last-level caches, "
@@ -1403,9 +1406,9 @@ static const opthelp bench_options[] = {
 
 static const char bench_epilogue[] =
     "The defaults pp512 and tg128 are halved, those not given on the command line,\n"
-    "until the prompt and the generated tokens fit the model's maximum positions\n"
-    "(max_position_embeddings); the report names the sizes used. Sizes asked for\n"
-    "explicitly are kept; together beyond it, they are refused.\n"
+    "until the depth, the prompt and the generated tokens fit the model's maximum\n"
+    "positions (max_position_embeddings); the report names the sizes used. Sizes\n"
+    "asked for explicitly are kept; together beyond it, they are refused.\n"
     "For a converted model the report has the expert store's figures over the\n"
     "timed repetitions, and the disk bytes it read per second of decode, set\n"
     "against the random-read bandwidth of the disk when --disk-probe measures\n"
@@ -1420,14 +1423,14 @@ static const char bench_epilogue[] =
  * exceed the model nothing is shrunk (the library warns). Returns 1 if a
  * size was shrunk.
  */
-static int fit_defaults(int64_t *pp, int pp_given, int64_t *tg, int tg_given, int64_t max)
+static int fit_defaults(int64_t *pp, int pp_given, int64_t *tg, int tg_given, int64_t depth, int64_t max)
 {
-    int64_t fixed = (pp_given ? *pp : 0) + (tg_given ? *tg : 0);
+    int64_t fixed = (pp_given ? *pp : 0) + (tg_given ? *tg : 0) + depth;
     int shrunk = 0;
 
     if (max <= 0 || fixed >= max)
         return 0;
-    while (*pp + *tg > max) {
+    while (*pp + *tg + depth > max) {
         int moved = 0;
 
         if (!pp_given && *pp > 1) {
@@ -1500,6 +1503,8 @@ static int cmd_bench(const args *a)
         return rc;
     if (p.prompt_tokens == 0 && p.gen_tokens == 0)
         return usage_error("--prompt-tokens and --gen-tokens are both 0: nothing to measure");
+    if (a->value[O_DEPTH] && (rc = parse_int64("--depth", a->value[O_DEPTH], 0, 1 << 24, &p.depth)) != 0)
+        return rc;
     if (a->value[O_REPETITIONS] &&
         (rc = parse_int64("--repetitions", a->value[O_REPETITIONS], 1, 100000, &repetitions)) !=
             0)
@@ -1531,9 +1536,9 @@ static int cmd_bench(const args *a)
     /* The expert store of a converted model sets aside the KV cache of the
      * model's context: the test's, at most the sizes asked for, not the
      * model's maximum. */
-    if (p.prompt_tokens + p.gen_tokens > 0 && p.prompt_tokens + p.gen_tokens <= (INT64_C(1) << 24)) {
+    if (p.prompt_tokens + p.gen_tokens + p.depth <= (INT64_C(1) << 24)) {
         m.have_context = 1;
-        m.context = p.prompt_tokens + p.gen_tokens;
+        m.context = p.prompt_tokens + p.gen_tokens + p.depth;
     }
     if (open_model(&m, &model) != 0)
         return 1;
@@ -1544,10 +1549,11 @@ static int cmd_bench(const args *a)
         goto done;
     p.max_positions = info.max_positions;
     p.sizes_fitted = fit_defaults(&p.prompt_tokens, a->value[O_PROMPT_TOKENS] != NULL,
-                                  &p.gen_tokens, a->value[O_GEN_TOKENS] != NULL,
+                                  &p.gen_tokens, a->value[O_GEN_TOKENS] != NULL, p.depth,
                                   info.max_positions);
     m.have_context = 1;
-    m.context = p.prompt_tokens + p.gen_tokens;
+    m.context = p.prompt_tokens + p.gen_tokens + p.depth;
+    p.kv_type = kv_type_name(info.kv_type);
     if (make_options(&m, &ctx_opts) != 0)
         goto done;
     p.ctx_opts = ctx_opts;

@@ -76,6 +76,7 @@ const optdef cli_opts[O_COUNT] = {
     [O_TEXT_FILE] = {"--text-file", 0, "FILE", 0},
     [O_LOGPROBS] = {"--logprobs", 0, "N", 0},
     [O_KV_TYPE] = {"--kv-type", 0, "TYPE", 0},
+    [O_DEPTH] = {"--depth", 0, "N", 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */

@@ -72,6 +72,7 @@ enum opt_id {
     O_TEXT_FILE,
     O_LOGPROBS,
     O_KV_TYPE,
+    O_DEPTH,
     O_COUNT
 };
 
