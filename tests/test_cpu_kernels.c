@@ -258,29 +258,29 @@ static float t_sum32(const float *a, int n)
     return t_fold32(P);
 }
 
-/* One head: scores, max, e, Z, weights, then the eight-partial mix. */
-static void t_attention(const float *q, const float *k, const float *v, size_t stride, int n, int hd, float *o)
+/* One head: scores a[j] (then the weights w[j]) and max, e, Z, weights,
+ * then the eight-partial mix o[0..hd); rows already widened to f32. */
+static void t_attention(const float *q, const float *k, const float *v, size_t stride, int n, int hd, float *a,
+                        float *w, float *mx, float *o)
 {
-    float *a = malloc((size_t)n * sizeof(float));
-    ck_assert_ptr_nonnull(a);
     const float scale = 1.0f / sqrtf((float)hd);
     float m = -INFINITY;
     for (int j = 0; j < n; j++) {
         a[j] = t_dot(q, k + (size_t)j * stride, hd) * scale;
         m = a[j] > m ? a[j] : m;
     }
+    *mx = m;
     for (int j = 0; j < n; j++)
-        a[j] = coli__exp_f32(a[j] - m);
-    float inv = 1.0f / t_sum32(a, n);
+        w[j] = coli__exp_f32(a[j] - m);
+    float inv = 1.0f / t_sum32(w, n);
     for (int j = 0; j < n; j++)
-        a[j] = a[j] * inv;
+        w[j] = w[j] * inv;
     for (int i = 0; i < hd; i++) {
         float O[8] = {0};
         for (int j = 0; j < n; j++)
-            O[j % 8] = fmaf(a[j], v[(size_t)j * stride + i], O[j % 8]);
+            O[j % 8] = fmaf(w[j], v[(size_t)j * stride + i], O[j % 8]);
         o[i] = ((O[0] + O[4]) + (O[2] + O[6])) + ((O[1] + O[5]) + (O[3] + O[7]));
     }
-    free(a);
 }
 
 static float t_random(uint64_t *st)
@@ -296,27 +296,36 @@ static int same_bits(float a, float b)
 
 static const int ALL_SETS[] = {COLI__CPUK_SCALAR, COLI__CPUK_AVX2, COLI__CPUK_AVX512};
 
-/* RMSNorm, sum32 and one head's attention of every set against the text,
- * bit for bit, over lengths around the 8- and 32-wide blocks. */
+/* bf16 bits of f: round to nearest even, as the KV cache stores it. */
+static uint16_t t_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+static float t_widen(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* RMSNorm and sum32 of every set against the text, bit for bit, over
+ * lengths around the 8- and 32-wide blocks. */
 START_TEST(test_written_order)
 {
-    enum { MAXN = 300, MAXD = 128 };
     static float x[1031], w[1031], got[1031];
-    static float q[MAXD], kv[2][MAXN * MAXD], o[MAXD], want[MAXD];
     uint64_t st = 99;
     for (int i = 0; i < 1031; i++) {
         x[i] = t_random(&st) * 3.0f;
         w[i] = 1.0f + t_random(&st) * 0.5f;
     }
-    for (int i = 0; i < MAXN * MAXD; i++) {
-        kv[0][i] = t_random(&st) * 2.0f;
-        kv[1][i] = t_random(&st);
-    }
-    for (int i = 0; i < MAXD; i++)
-        q[i] = t_random(&st) * 4.0f;
     /* hand-derived: two equal scores weigh exactly 1/2 each; e(0) = 1 */
     float two[2] = {0.75f, 0.75f};
-    coli__attn_softmax(coli__cpuk_get(COLI__CPUK_SCALAR), two, 2);
+    coli__attn_softmax(coli__cpuk_get(COLI__CPUK_SCALAR), two, 2, 0.75f);
     ck_assert(two[0] == 0.5f && two[1] == 0.5f);
     /* sum32: element 32 joins P_0, which cancels; the ones stay in P_1..P_31
      * (a left-to-right sum loses each 1 against 1e8 and gives 0) */
@@ -340,21 +349,190 @@ START_TEST(test_written_order)
                 ck_assert_msg(same_bits(got[i], w[i] * (x[i] * r)), "%s: rmsnorm n=%d element %d",
                               coli__cpuk_name(set), n, i);
         }
-        static const int hds[] = {16, 24, 64, 128, 40};
-        static const int ns[] = {1, 5, 8, 9, 31, 32, 33, 63, 64, 65, 200, 300};
-        for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
-            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
-                int hd = hds[hi], n = ns[ni];
-                float sc[MAXN];
-                t_attention(q, kv[0], kv[1], (size_t)MAXD, n, hd, want);
-                coli__attn_scores(set, q, kv[0], COLI_DT_F32, (size_t)MAXD, n, hd, 1.0f / sqrtf((float)hd), sc);
-                coli__attn_softmax(set, sc, n);
-                coli__attn_mix(set, o, sc, kv[1], COLI_DT_F32, (size_t)MAXD, n, hd);
-                for (int i = 0; i < hd; i++)
-                    ck_assert_msg(same_bits(o[i], want[i]), "%s: attention hd=%d n=%d dim %d is %.9g, the text %.9g",
-                                  coli__cpuk_name(set), hd, n, i, (double)o[i], (double)want[i]);
-            }
     }
+}
+END_TEST
+
+/* The attention kernels of every set against the text (t_attention), bit
+ * for bit: the g heads of a KV head at once, rows of f32 and of bf16 in a
+ * strided cache, head dimensions with and without a 32-wide tail (and one
+ * not a multiple of 8), groups of 1 to 9 heads, positions around the
+ * 8-row and 64-row blocks; the scores cut in two blocks (with their maxima
+ * combined) and the mix over a slice of dimensions, as the split decode
+ * does, give the same bits. */
+START_TEST(test_attention_kernels)
+{
+    enum { MAXN = 300, MAXD = 128, STRIDE = 3 * MAXD + 8, MAXG = 9 };
+    static float kf[MAXN * STRIDE], vf[MAXN * STRIDE], kw[MAXN * STRIDE], vw[MAXN * STRIDE], q[MAXG * MAXD];
+    static uint16_t kb[MAXN * STRIDE], vb[MAXN * STRIDE];
+    static float ra[MAXN], rw[MAXN], ro[MAXG][MAXD], rmx[MAXG], rsc[MAXG][MAXN], rwt[MAXG][MAXN];
+    static float sc[MAXG * MAXN], o[MAXG * MAXD], o2[MAXG * MAXD], mx[MAXG], mx2[MAXG];
+    uint64_t st = 7;
+    for (int i = 0; i < MAXN * STRIDE; i++) {
+        kf[i] = t_random(&st) * 2.0f;
+        vf[i] = t_random(&st);
+        kb[i] = t_bf16(kf[i]);
+        vb[i] = t_bf16(vf[i]);
+        kw[i] = t_widen(kb[i]);
+        vw[i] = t_widen(vb[i]);
+    }
+    for (int i = 0; i < MAXG * MAXD; i++)
+        q[i] = t_random(&st) * 4.0f;
+    static const int hds[] = {64, 128, 16, 24, 40, 72, 12};
+    static const int gs[] = {1, 4, 3, 9};
+    static const int ns[] = {1, 5, 8, 9, 31, 32, 33, 63, 64, 65, 127, 129, 300};
+    for (size_t s = 0; s < sizeof ALL_SETS / sizeof ALL_SETS[0]; s++) {
+        const coli__cpuk *set = coli__cpuk_get(ALL_SETS[s]);
+        if (!set)
+            continue;
+        const char *sn = coli__cpuk_name(set);
+        for (int bf = 0; bf < 2; bf++)
+            for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+                for (size_t gi = 0; gi < sizeof gs / sizeof gs[0]; gi++)
+                    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                        const int hd = hds[hi], g = gs[gi], n = ns[ni], off = hd + 8; /* the second KV head */
+                        const coli__dtype dt = bf ? COLI_DT_BF16 : COLI_DT_F32;
+                        const void *k = bf ? (const void *)(kb + off) : (const void *)(kf + off);
+                        const void *v = bf ? (const void *)(vb + off) : (const void *)(vf + off);
+                        const float scale = 1.0f / sqrtf((float)hd);
+                        for (int h = 0; h < g; h++) {
+                            t_attention(q + h * hd, (bf ? kw : kf) + off, (bf ? vw : vf) + off, STRIDE, n, hd, ra,
+                                        rw, &rmx[h], ro[h]);
+                            memcpy(rsc[h], ra, (size_t)n * sizeof(float));
+                            memcpy(rwt[h], rw, (size_t)n * sizeof(float));
+                            mx[h] = mx2[h] = -INFINITY;
+                        }
+                        coli__attn_scores(set, q, g, hd, k, dt, STRIDE, n, scale, sc, MAXN, mx);
+                        for (int h = 0; h < g; h++) {
+                            ck_assert_msg(mx[h] == rmx[h], "%s: max", sn);
+                            for (int j = 0; j < n; j++)
+                                ck_assert_msg(same_bits(sc[h * MAXN + j], rsc[h][j]),
+                                              "%s %s: score hd=%d g=%d n=%d head %d row %d is %.9g, the text %.9g", sn,
+                                              bf ? "bf16" : "f32", hd, g, n, h, j, (double)sc[h * MAXN + j],
+                                              (double)rsc[h][j]);
+                        }
+                        /* the same scores in two blocks, maxima combined */
+                        int cut = n / 3 / 8 * 8 + 3 < n ? n / 3 / 8 * 8 + 3 : n;
+                        static float sc2[MAXG * MAXN];
+                        float mb[MAXG];
+                        for (int h = 0; h < g; h++)
+                            mb[h] = -INFINITY;
+                        coli__attn_scores(set, q, g, hd, k, dt, STRIDE, cut, scale, sc2, MAXN, mx2);
+                        coli__attn_scores(set, q, g, hd, (const char *)k + (size_t)cut * STRIDE * (bf ? 2 : 4), dt,
+                                          STRIDE, n - cut, scale, sc2 + cut, MAXN, mb);
+                        for (int h = 0; h < g; h++) {
+                            float m = mb[h] > mx2[h] ? mb[h] : mx2[h];
+                            ck_assert_msg(m == rmx[h] && memcmp(sc2 + h * MAXN, sc + h * MAXN,
+                                                                (size_t)n * sizeof(float)) == 0,
+                                          "%s: scores in two blocks", sn);
+                        }
+                        for (int h = 0; h < g; h++) {
+                            coli__attn_softmax(set, sc + h * MAXN, n, mx[h]);
+                            for (int j = 0; j < n; j++)
+                                ck_assert_msg(same_bits(sc[h * MAXN + j], rwt[h][j]),
+                                              "%s: weight hd=%d n=%d head %d row %d", sn, hd, n, h, j);
+                        }
+                        coli__attn_mix(set, o, hd, g, hd, sc, MAXN, v, dt, STRIDE, n);
+                        for (int h = 0; h < g; h++)
+                            for (int i = 0; i < hd; i++)
+                                ck_assert_msg(same_bits(o[h * hd + i], ro[h][i]),
+                                              "%s %s: mix hd=%d g=%d n=%d head %d dim %d is %.9g, the text %.9g", sn,
+                                              bf ? "bf16" : "f32", hd, g, n, h, i, (double)o[h * hd + i],
+                                              (double)ro[h][i]);
+                        /* dimensions [d0, hd) alone */
+                        const int d0 = hd > 16 ? 16 : 8;
+                        memset(o2, 0, sizeof o2);
+                        coli__attn_mix(set, o2 + d0, hd, g, hd - d0, sc, MAXN,
+                                       (const char *)v + (size_t)d0 * (bf ? 2 : 4), dt, STRIDE, n);
+                        for (int h = 0; h < g; h++)
+                            ck_assert_msg(memcmp(o2 + h * hd + d0, o + h * hd + d0,
+                                                 (size_t)(hd - d0) * sizeof(float)) == 0,
+                                          "%s: mix of a slice", sn);
+                    }
+        fprintf(stderr, "attention kernels: %s = the text\n", sn);
+    }
+}
+END_TEST
+
+static coli_model_info info_of(coli_model *m)
+{
+    coli_model_info info;
+    info.struct_size = sizeof info;
+    ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
+    return info;
+}
+
+/* Logits of a 150-token prompt, then STEPS greedy steps, threads threads
+ * (each (1 + STEPS) * vocab): with 3 or 4 threads and 2 KV heads, decode
+ * past 128 positions cuts the attention by positions and dimensions
+ * (lib/model/attention.c), with 1 or 2 it does one task per KV head. */
+static float *run_long(const char *dir, int64_t set, int64_t kv, int threads, int vocab)
+{
+    coli_options *o = NULL;
+    coli_model *m = NULL;
+    ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_WEIGHTS, COLI_WEIGHTS_Q8), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_THREADS, threads), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, 200), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CPU_KERNELS, set), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_KV_TYPE, kv), COLI_OK);
+    ck_assert_msg(coli_model_open(dir, o, &m) == COLI_OK, "%s", coli_model_errmsg(m));
+    coli_options_free(o);
+    float *all = malloc((size_t)(1 + STEPS) * (size_t)vocab * sizeof(float));
+    ck_assert_ptr_nonnull(all);
+    coli_context *ctx = NULL;
+    ck_assert_int_eq(coli_context_create(m, NULL, &ctx), COLI_OK);
+    int32_t ids[150];
+    for (int i = 0; i < 150; i++)
+        ids[i] = (int32_t)((i * 37 + 5) % vocab);
+    ck_assert_msg(tu_greedy(ctx, ids, 150, STEPS, vocab, all, NULL) == 0, "%s", coli_context_errmsg(ctx));
+    coli_context_free(ctx);
+    coli_model_free(m);
+    return all;
+}
+
+/* The ways attention's work is cut give the same bits: every set, both KV
+ * types, the fixtures as they are and Mixtral with a sliding window of 100
+ * positions (the split's blocks then start past 0). */
+START_TEST(test_attention_cuts)
+{
+    const int fx = _i % 4, kv = _i / 4;
+    char *src = tu_path(tu_data_dir(), FIXTURES[fx < 3 ? fx : 2]), *dir = src, *tmp = NULL;
+    if (fx == 3) {
+        tmp = tu_mkdtemp();
+        ck_assert_int_eq(tu_copy_dir(src, tmp), 0);
+        ck_assert_int_eq(tu_replace_in_file(tmp, "config.json", "\"sliding_window\": null", "\"sliding_window\": 100"),
+                         0);
+        dir = tmp;
+    }
+    coli_model *m = NULL;
+    ck_assert_int_eq(open_set(dir, COLI_WEIGHTS_Q8, 1, &m), COLI_OK);
+    const int vocab = info_of(m).vocab_size;
+    ck_assert_int_eq(info_of(m).n_kv_heads, 2);
+    coli_model_free(m);
+    float *want = run_long(dir, 1, kv, 1, vocab);
+    for (size_t k = 0; k < sizeof ALL_SETS / sizeof ALL_SETS[0]; k++) {
+        if (!coli__cpuk_get(ALL_SETS[k]))
+            continue;
+        for (int threads = 1; threads <= 4; threads++) {
+            if (ALL_SETS[k] == COLI__CPUK_SCALAR && threads == 1)
+                continue;
+            float *got = run_long(dir, ALL_SETS[k], kv, threads, vocab);
+            ck_assert_msg(memcmp(got, want, (size_t)(1 + STEPS) * (size_t)vocab * sizeof(float)) == 0,
+                          "%s%s, set %d, %s KV, %d threads: other logits than scalar with 1 thread",
+                          FIXTURES[fx < 3 ? fx : 2], fx == 3 ? " (window 100)" : "", ALL_SETS[k], kv ? "bf16" : "f32",
+                          threads);
+            free(got);
+        }
+    }
+    fprintf(stderr, "%s%s, %s KV: the same logits on 1 to 4 threads, every set\n", FIXTURES[fx < 3 ? fx : 2],
+            fx == 3 ? " (window 100)" : "", kv ? "bf16" : "f32");
+    free(want);
+    if (tmp) {
+        tu_rmtree(tmp);
+        free(tmp);
+    }
+    free(src);
 }
 END_TEST
 
@@ -396,14 +574,6 @@ START_TEST(test_env)
     free(dir);
 }
 END_TEST
-
-static coli_model_info info_of(coli_model *m)
-{
-    coli_model_info info;
-    info.struct_size = sizeof info;
-    ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
-    return info;
-}
 
 /* COLI_KV_TYPE: malformed values fail naming it, at open and at a context
  * made with options that leave the type to it; the option wins; each
@@ -509,10 +679,12 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_same_bits, 0,
                         2 * (int)(sizeof FIXTURES / sizeof FIXTURES[0] * (sizeof FORMATS / sizeof FORMATS[0])));
+    tcase_add_loop_test(tc, test_attention_cuts, 0, 8);
     suite_add_tcase(s, tc);
     TCase *opt = tcase_create("option");
     tcase_add_test(opt, test_swiglu);
     tcase_add_test(opt, test_written_order);
+    tcase_add_test(opt, test_attention_kernels);
     tcase_add_test(opt, test_option_bounds);
     tcase_add_test(opt, test_env);
     tcase_add_test(opt, test_kv_env);

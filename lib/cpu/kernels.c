@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/attn.h"
 #include "cpu/cpu.h"
+#include "cpu/exp_avx2.h"
 #include "cpu/fp16.h"
+#include "cpu/fsum.h"
 #include "cpu/kernels.h"
 #include "cpu/silu.h"
 
@@ -51,16 +54,6 @@ static float f16_at(const uint16_t *p)
     return coli__f16_to_f32(*p);
 }
 
-/* u_l = (P_l + P_l+16) + (P_l+8 + P_l+24), then ((u0 + u4) + (u2 + u6)) +
- * ((u1 + u5) + (u3 + u7)): a butterfly with offsets 16, 8, 4, 2, 1. */
-static float fold32(const float *P)
-{
-    float u[8];
-    for (int l = 0; l < 8; l++)
-        u[l] = (P[l] + P[l + 16]) + (P[l + 8] + P[l + 24]);
-    return ((u[0] + u[4]) + (u[2] + u[6])) + ((u[1] + u[5]) + (u[3] + u[7]));
-}
-
 /* One definition per instruction set, instantiated for each weight type by
  * its element loader, so the three can never drift apart. */
 #define DEFINE_DOT_SCALAR(name, wtype, at)                                             \
@@ -69,7 +62,7 @@ static float fold32(const float *P)
         float P[32] = {0};                                                             \
         for (int i = 0; i < n; i++)                                                    \
             P[i & 31] = fmaf(at(w + i), x[i], P[i & 31]);                              \
-        return fold32(P);                                                              \
+        return coli__fold32(P);                                                              \
     }
 
 DEFINE_DOT_SCALAR(dot_f32_scalar, float, f32_at)
@@ -127,7 +120,7 @@ __attribute__((target("avx2,fma,f16c"))) static inline __m256 load_f16x8(const u
         _mm256_storeu_ps(P + 24, s3);                                                                     \
         for (; i < n; i++)                                                                                \
             P[i & 31] = fmaf(at(w + i), x[i], P[i & 31]);                                                 \
-        return fold32(P);                                                                                 \
+        return coli__fold32(P);                                                                                 \
     }
 
 DEFINE_DOT_AVX2(dot_f32_avx2, "avx2,fma", float, load_f32x8, f32_at)
@@ -164,40 +157,14 @@ static void swiglu_scalar(float *g, const float *u, int n)
 }
 
 #if COLI_X86
-/* lib/cpu/silu.h's exp and SwiGLU eight lanes at a time: the same +, -, *, /
- * in the same order (no FMA: the target has none), the same constants,
- * and the three special cases blended in, so every lane is the scalar
- * result bit for bit. */
-__attribute__((target("avx2"))) static __m256 exp8(__m256 x)
-{
-    __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(1.44269502162933349609375f));
-    __m256 big = _mm256_add_ps(t, _mm256_set1_ps(12582912.0f));
-    __m256 nf = _mm256_sub_ps(big, _mm256_set1_ps(12582912.0f));
-    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(nf, _mm256_set1_ps(0.693115234375f)));
-    r = _mm256_sub_ps(r, _mm256_mul_ps(nf, _mm256_set1_ps(3.19461833e-05f)));
-    __m256 p = _mm256_set1_ps(1.98412701e-04f);
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.38888892e-03f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(8.33333377e-03f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(4.16666679e-02f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.66666672e-01f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.5f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
-    /* lanes out of [-87, 88] or NaN have a meaningless n: replaced below */
-    __m256i n = _mm256_cvttps_epi32(nf);
-    __m256 two_n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
-    __m256 e = _mm256_mul_ps(p, two_n);
-    e = _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ));
-    e = _mm256_blendv_ps(e, _mm256_set1_ps(HUGE_VALF), _mm256_cmp_ps(x, _mm256_set1_ps(88.0f), _CMP_GT_OQ));
-    return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-
+/* lib/cpu/silu.h's SwiGLU eight lanes at a time: the exp of exp_avx2.h,
+ * then the same division, addition and product as the scalar code. */
 __attribute__((target("avx2"))) static void swiglu_avx2(float *g, const float *u, int n)
 {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 gv = _mm256_loadu_ps(g + i);
-        __m256 e = exp8(_mm256_xor_ps(gv, _mm256_set1_ps(-0.0f))); /* -g */
+        __m256 e = coli__exp8(_mm256_xor_ps(gv, _mm256_set1_ps(-0.0f))); /* -g */
         __m256 h = _mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
         _mm256_storeu_ps(g + i, _mm256_mul_ps(h, _mm256_loadu_ps(u + i)));
     }
@@ -205,151 +172,15 @@ __attribute__((target("avx2"))) static void swiglu_avx2(float *g, const float *u
 }
 #endif
 
-/* ---- attention: the written order of docs/formats.md ------------------- */
-
-/* Rows of a KV cache: f32 or bf16 (widened exactly: the float product of
- * a bf16 row is the f32 one of its widened values). */
-static void attn_scores_scalar(const float *q, const void *k, coli__dtype kt, size_t stride, int n, int hd,
-                               float scale, float *out)
-{
-    for (int p = 0; p < n; p++)
-        out[p] = (kt == COLI_DT_BF16 ? dot_bf16_scalar((const uint16_t *)k + (size_t)p * stride, q, hd)
-                                     : dot_f32_scalar((const float *)k + (size_t)p * stride, q, hd)) *
-                 scale;
-}
-
-/* ((O0 + O4) + (O2 + O6)) + ((O1 + O5) + (O3 + O7)): the tree of eight
- * partial sums. */
-static float fold8(const float *O)
-{
-    return ((O[0] + O[4]) + (O[2] + O[6])) + ((O[1] + O[5]) + (O[3] + O[7]));
-}
+/* ---- sums ------------------------------------------------------------- */
 
 float coli__sum32(const float *a, int n)
 {
     float P[32] = {0};
     for (int i = 0; i < n; i++)
         P[i & 31] = P[i & 31] + a[i];
-    return fold32(P);
+    return coli__fold32(P);
 }
-
-static float max_of(const float *a, int n)
-{
-    float m = -INFINITY;
-    for (int j = 0; j < n; j++)
-        m = a[j] > m ? a[j] : m;
-    return m;
-}
-
-static void attn_softmax_scalar(float *a, int n)
-{
-    float m = max_of(a, n);
-    for (int j = 0; j < n; j++)
-        a[j] = coli__exp_f32(a[j] - m);
-    float inv = 1.0f / coli__sum32(a, n);
-    for (int j = 0; j < n; j++)
-        a[j] = a[j] * inv;
-}
-
-/* Dimensions in chunks of MIX_DIMS, rows in order: O[j mod 8][i] is one
- * chain in increasing j whatever the loop around it. */
-#define MIX_DIMS 64
-
-static void attn_mix_scalar(float *out, const float *w, const void *v, coli__dtype vt, size_t stride, int n, int hd)
-{
-    for (int base = 0; base < hd; base += MIX_DIMS) {
-        int m = hd - base < MIX_DIMS ? hd - base : MIX_DIMS;
-        float O[8][MIX_DIMS] = {{0}};
-        for (int j = 0; j < n; j++) {
-            size_t r = (size_t)j * stride + (size_t)base;
-            for (int i = 0; i < m; i++) {
-                float vi = vt == COLI_DT_BF16 ? bf16_at((const uint16_t *)v + r + i) : ((const float *)v)[r + i];
-                O[j & 7][i] = fmaf(w[j], vi, O[j & 7][i]);
-            }
-        }
-        for (int i = 0; i < m; i++) {
-            float P[8];
-            for (int k = 0; k < 8; k++)
-                P[k] = O[k][i];
-            out[base + i] = fold8(P);
-        }
-    }
-}
-
-#if COLI_X86
-/* The float product of docs/formats.md, so scores are the scalar ones. */
-__attribute__((target("avx2,fma"))) static void attn_scores_avx2(const float *q, const void *k, coli__dtype kt,
-                                                                 size_t stride, int n, int hd, float scale, float *out)
-{
-    for (int p = 0; p < n; p++)
-        out[p] = (kt == COLI_DT_BF16 ? dot_bf16_avx2((const uint16_t *)k + (size_t)p * stride, q, hd)
-                                     : dot_f32_avx2((const float *)k + (size_t)p * stride, q, hd)) *
-                 scale;
-}
-
-/* e_j and sum32 eight lanes at a time: register c of P holds the partial
- * sums P_{8c+l}, and j = 8 * (4b + c) + l runs through them in order. */
-__attribute__((target("avx2,fma"))) static void attn_softmax_avx2(float *a, int n)
-{
-    float m = max_of(a, n);
-    __m256 vm = _mm256_set1_ps(m);
-    __m256 P[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(a + j), vm));
-        _mm256_storeu_ps(a + j, e);
-        P[(j >> 3) & 3] = _mm256_add_ps(P[(j >> 3) & 3], e);
-    }
-    float Ps[32];
-    for (int c = 0; c < 4; c++)
-        _mm256_storeu_ps(Ps + 8 * c, P[c]);
-    for (; j < n; j++) {
-        a[j] = coli__exp_f32(a[j] - m);
-        Ps[j & 31] = Ps[j & 31] + a[j];
-    }
-    __m256 inv = _mm256_set1_ps(1.0f / fold32(Ps));
-    for (j = 0; j + 8 <= n; j += 8)
-        _mm256_storeu_ps(a + j, _mm256_mul_ps(_mm256_loadu_ps(a + j), inv));
-    for (; j < n; j++)
-        a[j] = a[j] * _mm256_cvtss_f32(inv);
-}
-
-/* The eight chains of attn_mix_scalar one after the other, each over its
- * rows j = k mod 8 with eight dimensions a register, then the tree. */
-__attribute__((target("avx2,fma"))) static void attn_mix_avx2(float *out, const float *w, const void *v,
-                                                              coli__dtype vt, size_t stride, int n, int hd)
-{
-    if (hd % 8 != 0) {
-        attn_mix_scalar(out, w, v, vt, stride, n, hd);
-        return;
-    }
-    for (int base = 0; base < hd; base += 64) {
-        int m = hd - base < 64 ? (hd - base) / 8 : 8;
-        __m256 O[8][8];
-        for (int k = 0; k < 8; k++) {
-            __m256 acc[8];
-            for (int c = 0; c < 8; c++)
-                acc[c] = _mm256_setzero_ps();
-            for (int j = k; j < n; j += 8) {
-                size_t r = (size_t)j * stride + (size_t)base;
-                __m256 wj = _mm256_set1_ps(w[j]);
-                for (int c = 0; c < m; c++) {
-                    __m256 vj = vt == COLI_DT_BF16 ? load_bf16x8((const uint16_t *)v + r + 8 * c)
-                                                   : _mm256_loadu_ps((const float *)v + r + 8 * c);
-                    acc[c] = _mm256_fmadd_ps(wj, vj, acc[c]);
-                }
-            }
-            for (int c = 0; c < 8; c++)
-                O[k][c] = acc[c];
-        }
-        for (int c = 0; c < m; c++) {
-            __m256 t = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(O[0][c], O[4][c]), _mm256_add_ps(O[2][c], O[6][c])),
-                                     _mm256_add_ps(_mm256_add_ps(O[1][c], O[5][c]), _mm256_add_ps(O[3][c], O[7][c])));
-            _mm256_storeu_ps(out + base + 8 * c, t);
-        }
-    }
-}
-#endif
 
 /* ---- kernel sets ------------------------------------------------------- */
 
@@ -362,9 +193,7 @@ struct coli__cpuk {
     dot_f32_fn dot_f32;
     dot_h_fn dot_bf16, dot_f16;
     void (*axpy)(float *, float, const float *, int);
-    void (*attn_scores)(const float *, const void *, coli__dtype, size_t, int, int, float, float *);
-    void (*attn_softmax)(float *, int);
-    void (*attn_mix)(float *, const float *, const void *, coli__dtype, size_t, int, int);
+    const coli__attnk *attn;
     void (*swiglu)(float *, const float *, int);
 };
 
@@ -384,7 +213,7 @@ unsigned coli__cpuk_needs(int which)
 static void pick_kernels(void)
 {
     const coli__cpuk scalar = {"scalar, float scalar", coli__q_kernels_scalar(), dot_f32_scalar, dot_bf16_scalar,
-                               dot_f16_scalar, axpy_scalar, attn_scores_scalar, attn_softmax_scalar, attn_mix_scalar,
+                               dot_f16_scalar, axpy_scalar, coli__attn_kernels_scalar(),
                                swiglu_scalar};
     g_sets[COLI__CPUK_SCALAR] = scalar;
     g_sets[COLI__CPUK_AUTO] = scalar;
@@ -392,7 +221,7 @@ static void pick_kernels(void)
     unsigned f = coli__cpu_features();
     if ((f & coli__cpuk_needs(COLI__CPUK_AVX2)) == coli__cpuk_needs(COLI__CPUK_AVX2)) {
         coli__cpuk v = {"avx2, float avx2", coli__q_kernels_avx2(), dot_f32_avx2, dot_bf16_avx2, dot_f16_avx2,
-                        axpy_avx2, attn_scores_avx2, attn_softmax_avx2, attn_mix_avx2, swiglu_avx2};
+                        axpy_avx2, coli__attn_kernels_avx2(), swiglu_avx2};
         if (v.q) {
             g_sets[COLI__CPUK_AVX2] = v;
             g_sets[COLI__CPUK_AUTO] = v;
@@ -448,16 +277,21 @@ void coli__swiglu_rows(const coli__cpuk *k, float *g, const float *u, int n)
     or_best(k)->swiglu(g, u, n);
 }
 
-void coli__attn_scores(const coli__cpuk *k, const float *q, const void *kr, coli__dtype kt, size_t stride, int n,
-                       int hd, float scale, float *out)
+void coli__attn_scores(const coli__cpuk *k, const float *q, int g, int hd, const void *kr, coli__dtype dt,
+                       size_t stride, int n, float scale, float *out, size_t ostride, float *mx)
 {
-    or_best(k)->attn_scores(q, kr, kt, stride, n, hd, scale, out);
+    or_best(k)->attn->scores(q, g, hd, kr, dt, stride, n, scale, out, ostride, mx);
 }
 
-void coli__attn_mix(const coli__cpuk *k, float *out, const float *w, const void *v, coli__dtype vt, size_t stride,
-                    int n, int hd)
+void coli__attn_softmax(const coli__cpuk *k, float *a, int n, float m)
 {
-    or_best(k)->attn_mix(out, w, v, vt, stride, n, hd);
+    or_best(k)->attn->softmax(a, n, m);
+}
+
+void coli__attn_mix(const coli__cpuk *k, float *out, size_t ostride, int g, int dims, const float *w, size_t wstride,
+                    const void *v, coli__dtype dt, size_t stride, int n)
+{
+    or_best(k)->attn->mix(out, ostride, g, dims, w, wstride, v, dt, stride, n);
 }
 
 void coli__axpy(const coli__cpuk *k, float *y, float a, const float *x, int n)
@@ -470,10 +304,7 @@ float coli__dot_f32(const coli__cpuk *k, const float *a, const float *b, int n)
     return or_best(k)->dot_f32(a, b, n);
 }
 
-void coli__attn_softmax(const coli__cpuk *k, float *a, int n)
-{
-    or_best(k)->attn_softmax(a, n);
-}
+
 
 coli__mat coli__mat_at(coli__dtype dt, int group, int rows, int cols, const void *base)
 {

@@ -101,20 +101,22 @@ float coli__dot_f32(const coli__cpuk *k, const float *a, const float *b, int n);
  * partial sums from +0 in increasing i, then its tree). One portable path:
  * the router's softmax uses it as it is. */
 float coli__sum32(const float *a, int n);
-/* out[p] = dot(q, k_p) * scale for n rows k_p = kr + p * stride (in
- * elements) of hd values of type kt, COLI_DT_F32 or COLI_DT_BF16 (widened
- * exactly). */
-void coli__attn_scores(const coli__cpuk *k, const float *q, const void *kr, coli__dtype kt, size_t stride, int n,
-                       int hd, float scale, float *out);
-/* The softmax of attention in place: m = max a_j, e_j = e(a_j - m) (the
- * exp of lib/cpu/silu.h), Z = sum32(e), then a_j = e_j * (1 / Z). */
-void coli__attn_softmax(const coli__cpuk *k, float *a, int n);
-/* out[0..hd) = sum_j w[j] * v_j, rows v_j = v + j * stride of type vt (as
- * for the scores): for each i, eight partial sums O_{j mod 8} =
- * fma(w_j, v_j,i, O_{j mod 8}) from +0 in increasing j, then
- * ((O0+O4)+(O2+O6))+((O1+O5)+(O3+O7)). */
-void coli__attn_mix(const coli__cpuk *k, float *out, const float *w, const void *v, coli__dtype vt, size_t stride,
-                    int n, int hd);
+/* The attention of the g query heads that share one KV head, over n of
+ * its cached rows (docs/formats.md, "Attention of one head"; lib/cpu/attn.h
+ * says more). Rows are kr + j * stride (in elements) of dt, COLI_DT_F32 or
+ * COLI_DT_BF16, widened exactly. */
+/* out[h * ostride + j] = dot(q_h, k_j) * scale for h < g, j < n, with
+ * q_h = q + h * hd; mx[h] = the largest of mx[h] and those scores. */
+void coli__attn_scores(const coli__cpuk *k, const float *q, int g, int hd, const void *kr, coli__dtype dt,
+                       size_t stride, int n, float scale, float *out, size_t ostride, float *mx);
+/* In place: a_j = e(a_j - m) (the exp of lib/cpu/silu.h), Z = sum32 of
+ * them, then a_j = e_j * (1 / Z). */
+void coli__attn_softmax(const coli__cpuk *k, float *a, int n, float m);
+/* out[h * ostride + i], h < g, i < dims: for each, eight partial sums
+ * O_{j mod 8} = fma(w_h[j], v_j,i, O_{j mod 8}) from +0 in increasing j < n,
+ * then ((O0+O4)+(O2+O6))+((O1+O5)+(O3+O7)); w_h = w + h * wstride. */
+void coli__attn_mix(const coli__cpuk *k, float *out, size_t ostride, int g, int dims, const float *w, size_t wstride,
+                    const void *v, coli__dtype dt, size_t stride, int n);
 
 /* g_i = swiglu(g_i, u_i) (lib/cpu/silu.h) for i < n, the same bits in every
  * set. */

@@ -1,8 +1,8 @@
 /* attention.c - grouped-query attention: q/k/v projections, the family's
  * q/k norm (per head or over the whole projection), clipping, RoPE, the
  * KV cache, causal softmax attention (optionally within a sliding window)
- * and the output projection. Each option is a field of the config's attn,
- * not a branch elsewhere. */
+ * and the output projection, in the written order of docs/formats.md. Each
+ * option is a field of the config's attn, not a branch elsewhere. */
 #include <math.h>
 #include <string.h>
 
@@ -10,40 +10,168 @@
 #include "model/pieces.h"
 #include "model/rope.h"
 
+/*
+ * The heads of a KV head's group are done together, so that each cached
+ * row is read from memory once for all of them (lib/cpu/attn.h). The work
+ * is cut one of two ways, with the same bits (docs/formats.md fixes every
+ * value, not who computes it):
+ *
+ * - whole: one task per token and KV head: scores, softmax and mix of the
+ *   group over all its positions, in per-thread scratch. Prefill, and
+ *   decode when the KV heads share out evenly over the threads;
+ * - split (decode with fewer KV heads than threads to keep busy): three
+ *   hand-outs over [S][nh][room] scores: blocks of positions of each KV
+ *   head (scores and each block's maximum), then each head's softmax over
+ *   all its positions, then slices of dimensions of each KV head (the
+ *   mix, whose eight partial sums per dimension run over every position
+ *   in order).
+ */
 typedef struct attn_job {
     const coli__config *c;
-    const float *q;       /* [S, nh*hd] */
-    float *out;           /* [S, nh*hd] */
-    const void *kc, *vc;  /* this layer's cache: [n_ctx, kv_dim] of dt */
+    const coli__cpuk *k; /* the model's kernel set */
+    const float *q;      /* [S, nh*hd] */
+    float *out;          /* [S, nh*hd] */
+    const coli__kv *kv;  /* the cache, and this layer in it */
+    int l;
     coli__dtype dt;
-    int kv_dim, pos0, S;
-    float *scores;        /* per thread: n_ctx */
-    int n_ctx;
-    const coli__cpuk *k;  /* the model's kernel set */
+    size_t es; /* bytes of a cached value */
+    int pos0, room, group; /* room: positions a head's scores have room for */
+    float scale;
+    float *scores; /* whole: per thread [group][room] then group maxima; split: [S][nh][room] */
+    float *bmax;   /* split: [S][nh][nb], each block's maximum */
+    int block, nb; /* split: positions per scoring task, and tasks per token and KV head */
+    int dims, nd;  /* split: dimensions per mixing task, and tasks per token and KV head */
 } attn_job;
 
-static void attn_task(void *arg, int64_t b, int64_t e, int thread)
+/* Positions lo .. lo + n - 1 that token t attends to (a sliding window
+ * starts later). */
+static void span(const attn_job *j, int t, int *lo, int *n)
 {
-    attn_job *j = arg;
-    const coli__config *c = j->c;
-    const int hd = c->head_dim, nh = c->n_heads, group = nh / c->n_kv_heads;
-    const int window = c->attn.sliding_window;
-    const float scale = 1.0f / sqrtf((float)hd);
-    float *sc = j->scores + (size_t)thread * (size_t)j->n_ctx;
+    const int window = j->c->attn.sliding_window, pos = j->pos0 + t;
+    *lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    *n = pos - *lo + 1;
+}
+
+/* Row lo of KV head g's keys (or values), at dimension d; rows are
+ * head_dim values apart. */
+static const char *row(const attn_job *j, int values, int lo, int g, int d)
+{
+    const char *base = coli__kv_rows(j->kv, j->l, g, values);
+    return base + ((size_t)lo * (size_t)j->c->head_dim + (size_t)d) * j->es;
+}
+
+static void whole_task(void *arg, int64_t b, int64_t e, int thread)
+{
+    const attn_job *j = arg;
+    const int hd = j->c->head_dim, nkv = j->c->n_kv_heads, G = j->group, QD = j->c->n_heads * hd;
+    float *sc = j->scores + (size_t)thread * ((size_t)G * (size_t)j->room + (size_t)G);
+    float *mx = sc + (size_t)G * (size_t)j->room;
     for (int64_t it = b; it < e; it++) {
-        int t = (int)(it / nh), h = (int)(it % nh);
-        int pos = j->pos0 + t;
-        int lo = 0;
-        if (window > 0 && pos - window + 1 > 0)
-            lo = pos - window + 1;
-        const float *q = j->q + (size_t)t * (size_t)(nh * hd) + (size_t)h * hd;
-        size_t first = ((size_t)lo * (size_t)j->kv_dim + (size_t)(h / group) * hd) * (j->dt == COLI_DT_BF16 ? 2 : 4);
-        int n = pos - lo + 1;
-        coli__attn_scores(j->k, q, (const char *)j->kc + first, j->dt, (size_t)j->kv_dim, n, hd, scale, sc);
-        coli__attn_softmax(j->k, sc, n);
-        float *o = j->out + (size_t)t * (size_t)(nh * hd) + (size_t)h * hd;
-        coli__attn_mix(j->k, o, sc, (const char *)j->vc + first, j->dt, (size_t)j->kv_dim, n, hd);
+        int t = (int)(it / nkv), g = (int)(it % nkv), lo, n;
+        span(j, t, &lo, &n);
+        size_t first = (size_t)t * (size_t)QD + (size_t)g * (size_t)G * (size_t)hd;
+        for (int h = 0; h < G; h++)
+            mx[h] = -INFINITY;
+        coli__attn_scores(j->k, j->q + first, G, hd, row(j, 0, lo, g, 0), j->dt, (size_t)hd, n, j->scale, sc,
+                          (size_t)j->room, mx);
+        for (int h = 0; h < G; h++)
+            coli__attn_softmax(j->k, sc + (size_t)h * (size_t)j->room, n, mx[h]);
+        coli__attn_mix(j->k, j->out + first, (size_t)hd, G, hd, sc, (size_t)j->room, row(j, 1, lo, g, 0), j->dt,
+                       (size_t)hd, n);
     }
+}
+
+/* Heads a scoring task keeps the maxima of at once. */
+#define SPLIT_HEADS 16
+
+static void split_scores(void *arg, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    const attn_job *j = arg;
+    const int hd = j->c->head_dim, nh = j->c->n_heads, nkv = j->c->n_kv_heads, G = j->group;
+    for (int64_t it = b; it < e; it++) {
+        int t = (int)(it / ((int64_t)nkv * j->nb)), g = (int)(it / j->nb % nkv), bl = (int)(it % j->nb), lo, n;
+        span(j, t, &lo, &n);
+        int r0 = bl * j->block, r = n - r0 < j->block ? n - r0 : j->block;
+        size_t head0 = (size_t)t * (size_t)nh + (size_t)g * (size_t)G;
+        for (int h0 = 0; h0 < G; h0 += SPLIT_HEADS) {
+            int hb = G - h0 < SPLIT_HEADS ? G - h0 : SPLIT_HEADS;
+            float mx[SPLIT_HEADS];
+            for (int h = 0; h < hb; h++)
+                mx[h] = -INFINITY;
+            if (r > 0)
+                coli__attn_scores(j->k, j->q + (head0 + (size_t)h0) * (size_t)hd, hb, hd, row(j, 0, lo + r0, g, 0),
+                                  j->dt, (size_t)hd, r, j->scale,
+                                  j->scores + (head0 + (size_t)h0) * (size_t)j->room + (size_t)r0, (size_t)j->room,
+                                  mx);
+            for (int h = 0; h < hb; h++)
+                j->bmax[(head0 + (size_t)(h0 + h)) * (size_t)j->nb + (size_t)bl] = mx[h];
+        }
+    }
+}
+
+static void split_softmax(void *arg, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    const attn_job *j = arg;
+    const int nh = j->c->n_heads;
+    for (int64_t it = b; it < e; it++) {
+        int t = (int)(it / nh), lo, n;
+        span(j, t, &lo, &n);
+        const float *bm = j->bmax + (size_t)it * (size_t)j->nb;
+        float m = -INFINITY;
+        for (int bl = 0; bl < j->nb; bl++) /* blocks past n hold -inf */
+            m = bm[bl] > m ? bm[bl] : m;
+        coli__attn_softmax(j->k, j->scores + (size_t)it * (size_t)j->room, n, m);
+    }
+}
+
+static void split_mix(void *arg, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    const attn_job *j = arg;
+    const int hd = j->c->head_dim, nh = j->c->n_heads, nkv = j->c->n_kv_heads, G = j->group;
+    for (int64_t it = b; it < e; it++) {
+        int t = (int)(it / ((int64_t)nkv * j->nd)), g = (int)(it / j->nd % nkv), d = (int)(it % j->nd) * j->dims, lo,
+            n;
+        span(j, t, &lo, &n);
+        int dims = hd - d < j->dims ? hd - d : j->dims;
+        size_t head0 = (size_t)t * (size_t)nh + (size_t)g * (size_t)G;
+        coli__attn_mix(j->k, j->out + head0 * (size_t)hd + (size_t)d, (size_t)hd, G, dims,
+                       j->scores + head0 * (size_t)j->room, (size_t)j->room, row(j, 1, lo, g, d), j->dt,
+                       (size_t)hd, n);
+    }
+}
+
+/* The split is for a chunk whose tokens and KV heads are too few for the
+ * threads, or share out unevenly; positions go in blocks of at least
+ * SPLIT_BLOCK (below, a whole task is cheaper than three hand-outs). */
+#define SPLIT_BLOCK 64
+
+static int split_fits(int S, int nkv, int threads)
+{
+    int tasks = S * nkv;
+    return threads > 1 && tasks % threads != 0 && tasks < 4 * threads;
+}
+
+/* Positions a head's scores have room for when the chunk's last token sees
+ * last of them: in steps of 1024, so that the pass's scratch grows with the
+ * context (and is rarely reallocated), never past the cache's n_ctx. */
+static int room(int last, int n_ctx)
+{
+    int r = (last + 1023) / 1024 * 1024;
+    return r < n_ctx ? r : n_ctx;
+}
+
+static size_t scratch(const coli__config *c, int S, int last, int n_ctx, int threads)
+{
+    const size_t G = (size_t)(c->n_heads / c->n_kv_heads), R = (size_t)room(last, n_ctx);
+    size_t whole = (size_t)threads * (G * R + G);
+    if (!split_fits(S, c->n_kv_heads, threads))
+        return whole;
+    size_t nb = (R + SPLIT_BLOCK - 1) / SPLIT_BLOCK;
+    size_t split = (size_t)S * (size_t)c->n_heads * (R + nb);
+    return split > whole ? split : whole;
 }
 
 static void clip(float *v, int n, float m)
@@ -98,26 +226,44 @@ static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__
             coli__rope(k + (size_t)h * hd, c->rot_dim, b->rope + (size_t)t * hd);
         coli__kv_store(kv, l, b->pos0 + t, k, v);
     }
+    const int threads = coli__pool_size(b->pool), last = b->pos0 + S; /* positions the last token sees, at most */
     attn_job aj = {
         .c = c,
+        .k = b->m->cpuk,
         .q = b->q,
         .out = b->att,
-        .kc = coli__kv_layer(kv, l, 0),
-        .vc = coli__kv_layer(kv, l, 1),
+        .kv = kv,
+        .l = l,
         .dt = kv->dt,
-        .kv_dim = KVD,
+        .es = kv->dt == COLI_DT_BF16 ? 2 : 4,
         .pos0 = b->pos0,
-        .S = S,
+        .room = room(last, kv->n_ctx),
+        .group = nh / nkv,
+        .scale = 1.0f / sqrtf((float)hd),
         .scores = b->scores,
-        .n_ctx = kv->n_ctx,
-        .k = b->m->cpuk,
     };
     const coli__mat *after[2] = {&ly->wo, then};
     coli__matmul_hint(b->pool, after, 2, 0);
-    coli__pool_run(b->pool, (int64_t)S * nh, 1, attn_task, &aj);
+    if (split_fits(S, nkv, threads) && last >= 2 * SPLIT_BLOCK) {
+        /* enough blocks for every thread, four times over */
+        int want = (4 * threads + S * nkv - 1) / (S * nkv), block = (last + want - 1) / want;
+        aj.block = block < SPLIT_BLOCK ? SPLIT_BLOCK : (block + 7) / 8 * 8;
+        aj.nb = (last + aj.block - 1) / aj.block;
+        aj.bmax = b->scores + (size_t)S * (size_t)nh * (size_t)aj.room;
+        /* a mixing task reads one 64-byte line of each row */
+        aj.dims = kv->dt == COLI_DT_BF16 ? 32 : 16;
+        aj.dims = aj.dims < hd ? aj.dims : hd;
+        aj.nd = (hd + aj.dims - 1) / aj.dims;
+        coli__pool_run(b->pool, (int64_t)S * nkv * aj.nb, 1, split_scores, &aj);
+        coli__pool_run(b->pool, (int64_t)S * nh, 1, split_softmax, &aj);
+        coli__pool_run(b->pool, (int64_t)S * nkv * aj.nd, 1, split_mix, &aj);
+    } else {
+        coli__pool_run(b->pool, (int64_t)S * nkv, 1, whole_task, &aj);
+    }
     return coli__pass_mm(b, &ly->wo, b->att, S, b->o);
 }
 
 const coli__attn_piece coli__attn_gqa = {
     .run = gqa,
+    .scratch = scratch,
 };

@@ -39,7 +39,7 @@ static coli_status grab(coli__scratch *s, size_t floats, coli__err *err)
     return COLI_OK;
 }
 
-static coli_status layout(const coli__config *c, coli__scratch *s, int S, int n_ctx, int threads, coli__pass *b,
+static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t scores, coli__pass *b,
                           coli__err *err)
 {
     const size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
@@ -49,7 +49,7 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, int n_
     size_t GI = (size_t)c->inter > K * (size_t)c->moe_inter ? (size_t)c->inter : K * (size_t)c->moe_inter;
     size_t sizes[] = {
         S * H, S * H, S * QD, S * KV, S * KV, S * QD, S * H, S * GI, S * GI, S * E, S * K * H, S * K * H,
-        (size_t)threads * (size_t)n_ctx, S * K, S * (size_t)c->head_dim, S * K, S * K, S * K, K, (E + 3) / 4,
+        scores, S * K, S * (size_t)c->head_dim, S * K, S * K, S * K, K, (E + 3) / 4,
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
@@ -123,7 +123,8 @@ coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratc
     for (int done = 0; done < n;) {
         int S = n - done < CHUNK ? n - done : CHUNK;
         coli__pass b;
-        COLI_TRY(layout(c, s, S, kv->n_ctx, coli__pool_size(pool), &b, err));
+        size_t scores = m->pieces.attn->scratch(c, S, pos0 + done + S, kv->n_ctx, coli__pool_size(pool));
+        COLI_TRY(layout(c, s, S, scores, &b, err));
         b.m = m;
         b.kv = kv;
         b.pool = pool;

@@ -93,7 +93,8 @@ coli_status coli__kv_init(coli__kv *kv, const coli__config *c, int n_ctx, coli__
                           "use at most %d",
                           n_ctx, c->max_pos, c->max_pos);
     kv->n_ctx = n_ctx;
-    kv->kv_dim = c->n_kv_heads * c->head_dim;
+    kv->n_kv = c->n_kv_heads;
+    kv->hd = c->head_dim;
     kv->dt = dt;
     const char *type = coli__dtype_name(dt);
     uint64_t per_pos = coli__kv_bytes_per_pos(c, dt), bytes = per_pos * (uint64_t)n_ctx, ram = ram_bytes();
@@ -102,7 +103,7 @@ coli_status coli__kv_init(coli__kv *kv, const coli__config *c, int n_ctx, coli__
                           "COLI_OPT_CONTEXT: a KV cache of %d positions (%llu bytes in %s) is larger than this build "
                           "can address",
                           n_ctx, (unsigned long long)bytes, type);
-    size_t n = (size_t)c->n_layers * (size_t)n_ctx * (size_t)kv->kv_dim;
+    size_t n = (size_t)c->n_layers * (size_t)n_ctx * (size_t)kv->n_kv * (size_t)kv->hd;
     /* no memset: the OS hands out pages as positions are written */
     int big = ram && bytes > ram;
     if (!big) {
@@ -133,21 +134,24 @@ void coli__kv_free(coli__kv *kv)
 
 void coli__kv_store(coli__kv *kv, int l, int pos, const float *k, const float *v)
 {
-    size_t at = ((size_t)l * (size_t)kv->n_ctx + (size_t)pos) * (size_t)kv->kv_dim;
-    if (kv->dt == COLI_DT_F32) {
-        memcpy((float *)kv->k + at, k, (size_t)kv->kv_dim * sizeof(float));
-        memcpy((float *)kv->v + at, v, (size_t)kv->kv_dim * sizeof(float));
-        return;
-    }
-    uint16_t *kb = (uint16_t *)kv->k + at, *vb = (uint16_t *)kv->v + at;
-    for (int i = 0; i < kv->kv_dim; i++) {
-        kb[i] = coli__f32_to_bf16_bits(k[i]);
-        vb[i] = coli__f32_to_bf16_bits(v[i]);
+    for (int g = 0; g < kv->n_kv; g++) {
+        size_t at = (((size_t)l * (size_t)kv->n_kv + (size_t)g) * (size_t)kv->n_ctx + (size_t)pos) * (size_t)kv->hd;
+        const float *kg = k + (size_t)g * (size_t)kv->hd, *vg = v + (size_t)g * (size_t)kv->hd;
+        if (kv->dt == COLI_DT_F32) {
+            memcpy((float *)kv->k + at, kg, (size_t)kv->hd * sizeof(float));
+            memcpy((float *)kv->v + at, vg, (size_t)kv->hd * sizeof(float));
+            continue;
+        }
+        uint16_t *kb = (uint16_t *)kv->k + at, *vb = (uint16_t *)kv->v + at;
+        for (int i = 0; i < kv->hd; i++) {
+            kb[i] = coli__f32_to_bf16_bits(kg[i]);
+            vb[i] = coli__f32_to_bf16_bits(vg[i]);
+        }
     }
 }
 
-const void *coli__kv_layer(const coli__kv *kv, int l, int values)
+const void *coli__kv_rows(const coli__kv *kv, int l, int g, int values)
 {
-    size_t at = (size_t)l * (size_t)kv->n_ctx * (size_t)kv->kv_dim * elem_bytes(kv->dt);
+    size_t at = ((size_t)l * (size_t)kv->n_kv + (size_t)g) * (size_t)kv->n_ctx * (size_t)kv->hd * elem_bytes(kv->dt);
     return (const char *)(values ? kv->v : kv->k) + at;
 }

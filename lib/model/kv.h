@@ -8,12 +8,13 @@
 #include "io/model_config.h"
 
 /* Keys and values of every layer for positions [0, n_ctx), in f32 or bf16
- * (COLI_OPT_KV_TYPE; docs/formats.md, "The KV cache"). */
+ * (COLI_OPT_KV_TYPE; docs/formats.md, "The KV cache"). Each KV head's rows
+ * are one run of memory, so that attention streams them. */
 typedef struct coli__kv {
     int n_ctx;
-    int kv_dim;
+    int n_kv, hd;   /* KV heads, and the values of each */
     coli__dtype dt; /* COLI_DT_F32 or COLI_DT_BF16 */
-    void *k, *v;    /* [layer][pos][kv_dim] of dt */
+    void *k, *v;    /* [layer][KV head][pos][hd] of dt */
 } coli__kv;
 
 /* The cache type of option value opt (COLI_KV_F32, COLI_KV_BF16, or -1:
@@ -34,10 +35,11 @@ int64_t coli__kv_positions(const coli__config *cfg, int64_t opt_context);
 coli_status coli__kv_init(coli__kv *kv, const coli__config *cfg, int n_ctx, coli__dtype dt, coli__err *err);
 void coli__kv_free(coli__kv *kv);
 
-/* Stores the key k and value v [kv_dim] of position pos of layer l, each
- * value rounded to the cache's type. */
+/* Stores the key k and value v [n_kv * hd] of position pos of layer l,
+ * each value rounded to the cache's type. */
 void coli__kv_store(coli__kv *kv, int l, int pos, const float *k, const float *v);
-/* Layer l's keys or values (values != 0), position 0's row first. */
-const void *coli__kv_layer(const coli__kv *kv, int l, int values);
+/* The keys or values (values != 0) of KV head g of layer l: position p's
+ * row of hd values starts p * hd values in. */
+const void *coli__kv_rows(const coli__kv *kv, int l, int g, int values);
 
 #endif

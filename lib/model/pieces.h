@@ -24,6 +24,10 @@ struct coli__attn_piece {
      * reads after the output projection (hinted to idle threads), or NULL.
      * The options are the config's attn. */
     coli_status (*run)(coli__pass *b, const coli__layer *ly, int l, const coli__mat *then);
+    /* Floats of b->scores that run needs for a chunk of S tokens whose
+     * last one sees last positions, a cache of n_ctx positions and a pool
+     * of threads threads. */
+    size_t (*scratch)(const coli__config *c, int S, int last, int n_ctx, int threads);
 };
 
 struct coli__router_piece {

@@ -1,0 +1,35 @@
+/* attn.h - the kernels of attention over the cached rows of one KV head
+ * (internal): the scores, softmax and mix of docs/formats.md ("Attention of
+ * one head") for the g query heads that share that KV head, so that each
+ * row is read from memory once for all of them. Plain C and AVX2 versions,
+ * the same bits; lib/cpu/kernels.c puts them in its kernel sets and the
+ * model calls them through coli__attn_* there. */
+#ifndef COLI_ATTN_H
+#define COLI_ATTN_H
+
+#include <stddef.h>
+
+#include "base/dtype.h"
+
+/* Rows are row j = base + j * stride (in elements) of dt, COLI_DT_F32 or
+ * COLI_DT_BF16 (widened exactly). */
+typedef struct coli__attnk {
+    /* out[h * ostride + j] = dot(q_h, k_j) * scale for h < g, j < n, with
+     * q_h = q + h * hd; mx[h] = the largest of mx[h] and those scores. */
+    void (*scores)(const float *q, int g, int hd, const void *k, coli__dtype dt, size_t stride, int n, float scale,
+                   float *out, size_t ostride, float *mx);
+    /* a[j] = e(a[j] - m) for j < n, then each times 1 / sum32 of them. */
+    void (*softmax)(float *a, int n, float m);
+    /* out[h * ostride + i] for h < g, i < dims: eight partial sums
+     * O_{j mod 8} = fma(w_h[j], v_j,i, O_{j mod 8}) from +0 in increasing j
+     * < n, then their tree; w_h = w + h * wstride, v_j,i = (v + j * stride)[i]. */
+    void (*mix)(float *out, size_t ostride, int g, int dims, const float *w, size_t wstride, const void *v,
+                coli__dtype dt, size_t stride, int n);
+} coli__attnk;
+
+const coli__attnk *coli__attn_kernels_scalar(void);
+/* NULL in a build without x86 intrinsics; the CPU's support is the
+ * caller's to check (AVX2 and FMA). */
+const coli__attnk *coli__attn_kernels_avx2(void);
+
+#endif
