@@ -355,14 +355,15 @@ END_TEST
 
 /* The attention kernels of every set against the text (t_attention), bit
  * for bit: the g heads of a KV head at once, rows of f32 and of bf16 in a
- * strided cache, head dimensions with and without a 32-wide tail (and one
- * not a multiple of 8), groups of 1 to 9 heads, positions around the
+ * strided cache, head dimensions with and without a 32-wide tail (one not
+ * a multiple of 8, one past what AVX2 widens in place), groups of 1 to 9
+ * heads, positions around the
  * 8-row and 64-row blocks; the scores cut in two blocks (with their maxima
  * combined) and the mix over a slice of dimensions, as the split decode
  * does, give the same bits. */
 START_TEST(test_attention_kernels)
 {
-    enum { MAXN = 300, MAXD = 128, STRIDE = 3 * MAXD + 8, MAXG = 9 };
+    enum { MAXN = 300, MAXD = 264, STRIDE = 3 * MAXD + 8, MAXG = 9 };
     static float kf[MAXN * STRIDE], vf[MAXN * STRIDE], kw[MAXN * STRIDE], vw[MAXN * STRIDE], q[MAXG * MAXD];
     static uint16_t kb[MAXN * STRIDE], vb[MAXN * STRIDE];
     static float ra[MAXN], rw[MAXN], ro[MAXG][MAXD], rmx[MAXG], rsc[MAXG][MAXN], rwt[MAXG][MAXN];
@@ -378,7 +379,7 @@ START_TEST(test_attention_kernels)
     }
     for (int i = 0; i < MAXG * MAXD; i++)
         q[i] = t_random(&st) * 4.0f;
-    static const int hds[] = {64, 128, 16, 24, 40, 72, 12};
+    static const int hds[] = {64, 128, 16, 24, 40, 72, 12, 264};
     static const int gs[] = {1, 4, 3, 9};
     static const int ns[] = {1, 5, 8, 9, 31, 32, 33, 63, 64, 65, 127, 129, 300};
     for (size_t s = 0; s < sizeof ALL_SETS / sizeof ALL_SETS[0]; s++) {

@@ -236,7 +236,7 @@ AVX2 static void u8_rows(const float *q, const float *rows, size_t rs, int hd, _
 
 /* Head dimensions the AVX2 scores keep a widened block of (larger ones
  * take the plain C path), and how many rows ahead they prefetch. */
-#define SC_MAXD 512
+#define SC_MAXD 256
 #define SC_AHEAD 32
 
 /* Eight rows at a time: each head's eight u go through tree8x8, so a
