@@ -259,10 +259,12 @@ static float t_sum32(const float *a, int n)
 }
 
 /* One head: scores a[j] (then the weights w[j]) and max, e, Z, weights,
- * then the eight-partial mix o[0..hd); rows already widened to f32. */
+ * then the eight-partial mix o[0..hd); rows already widened to f32. Sums
+ * over positions go by tiles of 256, added in order (docs/formats.md). */
 static void t_attention(const float *q, const float *k, const float *v, size_t stride, int n, int hd, float *a,
                         float *w, float *mx, float *o)
 {
+    const int T = 256;
     const float scale = 1.0f / sqrtf((float)hd);
     float m = -INFINITY;
     for (int j = 0; j < n; j++) {
@@ -272,14 +274,24 @@ static void t_attention(const float *q, const float *k, const float *v, size_t s
     *mx = m;
     for (int j = 0; j < n; j++)
         w[j] = coli__exp_f32(a[j] - m);
-    float inv = 1.0f / t_sum32(w, n);
+    float Z = 0;
+    for (int t = 0; t * T < n; t++) {
+        float z = t_sum32(w + t * T, n - t * T < T ? n - t * T : T);
+        Z = t == 0 ? z : Z + z;
+    }
+    float inv = 1.0f / Z;
     for (int j = 0; j < n; j++)
         w[j] = w[j] * inv;
     for (int i = 0; i < hd; i++) {
-        float O[8] = {0};
-        for (int j = 0; j < n; j++)
-            O[j % 8] = fmaf(w[j], v[(size_t)j * stride + i], O[j % 8]);
-        o[i] = ((O[0] + O[4]) + (O[2] + O[6])) + ((O[1] + O[5]) + (O[3] + O[7]));
+        float acc = 0;
+        for (int t = 0; t * T < n; t++) {
+            float O[8] = {0};
+            for (int j = t * T; j < n && j < (t + 1) * T; j++)
+                O[j % 8] = fmaf(w[j], v[(size_t)j * stride + i], O[j % 8]);
+            float U = ((O[0] + O[4]) + (O[2] + O[6])) + ((O[1] + O[5]) + (O[3] + O[7]));
+            acc = t == 0 ? U : acc + U;
+        }
+        o[i] = acc;
     }
 }
 
@@ -357,13 +369,13 @@ END_TEST
  * for bit: the g heads of a KV head at once, rows of f32 and of bf16 in a
  * strided cache, head dimensions with and without a 32-wide tail (one not
  * a multiple of 8, one past what AVX2 widens in place), groups of 1 to 9
- * heads, positions around the
- * 8-row and 64-row blocks; the scores cut in two blocks (with their maxima
- * combined) and the mix over a slice of dimensions, as the split decode
- * does, give the same bits. */
+ * heads, positions around the 8-row and 64-row blocks and the tiles of
+ * 256; the scores cut in two blocks (with their maxima combined) and the
+ * mix over a slice of dimensions, as the split decode does, give the same
+ * bits. */
 START_TEST(test_attention_kernels)
 {
-    enum { MAXN = 300, MAXD = 264, STRIDE = 3 * MAXD + 8, MAXG = 9 };
+    enum { MAXN = 600, MAXD = 264, STRIDE = 3 * MAXD + 8, MAXG = 9 };
     static float kf[MAXN * STRIDE], vf[MAXN * STRIDE], kw[MAXN * STRIDE], vw[MAXN * STRIDE], q[MAXG * MAXD];
     static uint16_t kb[MAXN * STRIDE], vb[MAXN * STRIDE];
     static float ra[MAXN], rw[MAXN], ro[MAXG][MAXD], rmx[MAXG], rsc[MAXG][MAXN], rwt[MAXG][MAXN];
@@ -381,7 +393,7 @@ START_TEST(test_attention_kernels)
         q[i] = t_random(&st) * 4.0f;
     static const int hds[] = {64, 128, 16, 24, 40, 72, 12, 264};
     static const int gs[] = {1, 4, 3, 9};
-    static const int ns[] = {1, 5, 8, 9, 31, 32, 33, 63, 64, 65, 127, 129, 300};
+    static const int ns[] = {1, 5, 8, 9, 31, 32, 33, 63, 64, 65, 127, 129, 255, 256, 257, 300, 513, 600};
     for (size_t s = 0; s < sizeof ALL_SETS / sizeof ALL_SETS[0]; s++) {
         const coli__cpuk *set = coli__cpuk_get(ALL_SETS[s]);
         if (!set)
@@ -463,10 +475,12 @@ static coli_model_info info_of(coli_model *m)
     return info;
 }
 
-/* Logits of a 150-token prompt, then STEPS greedy steps, threads threads
- * (each (1 + STEPS) * vocab): with 3 or 4 threads and 2 KV heads, decode
- * past 128 positions cuts the attention by positions and dimensions
- * (lib/model/attention.c), with 1 or 2 it does one task per KV head. */
+/* Logits of a 300-token prompt (two tiles of attention), then STEPS greedy
+ * steps, threads threads (each (1 + STEPS) * vocab): with 3 or 4 threads
+ * and 2 KV heads, decode past 128 positions cuts the attention by
+ * positions and dimensions (lib/model/attention.c), with 1 or 2 it does
+ * one task per KV head. The prompt token by token gives its batch's bits. */
+#define LONG 300
 static float *run_long(const char *dir, int64_t set, int64_t kv, int threads, int vocab)
 {
     coli_options *o = NULL;
@@ -474,7 +488,7 @@ static float *run_long(const char *dir, int64_t set, int64_t kv, int threads, in
     ck_assert_int_eq(coli_options_create(&o), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_WEIGHTS, COLI_WEIGHTS_Q8), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_THREADS, threads), COLI_OK);
-    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, 200), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, LONG + STEPS + 1), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_CPU_KERNELS, set), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_KV_TYPE, kv), COLI_OK);
     ck_assert_msg(coli_model_open(dir, o, &m) == COLI_OK, "%s", coli_model_errmsg(m));
@@ -483,10 +497,17 @@ static float *run_long(const char *dir, int64_t set, int64_t kv, int threads, in
     ck_assert_ptr_nonnull(all);
     coli_context *ctx = NULL;
     ck_assert_int_eq(coli_context_create(m, NULL, &ctx), COLI_OK);
-    int32_t ids[150];
-    for (int i = 0; i < 150; i++)
+    int32_t ids[LONG];
+    for (int i = 0; i < LONG; i++)
         ids[i] = (int32_t)((i * 37 + 5) % vocab);
-    ck_assert_msg(tu_greedy(ctx, ids, 150, STEPS, vocab, all, NULL) == 0, "%s", coli_context_errmsg(ctx));
+    ck_assert_msg(tu_greedy(ctx, ids, LONG, STEPS, vocab, all, NULL) == 0, "%s", coli_context_errmsg(ctx));
+    if (threads == 1 || threads == 3) {
+        coli_context_reset(ctx);
+        for (int i = 0; i < LONG; i++)
+            ck_assert_int_eq(coli_eval(ctx, &ids[i], 1), COLI_OK);
+        ck_assert_msg(memcmp(coli_context_logits(ctx), all, (size_t)vocab * sizeof(float)) == 0,
+                      "%d threads: the prompt token by token changed its logits", threads);
+    }
     coli_context_free(ctx);
     coli_model_free(m);
     return all;
@@ -494,7 +515,7 @@ static float *run_long(const char *dir, int64_t set, int64_t kv, int threads, in
 
 /* The ways attention's work is cut give the same bits: every set, both KV
  * types, the fixtures as they are and Mixtral with a sliding window of 100
- * positions (the split's blocks then start past 0). */
+ * positions (the split's blocks and the tiles then start past 0). */
 START_TEST(test_attention_cuts)
 {
     const int fx = _i % 4, kv = _i / 4;
@@ -682,10 +703,13 @@ static Suite *suite(void)
                         2 * (int)(sizeof FIXTURES / sizeof FIXTURES[0] * (sizeof FORMATS / sizeof FORMATS[0])));
     tcase_add_loop_test(tc, test_attention_cuts, 0, 8);
     suite_add_tcase(s, tc);
+    TCase *kern = tcase_create("attention_kernels");
+    tcase_set_timeout(kern, 300);
+    tcase_add_test(kern, test_attention_kernels);
+    suite_add_tcase(s, kern);
     TCase *opt = tcase_create("option");
     tcase_add_test(opt, test_swiglu);
     tcase_add_test(opt, test_written_order);
-    tcase_add_test(opt, test_attention_kernels);
     tcase_add_test(opt, test_option_bounds);
     tcase_add_test(opt, test_env);
     tcase_add_test(opt, test_kv_env);

@@ -46,20 +46,31 @@ static void scores_scalar(const float *q, int g, int hd, const void *k, coli__dt
         }
 }
 
-static void softmax_scalar(float *a, int n, float m)
+/* sum32 of a[0..n) (n <= a tile). */
+static float sum32_scalar(const float *a, int n)
 {
     float P[32] = {0};
-    for (int j = 0; j < n; j++) {
-        a[j] = coli__exp_f32(a[j] - m);
+    for (int j = 0; j < n; j++)
         P[j & 31] = P[j & 31] + a[j];
+    return coli__fold32(P);
+}
+
+static void softmax_scalar(float *a, int n, float m)
+{
+    for (int j = 0; j < n; j++)
+        a[j] = coli__exp_f32(a[j] - m);
+    float Z = 0.0f;
+    for (int t0 = 0; t0 < n; t0 += COLI__ATTN_TILE) {
+        float z = sum32_scalar(a + t0, n - t0 < COLI__ATTN_TILE ? n - t0 : COLI__ATTN_TILE);
+        Z = t0 == 0 ? z : Z + z;
     }
-    float inv = 1.0f / coli__fold32(P);
+    float inv = 1.0f / Z;
     for (int j = 0; j < n; j++)
         a[j] = a[j] * inv;
 }
 
 /* Dimensions in chunks of MIX_DIMS, rows in order: O[j mod 8][i] is one
- * chain in increasing j whatever the loops around it. */
+ * chain in increasing j within a tile whatever the loops around it. */
 #define MIX_DIMS 64
 
 static void mix_scalar(float *out, size_t ostride, int g, int dims, const float *w, size_t wstride, const void *v,
@@ -68,18 +79,23 @@ static void mix_scalar(float *out, size_t ostride, int g, int dims, const float 
     for (int h = 0; h < g; h++)
         for (int base = 0; base < dims; base += MIX_DIMS) {
             int m = dims - base < MIX_DIMS ? dims - base : MIX_DIMS;
-            float O[8][MIX_DIMS] = {{0}};
-            for (int j = 0; j < n; j++) {
-                float wj = w[(size_t)h * wstride + (size_t)j];
-                size_t r = (size_t)j * stride + (size_t)base;
-                for (int i = 0; i < m; i++)
-                    O[j & 7][i] = fmaf(wj, elem(v, dt, r + (size_t)i), O[j & 7][i]);
-            }
-            for (int i = 0; i < m; i++) {
-                float P[8];
-                for (int k = 0; k < 8; k++)
-                    P[k] = O[k][i];
-                out[(size_t)h * ostride + (size_t)(base + i)] = coli__fold8(P);
+            float *o = out + (size_t)h * ostride + (size_t)base;
+            for (int t0 = 0; t0 < n; t0 += COLI__ATTN_TILE) {
+                int te = n - t0 < COLI__ATTN_TILE ? n : t0 + COLI__ATTN_TILE;
+                float O[8][MIX_DIMS] = {{0}};
+                for (int j = t0; j < te; j++) {
+                    float wj = w[(size_t)h * wstride + (size_t)j];
+                    size_t r = (size_t)j * stride + (size_t)base;
+                    for (int i = 0; i < m; i++)
+                        O[j & 7][i] = fmaf(wj, elem(v, dt, r + (size_t)i), O[j & 7][i]);
+                }
+                for (int i = 0; i < m; i++) {
+                    float P[8];
+                    for (int k = 0; k < 8; k++)
+                        P[k] = O[k][i];
+                    float U = coli__fold8(P);
+                    o[i] = t0 == 0 ? U : o[i] + U;
+                }
             }
         }
 }
@@ -286,28 +302,36 @@ AVX2 static void scores_avx2(const float *q, int g, int hd, const void *k, coli_
     }
 }
 
-/* e and sum32 eight lanes at a time: register c of P holds the partial
- * sums P_{8c+l}, and j = 8 * (4b + c) + l runs through them in order. */
+/* e and each tile's sum32 eight lanes at a time: register c of P holds
+ * the partial sums P_{8c+l}, and j = 8 * (4b + c) + l runs through them in
+ * order (a tile starts on a multiple of 32). */
 AVX2 static void softmax_avx2(float *a, int n, float m)
 {
     const __m256 vm = _mm256_set1_ps(m);
-    __m256 P[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m256 e = coli__exp8(_mm256_sub_ps(_mm256_loadu_ps(a + j), vm));
-        _mm256_storeu_ps(a + j, e);
-        P[(j >> 3) & 3] = _mm256_add_ps(P[(j >> 3) & 3], e);
+    float Z = 0.0f;
+    for (int t0 = 0; t0 < n; t0 += COLI__ATTN_TILE) {
+        const int te = n - t0 < COLI__ATTN_TILE ? n : t0 + COLI__ATTN_TILE;
+        __m256 P[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        int j = t0;
+        for (; j + 8 <= te; j += 8) {
+            __m256 e = coli__exp8(_mm256_sub_ps(_mm256_loadu_ps(a + j), vm));
+            _mm256_storeu_ps(a + j, e);
+            P[(j >> 3) & 3] = _mm256_add_ps(P[(j >> 3) & 3], e);
+        }
+        float Ps[32];
+        for (int c = 0; c < 4; c++)
+            _mm256_storeu_ps(Ps + 8 * c, P[c]);
+        for (; j < te; j++) {
+            a[j] = coli__exp_f32(a[j] - m);
+            Ps[j & 31] = Ps[j & 31] + a[j];
+        }
+        float z = coli__fold32(Ps);
+        Z = t0 == 0 ? z : Z + z;
     }
-    float Ps[32];
-    for (int c = 0; c < 4; c++)
-        _mm256_storeu_ps(Ps + 8 * c, P[c]);
-    for (; j < n; j++) {
-        a[j] = coli__exp_f32(a[j] - m);
-        Ps[j & 31] = Ps[j & 31] + a[j];
-    }
-    const float inv = 1.0f / coli__fold32(Ps);
+    const float inv = 1.0f / Z;
     const __m256 vi = _mm256_set1_ps(inv);
-    for (j = 0; j + 8 <= n; j += 8)
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
         _mm256_storeu_ps(a + j, _mm256_mul_ps(_mm256_loadu_ps(a + j), vi));
     for (; j < n; j++)
         a[j] = a[j] * inv;
@@ -315,9 +339,29 @@ AVX2 static void softmax_avx2(float *a, int n, float m)
 
 /* The mix: rows in blocks of MIX_R (16 KiB of f32 for 64 dimensions, in L1
  * for every head of the group), heads MIX_HB at a time, each head's eight
- * partial sums per dimension kept in st between blocks. */
+ * partial sums per dimension kept in st between the blocks of a tile (a
+ * tile is a whole number of blocks). */
 #define MIX_R 64
 #define MIX_HB 8
+_Static_assert(COLI__ATTN_TILE % MIX_R == 0, "a tile is a whole number of the mix's blocks");
+
+/* A tile's end: U_t = ((O0 + O4) + (O2 + O6)) + ((O1 + O5) + (O3 + O7)) of
+ * each head's nv registers of dimensions (st: [head][k][dw floats]), then
+ * out = U_0 for the first tile, out = out + U_t after it. */
+AVX2 static void mix_tile_end(const float *st, int dw, float *out, size_t ostride, int hb, int nv, int first)
+{
+    for (int h = 0; h < hb; h++)
+        for (int c = 0; c < nv; c++) {
+            const float *s = st + (size_t)h * 8 * (size_t)dw + 8 * (size_t)c;
+            __m256 O[8];
+            for (int k = 0; k < 8; k++)
+                O[k] = _mm256_load_ps(s + (size_t)k * (size_t)dw);
+            __m256 u = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(O[0], O[4]), _mm256_add_ps(O[2], O[6])),
+                                     _mm256_add_ps(_mm256_add_ps(O[1], O[5]), _mm256_add_ps(O[3], O[7])));
+            float *o = out + (size_t)h * ostride + 8 * (size_t)c;
+            _mm256_storeu_ps(o, first ? u : _mm256_add_ps(_mm256_loadu_ps(o), u));
+        }
+}
 
 /* Accumulator x of the eight in flight: row j = o + k0 + x / NV (chain
  * k0 + x / NV), dimensions 8 (x % NV) .. +7. */
@@ -371,17 +415,11 @@ AVX2 static void softmax_avx2(float *a, int n, float m)
                     MIX_ALL(MIX_STORE);                                                                         \
                 }                                                                                               \
             }                                                                                                   \
-        }                                                                                                       \
-        for (int h = 0; h < hb; h++)                                                                            \
-            for (int c = 0; c < NV; c++) {                                                                      \
-                const float *s = st + (size_t)h * 8 * (8 * NV) + 8 * c;                                         \
-                __m256 O[8];                                                                                    \
-                for (int k = 0; k < 8; k++)                                                                     \
-                    O[k] = _mm256_load_ps(s + (size_t)k * (8 * NV));                                            \
-                __m256 t = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(O[0], O[4]), _mm256_add_ps(O[2], O[6])),   \
-                                         _mm256_add_ps(_mm256_add_ps(O[1], O[5]), _mm256_add_ps(O[3], O[7])));  \
-                _mm256_storeu_ps(out + (size_t)h * ostride + 8 * (size_t)c, t);                                 \
+            if (be == n || be % COLI__ATTN_TILE == 0) { /* a tile's end: U_t into out */                       \
+                mix_tile_end(st, 8 * NV, out, ostride, hb, NV, be <= COLI__ATTN_TILE);                          \
+                memset(st, 0, sizeof st);                                                                       \
             }                                                                                                   \
+        }                                                                                                       \
     }
 
 DEFINE_MIX(mix_nv8, 8)

@@ -11,18 +11,26 @@
 
 #include "base/dtype.h"
 
+/* The tiles of docs/formats.md: positions j = 256 t .. 256 t + 255 are
+ * tile t, whose sums are made apart and then added in increasing t (a
+ * GPU gives each tile a block of its own; the CPU keeps the order). */
+#define COLI__ATTN_TILE 256
+
 /* Rows are row j = base + j * stride (in elements) of dt, COLI_DT_F32 or
- * COLI_DT_BF16 (widened exactly). */
+ * COLI_DT_BF16 (widened exactly); j = 0 is the first position attended to,
+ * where tile 0 starts. */
 typedef struct coli__attnk {
     /* out[h * ostride + j] = dot(q_h, k_j) * scale for h < g, j < n, with
      * q_h = q + h * hd; mx[h] = the largest of mx[h] and those scores. */
     void (*scores)(const float *q, int g, int hd, const void *k, coli__dtype dt, size_t stride, int n, float scale,
                    float *out, size_t ostride, float *mx);
-    /* a[j] = e(a[j] - m) for j < n, then each times 1 / sum32 of them. */
+    /* a[j] = e(a[j] - m) for j < n; Z_t = sum32 of tile t's, Z = Z_0 + Z_1
+     * + ... in order; then each a[j] times 1 / Z. */
     void (*softmax)(float *a, int n, float m);
-    /* out[h * ostride + i] for h < g, i < dims: eight partial sums
-     * O_{j mod 8} = fma(w_h[j], v_j,i, O_{j mod 8}) from +0 in increasing j
-     * < n, then their tree; w_h = w + h * wstride, v_j,i = (v + j * stride)[i]. */
+    /* out[h * ostride + i] for h < g, i < dims: for each tile, eight partial
+     * sums O_{j mod 8} = fma(w_h[j], v_j,i, O_{j mod 8}) from +0 over its
+     * j in increasing order, then their tree U_t; out = U_0 + U_1 + ... in
+     * order. w_h = w + h * wstride, v_j,i = (v + j * stride)[i]. */
     void (*mix)(float *out, size_t ostride, int g, int dims, const float *w, size_t wstride, const void *v,
                 coli__dtype dt, size_t stride, int n);
 } coli__attnk;
