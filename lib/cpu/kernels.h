@@ -109,12 +109,14 @@ float coli__sum32(const float *a, int n);
  * q_h = q + h * hd; mx[h] = the largest of mx[h] and those scores. */
 void coli__attn_scores(const coli__cpuk *k, const float *q, int g, int hd, const void *kr, coli__dtype dt,
                        size_t stride, int n, float scale, float *out, size_t ostride, float *mx);
-/* In place: a_j = e(a_j - m) (the exp of lib/cpu/silu.h), Z = sum32 of
- * them, then a_j = e_j * (1 / Z). */
+/* In place: a_j = e(a_j - m) (the exp of lib/cpu/silu.h), Z = the sum32
+ * of each tile of 256 of them added tile after tile, then a_j = e_j * (1 /
+ * Z). */
 void coli__attn_softmax(const coli__cpuk *k, float *a, int n, float m);
-/* out[h * ostride + i], h < g, i < dims: for each, eight partial sums
- * O_{j mod 8} = fma(w_h[j], v_j,i, O_{j mod 8}) from +0 in increasing j < n,
- * then ((O0+O4)+(O2+O6))+((O1+O5)+(O3+O7)); w_h = w + h * wstride. */
+/* out[h * ostride + i], h < g, i < dims: for each tile of 256 positions,
+ * eight partial sums O_{j mod 8} = fma(w_h[j], v_j,i, O_{j mod 8}) from +0
+ * in increasing j, then ((O0+O4)+(O2+O6))+((O1+O5)+(O3+O7)); the tiles'
+ * added in order. w_h = w + h * wstride. */
 void coli__attn_mix(const coli__cpuk *k, float *out, size_t ostride, int g, int dims, const float *w, size_t wstride,
                     const void *v, coli__dtype dt, size_t stride, int n);
 
