@@ -14,12 +14,6 @@
 
 /* ---- host side -------------------------------------------------------- */
 
-coli_status coli__cuda_fail(coli__err *err, cudaError_t e, const char *what)
-{
-    return coli__fail(err, e == cudaErrorMemoryAllocation ? COLI_ENOMEM : COLI_EGPU, "GPU tier: %s: %s (%s)", what,
-                      cudaGetErrorString(e), cudaGetErrorName(e));
-}
-
 static const char *gpu_compiled(void)
 {
     return COLI_GPU_TARGETS;
@@ -156,50 +150,10 @@ static coli_status gpu_device_info(const coli__gpu *g, int dev, coli__gpu_devinf
     return COLI_OK;
 }
 
-/* Fault injection: every fallible call counts; past the limit it fails. */
-coli_status coli__gpu_injected(coli__gpu *g, coli__err *err)
-{
-    if (g->fail_after >= 0 && g->n_calls >= g->fail_after)
-        return coli__fail(err, COLI_EGPU, "GPU tier: injected fault (COLI_GPU_FAIL_AFTER=%lld, call %lld)",
-                          (long long)g->fail_after, (long long)g->n_calls + 1);
-    g->n_calls++;
-    return COLI_OK;
-}
-
-/* Bytes of each array of m: quants (or values), scales, minimums. */
-static void array_bytes(const coli__gpu_mat *m, size_t *a, size_t *b, size_t *c)
-{
-    size_t rc = (size_t)m->rows * (size_t)m->cols;
-    *a = *b = *c = 0;
-    switch (m->dt) {
-    case COLI_DT_F32:
-        *a = rc * 4;
-        break;
-    case COLI_DT_BF16:
-        *a = rc * 2;
-        break;
-    case COLI_DT_Q8:
-        *a = rc;
-        *b = rc / QK * 2;
-        break;
-    case COLI_DT_Q4:
-        *a = rc / 2;
-        *b = rc / (size_t)m->group * 2;
-        break;
-    case COLI_DT_Q2:
-        *a = rc / 4;
-        *b = rc / QK * 2;
-        *c = rc / QK * 2;
-        break;
-    default:
-        break;
-    }
-}
-
 static uint64_t gpu_tensor_bytes(const coli__gpu_mat *m)
 {
     size_t a, b, c;
-    array_bytes(m, &a, &b, &c);
+    coli__gpu_array_bytes(m, &a, &b, &c);
     return coli__align256(a) + coli__align256(b) + coli__align256(c);
 }
 
@@ -234,7 +188,7 @@ static coli_status check_mat(const coli__gpu_mat *m, coli__err *err)
 static coli_status copy_in(const coli__gpu_mat *m, void *mem, coli__err *err)
 {
     size_t a, b, c;
-    array_bytes(m, &a, &b, &c);
+    coli__gpu_array_bytes(m, &a, &b, &c);
     char *base = (char *)mem;
     const void *src_a = m->dt == COLI_DT_F32 || m->dt == COLI_DT_BF16 ? m->data : (const void *)m->qs;
     CK(cudaMemcpy(base, src_a, a, cudaMemcpyHostToDevice), "copying a tensor to the device");
@@ -244,25 +198,6 @@ static coli_status copy_in(const coli__gpu_mat *m, void *mem, coli__err *err)
         CK(cudaMemcpy(base + coli__align256(a) + coli__align256(b), m->m, c, cudaMemcpyHostToDevice),
            "copying minimums to the device");
     return COLI_OK;
-}
-
-void coli__gpu_view(const tensor *t, prod *pr)
-{
-    size_t a, b, c;
-    array_bytes(&t->shape, &a, &b, &c);
-    char *base = (char *)t->mem;
-    memset(pr, 0, sizeof *pr);
-    pr->dt = t->shape.dt;
-    pr->group = t->shape.dt == COLI_DT_Q4 ? t->shape.group : QK;
-    pr->rows = t->shape.rows;
-    pr->cols = t->shape.cols;
-    if (pr->dt == COLI_DT_F32 || pr->dt == COLI_DT_BF16) {
-        pr->w = base;
-    } else {
-        pr->qs = (const uint8_t *)base;
-        pr->d = (const uint16_t *)(base + coli__align256(a));
-        pr->m = c ? (const uint16_t *)(base + coli__align256(a) + coli__align256(b)) : NULL;
-    }
 }
 
 static coli_status gpu_upload(coli__gpu *g, int dev, const coli__gpu_mat *m, int *handle, coli__err *err)
@@ -316,13 +251,6 @@ static coli_status gpu_upload(coli__gpu *g, int dev, const coli__gpu_mat *m, int
     g->dev[dev].st.resident_bytes += bytes;
     *handle = h;
     return COLI_OK;
-}
-
-tensor *coli__gpu_lookup(coli__gpu *g, int handle)
-{
-    if (!g || handle < 0 || handle >= g->n_t || !g->t[handle].used)
-        return NULL;
-    return &g->t[handle];
 }
 
 static coli_status gpu_update(coli__gpu *g, int handle, const coli__gpu_mat *m, coli__err *err)

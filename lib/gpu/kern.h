@@ -5,7 +5,9 @@
  * with RoPE and the KV cache), attention.cu, moe.cu (router, the grouping
  * of routed pairs, their combination) and pipeline.cu (a whole decoder
  * step on one device), with backend.cu holding devices, tensors and the
- * table of operations. Every kernel follows docs/formats.md to the bit;
+ * table of operations, and state.cu, below them all, what they share of
+ * the state (errors, fault injection, tensor views). Calls go downward:
+ * backend.cu, then pipeline.cu, then the kernel families, then state.cu. Every kernel follows docs/formats.md to the bit;
  * the sources are compiled with --fmad=false (nvcc) or -ffp-contract=off
  * (hipcc), so only the fmaf calls written here fuse.
  *
@@ -73,7 +75,10 @@ struct coli__gpu {
     int64_t fail_after, n_calls; /* fault injection */
 };
 
+/* state.cu: the bottom of the tier. */
 coli_status coli__cuda_fail(coli__err *err, cudaError_t e, const char *what);
+/* Bytes of each array of m: quants (or values), scales, minimums. */
+void coli__gpu_array_bytes(const coli__gpu_mat *m, size_t *a, size_t *b, size_t *c);
 /* Fault injection (COLI_GPU_FAIL_AFTER): every fallible call counts. */
 coli_status coli__gpu_injected(coli__gpu *g, coli__err *err);
 /* The tensor of a handle, or NULL. */
