@@ -238,15 +238,34 @@ static __global__ void __launch_bounds__(256) k_att_fused(coli__att_args a)
     __syncthreads();
     const float scale = 1.0f / sqrtf((float)hd);
     float m = -INFINITY;
-    for (int j = warp; j < n; j += 8) {
-        const size_t kb = (size_t)(lo + j) * (size_t)KVD + (size_t)kvh * hd;
-        float p = 0.0f;
-        for (int i = lane; i < hd; i += 32)
-            p = fmaf(qs[i], kv_at(a.kc, a.kv_bf16, kb + (size_t)i), p);
-        float sv = coli__tree32(p) * scale;
-        if (lane == 0)
-            sc[j] = sv;
-        m = sv > m ? sv : m;
+    /* a warp takes positions warp, warp + 8, ... as before, four at a time
+     * so that their keys' loads are in flight together */
+    const float *kc32 = (const float *)a.kc + (size_t)kvh * hd;
+    const uint16_t *kc16 = (const uint16_t *)a.kc + (size_t)kvh * hd;
+    for (int j = warp; j < n; j += 32) {
+        float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int i = lane; i < hd; i += 32) {
+            const float qv = qs[i];
+            float kv[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int jj = j + 8 * u < n ? j + 8 * u : j;
+                const size_t at = (size_t)(lo + jj) * (size_t)KVD + (size_t)i;
+                kv[u] = a.kv_bf16 ? coli__bf16_bits_to_f32(kc16[at]) : kc32[at];
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                p[u] = fmaf(qv, kv[u], p[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const float sv = coli__tree32(p[u]) * scale;
+            if (j + 8 * u < n) { /* the same for the whole warp */
+                if (lane == 0)
+                    sc[j + 8 * u] = sv;
+                m = sv > m ? sv : m;
+            }
+        }
     }
     if (lane == 0)
         red[warp] = m;
@@ -280,10 +299,20 @@ static __global__ void __launch_bounds__(256) k_att_fused(coli__att_args a)
         __syncthreads();
         for (int it = tid; it < 8 * hd; it += 256) {
             const int i = it % hd, k = it / hd;
+            const size_t vb = (size_t)kvh * hd + (size_t)i;
             float acc = 0.0f;
-            for (int j = j0 + k; j < j1; j += 8)
-                acc = fmaf(sc[j], kv_at(a.vc, a.kv_bf16, (size_t)(lo + j) * (size_t)KVD + (size_t)kvh * hd + (size_t)i),
-                           acc);
+            int j = j0 + k;
+            for (; j + 24 < j1; j += 32) { /* four values' loads, then the chain */
+                float v[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    v[u] = kv_at(a.vc, a.kv_bf16, (size_t)(lo + j + 8 * u) * (size_t)KVD + vb);
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    acc = fmaf(sc[j + 8 * u], v[u], acc);
+            }
+            for (; j < j1; j += 8)
+                acc = fmaf(sc[j], kv_at(a.vc, a.kv_bf16, (size_t)(lo + j) * (size_t)KVD + vb), acc);
             O[k * hd + i] = acc;
         }
         __syncthreads();

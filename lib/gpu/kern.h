@@ -222,10 +222,12 @@ static __device__ inline void coli__norm_row(float *xs, int n, const float *w, f
 coli_status coli__k_quantize(cudaStream_t st, const float *x, int rows, int cols, int8_t *p, float *s, int32_t *psum,
                              coli__err *err);
 /* n_prods products of format dt from a device table, at most max_rows
- * rows and max_tok tokens each (the grid); quantized activations (p, s,
- * psum) or float ones (x). */
-coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int n_prods, int max_rows, int max_tok,
-                             const int8_t *p, const float *s, const int32_t *psum, const float *x, coli__err *err);
+ * rows and max_tok tokens each (the grid), of about cols columns (a hint
+ * for the kernel's shape: each product has its own); quantized
+ * activations (p, s, psum) or float ones (x). */
+coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int n_prods, int max_rows, int cols,
+                             int max_tok, const int8_t *p, const float *s, const int32_t *psum, const float *x,
+                             coli__err *err);
 /* h = swiglu(g, u) over n values. */
 coli_status coli__k_swiglu(cudaStream_t st, const float *g, const float *u, float *h, size_t n, coli__err *err);
 /* The same for rows x cols, and h quantized when q is set. */

@@ -211,6 +211,127 @@ static __global__ void __launch_bounds__(BT) k_qgemm(const prod *prods, const in
     }
 }
 
+/* Steps 1-4 for few tokens (TT at most), LPR lanes per row (8 or 32;
+ * 128 threads a block): lane j of a row loads groups j, j + LPR, ...
+ * (QV_U of them before any use, so that a row's bytes are in flight at
+ * once), computes their terms f_g, and hands them to the eight lanes
+ * that own the partial sums, by shuffles in increasing g: P_k = ((+0 +
+ * f_k) + f_k+8) + ..., the order of k_qgemm, then the same butterfly.
+ * 32 lanes a row for long rows, 8 for short ones; TT = 1 (decode) keeps
+ * the registers few, so that many rows are in flight. */
+#define QV_U 4 /* groups a lane loads per batch */
+
+template <int DT, int TT, int LPR>
+static __global__ void __launch_bounds__(128) k_qgemv(const prod *prods, const int8_t *p, const float *s,
+                                                       const int32_t *psum)
+{
+    const prod pr = prods[blockIdx.z];
+    const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
+    const int row = (int)blockIdx.x * (128 / LPR) + (int)(threadIdx.x / LPR), lane = (int)(threadIdx.x % LPR);
+    const int t0 = (int)blockIdx.y * TT;
+    if (t0 >= n_tok || (int)blockIdx.x * (128 / LPR) >= pr.rows)
+        return; /* the whole block */
+    const bool live = row < pr.rows; /* dead rows compute row 0, unwritten: the shuffles need every lane */
+    const int nt = n_tok - t0 < TT ? n_tok - t0 : TT;
+    const int cols = pr.cols, n = cols / QK;
+    const int G = DT == COLI_DT_Q4 ? pr.group : QK;
+    const int per = G / QK;
+    const size_t row_bytes = DT == COLI_DT_Q8 ? (size_t)cols : DT == COLI_DT_Q4 ? (size_t)cols / 2 : (size_t)cols / 4;
+    const size_t rr = live ? (size_t)row : 0;
+    const uint8_t *qr = pr.qs + rr * row_bytes;
+    const uint16_t *dr = pr.d + rr * (size_t)(cols / G);
+    const uint16_t *mr = DT == COLI_DT_Q2 ? pr.m + rr * (size_t)n : NULL;
+    size_t xr[TT];
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        const size_t r = (size_t)pr.x0 + (size_t)t0 + (size_t)(t < nt ? t : 0);
+        xr[t] = pr.xrow ? (size_t)pr.xrow[r] : r;
+    }
+    float P[TT];
+#pragma unroll
+    for (int t = 0; t < TT; t++)
+        P[t] = 0.0f;
+    const int k = lane & 7;
+    for (int g0 = 0; g0 < n; g0 += LPR * QV_U) {
+        wgroup<DT> w[QV_U];
+        float D[QV_U], M[QV_U];
+#pragma unroll
+        for (int u = 0; u < QV_U; u++) {
+            if (g0 + LPR * u < n) { /* the same for every lane */
+                const int g = g0 + LPR * u + lane, gg = g < n ? g : 0;
+                load_group<DT>(qr, gg, w[u]);
+                D[u] = coli__f16_bits_to_f32(dr[gg / per]);
+                M[u] = DT == COLI_DT_Q2 ? coli__f16_bits_to_f32(mr[gg]) : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+#pragma unroll
+            for (int u = 0; u < QV_U; u++) {
+                if (t >= nt || g0 + LPR * u >= n)
+                    continue; /* the same for every lane */
+                const int g = g0 + LPR * u + lane, gg = g < n ? g : 0;
+                const int4 *pa = (const int4 *)(const void *)(p + xr[t] * (size_t)cols + (size_t)QK * gg);
+                const int4 a0 = pa[0], a1 = pa[1];
+                const int xa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+                const float sg = s[xr[t] * (size_t)n + gg];
+                const int32_t ps = DT == COLI_DT_Q8 ? 0 : psum[xr[t] * (size_t)n + gg];
+                int32_t is = 0;
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    is = coli_dp4a(word<DT>(w[u], i), xa[i], is);
+                if (DT == COLI_DT_Q4)
+                    is -= 8 * ps; /* the nibbles are q + 8 */
+                float f;
+                if (DT == COLI_DT_Q2) {
+                    float ds = D[u] * sg, ms = M[u] * sg;
+                    float f1 = (float)is * ds;
+                    float f2 = (float)ps * ms;
+                    f = f1 + f2;
+                } else {
+                    float ds = D[u] * sg;
+                    f = (float)is * ds;
+                }
+                /* group g0 + LPR u + 8 q + k goes to lane k, in increasing g */
+#pragma unroll
+                for (int q = 0; q < LPR / 8; q++) {
+                    const float v = LPR == 8 ? f : coli_shfl(f, k + 8 * q, LPR);
+                    if (g0 + LPR * u + 8 * q + k < n)
+                        P[t] += v;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        float v = P[t];
+        v = v + coli_shfl_xor(v, 4, 8);
+        v = v + coli_shfl_xor(v, 2, 8);
+        v = v + coli_shfl_xor(v, 1, 8);
+        if (live && lane == 0 && t < nt)
+            pr.y[(size_t)(t0 + t) * (size_t)pr.ys + (size_t)row] = v;
+    }
+}
+
+/* The decode launch of format DT: tokens per block, lanes per row. */
+template <int DT>
+static void launch_qgemv(cudaStream_t st, int max_rows, int max_tok, int cols_hint, int n_prods, const prod *dev_prods,
+                         const int8_t *p, const float *s, const int32_t *psum)
+{
+    const bool wide = cols_hint >= 64 * QK; /* 64 groups or more: 32 lanes a row */
+    const int rows_per = wide ? 4 : 16;
+    const unsigned ty = max_tok == 1 ? 1u : (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE);
+    const dim3 grid((unsigned)((max_rows + rows_per - 1) / rows_per), ty, (unsigned)n_prods);
+    if (max_tok == 1 && wide)
+        k_qgemv<DT, 1, 32><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+    else if (max_tok == 1)
+        k_qgemv<DT, 1, 8><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+    else if (wide)
+        k_qgemv<DT, TOK_TILE, 32><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+    else
+        k_qgemv<DT, TOK_TILE, 8><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+}
+
 #if COLI_GPU_HAS_WMMA
 /* Prefill on integer tensor cores: a block of 4 warps computes 64 rows x
  * 16 tokens. For each 32-column group the weights (unpacked to int8) and
@@ -387,134 +508,138 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma2(const prod *prods, co
     __shared__ size_t xrows[MM2_TOK];
     const prod pr = prods[blockIdx.z];
     const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
-    const int t0 = (int)blockIdx.y * MM2_TOK, rb = (int)blockIdx.x * MM2_ROWS;
-    if (t0 >= n_tok || rb >= pr.rows)
+    const int rb = (int)blockIdx.x * MM2_ROWS;
+    if (rb >= pr.rows)
         return; /* the whole block */
-    const int nt = n_tok - t0 < MM2_TOK ? n_tok - t0 : MM2_TOK;
     const int cols = pr.cols, n = cols / QK;
     const int G = DT == COLI_DT_Q4 ? pr.group : QK;
     const int per = G / QK;
     const size_t row_bytes = DT == COLI_DT_Q8 ? (size_t)cols : DT == COLI_DT_Q4 ? (size_t)cols / 2 : (size_t)cols / 4;
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int gid = lane >> 2, tig = lane & 3;
-    if (tid < MM2_TOK) {
-        size_t r = (size_t)(pr.x0 + t0) + (size_t)(tid < nt ? tid : 0);
-        xrows[tid] = pr.xrow ? (size_t)pr.xrow[r] : r;
-    }
-    float P[8][8]; /* [element][k]: element e = subtile (e / 4), register (e % 4) */
-#pragma unroll
-    for (int e = 0; e < 8; e++)
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            P[e][k] = 0.0f;
-    for (int g0 = 0; g0 < n; g0 += MM2_G) {
-        const int ng = n - g0 < MM2_G ? n - g0 : MM2_G;
-        __syncthreads(); /* the previous chunk is read; xrows is written */
-        /* weights: 64 rows x ng groups, one (row, group) of 32 int8 per item */
-        for (int it = tid; it < MM2_ROWS * MM2_G; it += 128) {
-            const int r = it / MM2_G, gg = it % MM2_G, row = rb + r, g = g0 + gg;
-            signed char v[QK];
-            float d = 0.0f, mn = 0.0f;
-            if (row < pr.rows && gg < ng) {
-                const uint8_t *qr = pr.qs + (size_t)row * row_bytes;
-                if (DT == COLI_DT_Q8) {
-                    const int4 *src = (const int4 *)(const void *)(qr + (size_t)QK * g);
-                    int4 a = src[0], b = src[1];
-                    memcpy(v, &a, 16);
-                    memcpy(v + 16, &b, 16);
-                } else if (DT == COLI_DT_Q4) {
-                    int4 a = *(const int4 *)(const void *)(qr + (size_t)16 * g);
-                    unsigned char b[16];
-                    memcpy(b, &a, 16);
-#pragma unroll
-                    for (int i = 0; i < 16; i++) {
-                        v[i] = (signed char)((b[i] & 15) - 8);
-                        v[16 + i] = (signed char)((b[i] >> 4) - 8);
-                    }
-                } else {
-                    int2 a = *(const int2 *)(const void *)(qr + (size_t)8 * g);
-                    unsigned char b[8];
-                    memcpy(b, &a, 8);
-#pragma unroll
-                    for (int c = 0; c < QK; c++) /* column c: byte c % 8, bits 2 (c / 8) */
-                        v[c] = (signed char)((b[c & 7] >> (2 * (c >> 3))) & 3);
-                }
-                d = coli__f16_bits_to_f32(pr.d[(size_t)row * (size_t)(cols / G) + (size_t)(g / per)]);
-                if (DT == COLI_DT_Q2)
-                    mn = coli__f16_bits_to_f32(pr.m[(size_t)row * (size_t)n + (size_t)g]);
-            } else {
-                memset(v, 0, sizeof v);
-            }
-            memcpy(&sA[r * MM2_W + gg * QK], v, QK);
-            sD[r][gg] = d;
-            sM[r][gg] = mn;
+    /* token tiles y, y + gridDim.y, ...: a routed table's launch is sized
+     * for the busiest expert's few tiles, not for every token */
+    for (int t0 = (int)blockIdx.y * MM2_TOK; t0 < n_tok; t0 += (int)gridDim.y * MM2_TOK) {
+        const int nt = n_tok - t0 < MM2_TOK ? n_tok - t0 : MM2_TOK;
+        if (tid < MM2_TOK) {
+            size_t r = (size_t)(pr.x0 + t0) + (size_t)(tid < nt ? tid : 0);
+            xrows[tid] = pr.xrow ? (size_t)pr.xrow[r] : r;
         }
-        /* activations: 16 tokens x ng groups */
-        for (int it = tid; it < MM2_TOK * MM2_G; it += 128) {
-            const int j = it / MM2_G, gg = it % MM2_G, g = g0 + gg;
-            int4 a = make_int4(0, 0, 0, 0), b = make_int4(0, 0, 0, 0);
-            float sg = 0.0f;
-            int ps = 0;
-            if (j < nt && gg < ng) {
-                const size_t xr = xrows[j];
-                const int4 *src = (const int4 *)(const void *)(p + xr * (size_t)cols + (size_t)QK * g);
-                a = src[0];
-                b = src[1];
-                sg = s[xr * (size_t)n + g];
-                ps = DT == COLI_DT_Q8 ? 0 : psum[xr * (size_t)n + g];
-            }
-            memcpy(&sB[j * MM2_W + gg * QK], &a, 16);
-            memcpy(&sB[j * MM2_W + gg * QK + 16], &b, 16);
-            sS[j][gg] = sg;
-            sPs[j][gg] = ps;
-        }
-        __syncthreads();
-        const int wr = warp * 16; /* this warp's rows in the block */
+        float P[8][8]; /* [element][k]: element e = subtile (e / 4), register (e % 4) */
 #pragma unroll
-        for (int gg = 0; gg < MM2_G; gg++) {
-            if (gg < ng) {
-                int a[4], b0[2], b1[2], c0[4], c1[4];
-                const signed char *ar = &sA[(wr + gid) * MM2_W + gg * QK + tig * 4];
-                memcpy(&a[0], ar, 4);
-                memcpy(&a[1], ar + 8 * MM2_W, 4);
-                memcpy(&a[2], ar + 16, 4);
-                memcpy(&a[3], ar + 8 * MM2_W + 16, 4);
-                const signed char *br0 = &sB[gid * MM2_W + gg * QK + tig * 4];
-                const signed char *br1 = br0 + 8 * MM2_W;
-                memcpy(&b0[0], br0, 4);
-                memcpy(&b0[1], br0 + 16, 4);
-                memcpy(&b1[0], br1, 4);
-                memcpy(&b1[1], br1 + 16, 4);
-                coli_mma_s8_k32(c0, a, b0);
-                coli_mma_s8_k32(c1, a, b1);
+        for (int e = 0; e < 8; e++)
 #pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    const int is = e < 4 ? c0[e] : c1[e - 4];
-                    const int r = wr + gid + 8 * ((e & 3) >> 1), j = 8 * (e >> 2) + tig * 2 + (e & 1);
-                    const float sg = sS[j][gg], D = sD[r][gg];
-                    float f;
-                    if (DT == COLI_DT_Q2) {
-                        float ds = D * sg, ms = sM[r][gg] * sg;
-                        float f1 = (float)is * ds;
-                        float f2 = (float)sPs[j][gg] * ms;
-                        f = f1 + f2;
+            for (int k = 0; k < 8; k++)
+                P[e][k] = 0.0f;
+        for (int g0 = 0; g0 < n; g0 += MM2_G) {
+            const int ng = n - g0 < MM2_G ? n - g0 : MM2_G;
+            __syncthreads(); /* the previous chunk is read; xrows is written */
+            /* weights: 64 rows x ng groups, one (row, group) of 32 int8 per item */
+            for (int it = tid; it < MM2_ROWS * MM2_G; it += 128) {
+                const int r = it / MM2_G, gg = it % MM2_G, row = rb + r, g = g0 + gg;
+                signed char v[QK];
+                float d = 0.0f, mn = 0.0f;
+                if (row < pr.rows && gg < ng) {
+                    const uint8_t *qr = pr.qs + (size_t)row * row_bytes;
+                    if (DT == COLI_DT_Q8) {
+                        const int4 *src = (const int4 *)(const void *)(qr + (size_t)QK * g);
+                        int4 a = src[0], b = src[1];
+                        memcpy(v, &a, 16);
+                        memcpy(v + 16, &b, 16);
+                    } else if (DT == COLI_DT_Q4) {
+                        int4 a = *(const int4 *)(const void *)(qr + (size_t)16 * g);
+                        unsigned char b[16];
+                        memcpy(b, &a, 16);
+#pragma unroll
+                        for (int i = 0; i < 16; i++) {
+                            v[i] = (signed char)((b[i] & 15) - 8);
+                            v[16 + i] = (signed char)((b[i] >> 4) - 8);
+                        }
                     } else {
-                        float ds = D * sg;
-                        f = (float)is * ds;
+                        int2 a = *(const int2 *)(const void *)(qr + (size_t)8 * g);
+                        unsigned char b[8];
+                        memcpy(b, &a, 8);
+#pragma unroll
+                        for (int c = 0; c < QK; c++) /* column c: byte c % 8, bits 2 (c / 8) */
+                            v[c] = (signed char)((b[c & 7] >> (2 * (c >> 3))) & 3);
                     }
-                    P[e][gg] += f;
+                    d = coli__f16_bits_to_f32(pr.d[(size_t)row * (size_t)(cols / G) + (size_t)(g / per)]);
+                    if (DT == COLI_DT_Q2)
+                        mn = coli__f16_bits_to_f32(pr.m[(size_t)row * (size_t)n + (size_t)g]);
+                } else {
+                    memset(v, 0, sizeof v);
+                }
+                memcpy(&sA[r * MM2_W + gg * QK], v, QK);
+                sD[r][gg] = d;
+                sM[r][gg] = mn;
+            }
+            /* activations: 16 tokens x ng groups */
+            for (int it = tid; it < MM2_TOK * MM2_G; it += 128) {
+                const int j = it / MM2_G, gg = it % MM2_G, g = g0 + gg;
+                int4 a = make_int4(0, 0, 0, 0), b = make_int4(0, 0, 0, 0);
+                float sg = 0.0f;
+                int ps = 0;
+                if (j < nt && gg < ng) {
+                    const size_t xr = xrows[j];
+                    const int4 *src = (const int4 *)(const void *)(p + xr * (size_t)cols + (size_t)QK * g);
+                    a = src[0];
+                    b = src[1];
+                    sg = s[xr * (size_t)n + g];
+                    ps = DT == COLI_DT_Q8 ? 0 : psum[xr * (size_t)n + g];
+                }
+                memcpy(&sB[j * MM2_W + gg * QK], &a, 16);
+                memcpy(&sB[j * MM2_W + gg * QK + 16], &b, 16);
+                sS[j][gg] = sg;
+                sPs[j][gg] = ps;
+            }
+            __syncthreads();
+            const int wr = warp * 16; /* this warp's rows in the block */
+#pragma unroll
+            for (int gg = 0; gg < MM2_G; gg++) {
+                if (gg < ng) {
+                    int a[4], b0[2], b1[2], c0[4], c1[4];
+                    const signed char *ar = &sA[(wr + gid) * MM2_W + gg * QK + tig * 4];
+                    memcpy(&a[0], ar, 4);
+                    memcpy(&a[1], ar + 8 * MM2_W, 4);
+                    memcpy(&a[2], ar + 16, 4);
+                    memcpy(&a[3], ar + 8 * MM2_W + 16, 4);
+                    const signed char *br0 = &sB[gid * MM2_W + gg * QK + tig * 4];
+                    const signed char *br1 = br0 + 8 * MM2_W;
+                    memcpy(&b0[0], br0, 4);
+                    memcpy(&b0[1], br0 + 16, 4);
+                    memcpy(&b1[0], br1, 4);
+                    memcpy(&b1[1], br1 + 16, 4);
+                    coli_mma_s8_k32(c0, a, b0);
+                    coli_mma_s8_k32(c1, a, b1);
+#pragma unroll
+                    for (int e = 0; e < 8; e++) {
+                        const int is = e < 4 ? c0[e] : c1[e - 4];
+                        const int r = wr + gid + 8 * ((e & 3) >> 1), j = 8 * (e >> 2) + tig * 2 + (e & 1);
+                        const float sg = sS[j][gg], D = sD[r][gg];
+                        float f;
+                        if (DT == COLI_DT_Q2) {
+                            float ds = D * sg, ms = sM[r][gg] * sg;
+                            float f1 = (float)is * ds;
+                            float f2 = (float)sPs[j][gg] * ms;
+                            f = f1 + f2;
+                        } else {
+                            float ds = D * sg;
+                            f = (float)is * ds;
+                        }
+                        P[e][gg] += f;
+                    }
                 }
             }
         }
-    }
 #pragma unroll
-    for (int e = 0; e < 8; e++) {
-        const int row = rb + warp * 16 + gid + 8 * ((e & 3) >> 1), j = 8 * (e >> 2) + tig * 2 + (e & 1);
-        float a04 = P[e][0] + P[e][4], a26 = P[e][2] + P[e][6], a15 = P[e][1] + P[e][5], a37 = P[e][3] + P[e][7];
-        float v = (a04 + a26) + (a15 + a37);
-        if (row < pr.rows && j < nt)
-            pr.y[(size_t)(t0 + j) * (size_t)pr.ys + (size_t)row] = v;
-    }
+        for (int e = 0; e < 8; e++) {
+            const int row = rb + warp * 16 + gid + 8 * ((e & 3) >> 1), j = 8 * (e >> 2) + tig * 2 + (e & 1);
+            float a04 = P[e][0] + P[e][4], a26 = P[e][2] + P[e][6], a15 = P[e][1] + P[e][5], a37 = P[e][3] + P[e][7];
+            float v = (a04 + a26) + (a15 + a37);
+            if (row < pr.rows && j < nt)
+                pr.y[(size_t)(t0 + j) * (size_t)pr.ys + (size_t)row] = v;
+        }
+    } /* token tiles */
 }
 #endif
 
@@ -522,9 +647,10 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma2(const prod *prods, co
  * lane k taking columns k, k+32, ... in order with one fused multiply-add
  * each (explicit: --fmad=false only forbids implicit ones), then the
  * butterfly 16, 8, 4, 2, 1: the float product of docs/formats.md, with the
- * CPU's bits. Eight columns' loads are issued before their products, so
- * that a lane has several in flight. */
-template <int DT>
+ * CPU's bits. TT tokens a block; U columns' loads (weights, and with one
+ * token the activations too) are issued before their products, so that a
+ * lane has them in flight together. */
+template <int DT, int TT, int U>
 static __global__ void k_fgemm(const prod *prods, const float *x)
 {
     const prod pr = prods[blockIdx.z];
@@ -532,45 +658,47 @@ static __global__ void k_fgemm(const prod *prods, const float *x)
     const int lanes = 32, rows_per = blockDim.x / lanes;
     int row = (int)blockIdx.x * rows_per + (int)(threadIdx.x / lanes);
     int lane = threadIdx.x % lanes;
-    int t0 = (int)blockIdx.y * TOK_TILE;
+    int t0 = (int)blockIdx.y * TT;
     if (t0 >= n_tok || (int)blockIdx.x * rows_per >= pr.rows)
         return;
-    int nt = n_tok - t0 < TOK_TILE ? n_tok - t0 : TOK_TILE;
+    int nt = n_tok - t0 < TT ? n_tok - t0 : TT;
     bool live = row < pr.rows;
     int rr = live ? row : 0;
     const int cols = pr.cols;
-    float acc[TOK_TILE];
+    float acc[TT];
 #pragma unroll
-    for (int t = 0; t < TOK_TILE; t++)
+    for (int t = 0; t < TT; t++)
         acc[t] = 0.0f;
-    size_t xr[TOK_TILE]; /* the activation row of each token */
+    const float *xt[TT]; /* the activation row of each token */
 #pragma unroll
-    for (int t = 0; t < TOK_TILE; t++) {
+    for (int t = 0; t < TT; t++) {
         size_t r = (size_t)(pr.x0 + t0 + (t < nt ? t : 0));
-        xr[t] = pr.xrow ? (size_t)pr.xrow[r] : r;
+        xt[t] = x + (pr.xrow ? (size_t)pr.xrow[r] : r) * (size_t)cols;
     }
     const float *wf = (const float *)pr.w + (size_t)rr * cols;
     const uint16_t *wh = (const uint16_t *)pr.w + (size_t)rr * cols;
-    for (int c0 = lane; c0 < cols; c0 += 8 * lanes) {
-        float w[8];
+    for (int c0 = lane; c0 < cols; c0 += U * lanes) {
+        float w[U], x1[U];
 #pragma unroll
-        for (int u = 0; u < 8; u++) {
+        for (int u = 0; u < U; u++) {
             int c = c0 + u * lanes;
             w[u] = c >= cols ? 0.0f : DT == COLI_DT_F32 ? wf[c] : coli__bf16_bits_to_f32(wh[c]);
+            if (TT == 1)
+                x1[u] = c >= cols ? 0.0f : xt[0][c];
         }
 #pragma unroll
-        for (int u = 0; u < 8; u++) {
+        for (int u = 0; u < U; u++) {
             int c = c0 + u * lanes;
             if (c < cols) {
 #pragma unroll
-                for (int t = 0; t < TOK_TILE; t++)
+                for (int t = 0; t < TT; t++)
                     if (t < nt)
-                        acc[t] = fmaf(w[u], x[xr[t] * cols + c], acc[t]);
+                        acc[t] = fmaf(w[u], TT == 1 ? x1[u] : xt[t][c], acc[t]);
             }
         }
     }
 #pragma unroll
-    for (int t = 0; t < TOK_TILE; t++) {
+    for (int t = 0; t < TT; t++) {
         float v = acc[t];
         for (int off = 16; off > 0; off >>= 1)
             v += coli_shfl_xor(v, off, 32);
@@ -589,8 +717,9 @@ static __global__ void k_swiglu(const float *g, const float *u, float *h, size_t
 
 /* ---- launchers ---------------------------------------------------------- */
 
-coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int n_prods, int max_rows, int max_tok,
-                             const int8_t *p, const float *s, const int32_t *psum, const float *x, coli__err *err)
+coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int n_prods, int max_rows, int cols,
+                             int max_tok, const int8_t *p, const float *s, const int32_t *psum, const float *x,
+                             coli__err *err)
 {
     if (n_prods == 0 || max_tok == 0 || max_rows == 0)
         return COLI_OK;
@@ -599,8 +728,12 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
     /* prefill: tensor cores, same bits (dispatch follows the flag the
      * kernel is compiled under, so a target without it never gets here) */
     if (coli__is_quant(dt) && max_tok >= 32 && coli_gpu_mma_k32_ok()) {
-        grid = dim3((unsigned)((max_rows + MM2_ROWS - 1) / MM2_ROWS), (unsigned)((max_tok + MM2_TOK - 1) / MM2_TOK),
-                    (unsigned)n_prods);
+        /* a routed table (many products sharing max_tok tokens) gets
+         * few token tiles a product; its blocks take the rest in turn */
+        unsigned ty = (unsigned)((max_tok + MM2_TOK - 1) / MM2_TOK);
+        if (n_prods > 8 && ty > 4)
+            ty = 4;
+        grid = dim3((unsigned)((max_rows + MM2_ROWS - 1) / MM2_ROWS), ty, (unsigned)n_prods);
         if (dt == COLI_DT_Q8)
             k_qgemm_mma2<COLI_DT_Q8><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
         else if (dt == COLI_DT_Q4)
@@ -623,7 +756,15 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
         return COLI_OK;
     }
 #endif
-    if (coli__is_quant(dt)) {
+    if (coli__is_quant(dt) && max_tok <= TOK_TILE) {
+        /* decode: a 32-lane group per row */
+        if (dt == COLI_DT_Q8)
+            launch_qgemv<COLI_DT_Q8>(st, max_rows, max_tok, cols, n_prods, dev_prods, p, s, psum);
+        else if (dt == COLI_DT_Q4)
+            launch_qgemv<COLI_DT_Q4>(st, max_rows, max_tok, cols, n_prods, dev_prods, p, s, psum);
+        else
+            launch_qgemv<COLI_DT_Q2>(st, max_rows, max_tok, cols, n_prods, dev_prods, p, s, psum);
+    } else if (coli__is_quant(dt)) {
         /* rows per lane and groups per iteration: enough bytes in flight
          * per lane without spilling (measured on an H200); a product too
          * small to fill the device that way gets blocks of 8 rows */
@@ -647,15 +788,22 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
             else
                 k_qgemm<COLI_DT_Q2, Q2_R, Q2_GU, 256><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
         }
+    } else if (max_tok == 1) {
+        /* decode: four rows a block, 16 columns in flight a lane */
+        grid = dim3((unsigned)((max_rows + 3) / 4), 1, (unsigned)n_prods);
+        if (dt == COLI_DT_F32)
+            k_fgemm<COLI_DT_F32, 1, 16><<<grid, 128, 0, st>>>(dev_prods, x);
+        else
+            k_fgemm<COLI_DT_BF16, 1, 16><<<grid, 128, 0, st>>>(dev_prods, x);
     } else {
         /* two rows a block when that is what fills the device */
         const unsigned ty = (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE);
         const int per = (long)((max_rows + 7) / 8) * ty * n_prods < 2 * SMALL_BLOCKS_BELOW ? 2 : 8;
         grid = dim3((unsigned)((max_rows + per - 1) / per), ty, (unsigned)n_prods);
         if (dt == COLI_DT_F32)
-            k_fgemm<COLI_DT_F32><<<grid, 32 * per, 0, st>>>(dev_prods, x);
+            k_fgemm<COLI_DT_F32, TOK_TILE, 8><<<grid, 32 * per, 0, st>>>(dev_prods, x);
         else
-            k_fgemm<COLI_DT_BF16><<<grid, 32 * per, 0, st>>>(dev_prods, x);
+            k_fgemm<COLI_DT_BF16, TOK_TILE, 8><<<grid, 32 * per, 0, st>>>(dev_prods, x);
     }
     CK_LAUNCH("a product kernel");
     return COLI_OK;

@@ -15,14 +15,15 @@
  * own e in increasing order, then the tree), p_e = e_e / Z, then K times
  * the largest p not taken (the lowest e on ties), then the
  * renormalisation. */
+template <int PL>
 static __device__ void route_token(const float *rl, int E, int K, int norm_topk, int t, int lane, int *sel,
                                    float *w)
 {
     const float *l = rl + (size_t)t * E;
-    float pv[ROUTE_PER_LANE];
+    float pv[PL]; /* PL = 4, 8 or 16: E / 32 rounded up, so dead entries cost nothing */
     float m = -INFINITY;
 #pragma unroll
-    for (int i = 0; i < ROUTE_PER_LANE; i++) {
+    for (int i = 0; i < PL; i++) {
         const int e = lane + 32 * i;
         pv[i] = e < E ? l[e] : -INFINITY;
         m = pv[i] > m ? pv[i] : m;
@@ -34,14 +35,14 @@ static __device__ void route_token(const float *rl, int E, int K, int norm_topk,
     }
     float z = 0.0f;
 #pragma unroll
-    for (int i = 0; i < ROUTE_PER_LANE; i++)
+    for (int i = 0; i < PL; i++)
         if (lane + 32 * i < E) {
             pv[i] = coli__exp_f32(pv[i] - m);
             z = z + pv[i];
         }
     z = coli__tree32(z);
 #pragma unroll
-    for (int i = 0; i < ROUTE_PER_LANE; i++)
+    for (int i = 0; i < PL; i++)
         pv[i] = lane + 32 * i < E ? pv[i] / z : -1.0f;
     int *s = sel + (size_t)t * K;
     float *wt = w + (size_t)t * K;
@@ -50,7 +51,7 @@ static __device__ void route_token(const float *rl, int E, int K, int norm_topk,
         float bv = -1.0f;
         int bi = -1;
 #pragma unroll
-        for (int i = 0; i < ROUTE_PER_LANE; i++)
+        for (int i = 0; i < PL; i++)
             if (pv[i] > bv) { /* strictly: the lane keeps its lowest e */
                 bv = pv[i];
                 bi = lane + 32 * i;
@@ -66,7 +67,7 @@ static __device__ void route_token(const float *rl, int E, int K, int norm_topk,
         }
         /* every lane now has the winner: its owner marks it taken */
 #pragma unroll
-        for (int i = 0; i < ROUTE_PER_LANE; i++)
+        for (int i = 0; i < PL; i++)
             if (lane + 32 * i == bi)
                 pv[i] = -1.0f;
         if (lane == 0) {
@@ -80,31 +81,37 @@ static __device__ void route_token(const float *rl, int E, int K, int norm_topk,
             wt[j] = wt[j] / sum;
 }
 
+template <int PL>
 static __global__ void k_route(const float *rl, int E, int K, int norm_topk, const int *S, int *sel, float *w)
 {
     const int lane = (int)(threadIdx.x % 32);
     const int t = (int)blockIdx.x * (int)(blockDim.x / 32) + (int)(threadIdx.x / 32);
     if (t < *S)
-        route_token(rl, E, K, norm_topk, t, lane, sel, w);
+        route_token<PL>(rl, E, K, norm_topk, t, lane, sel, w);
 }
 
 
-/* One block: counts per expert (a thread each), their offsets and the
- * resident ones' table slots in ascending order (one pass over shared
- * memory), then each expert's table entries and rows in parallel; the
- * gate and up products read each row's token in place (xrow). */
+/* One block: counts per expert (shared atomics: a count is the same in
+ * any order), their offsets and the resident ones' table slots in
+ * ascending expert order (prefix sums by one warp), each expert's table
+ * entries, then each pair's row within its expert's range. The order of
+ * rows within an expert is free: every (row, token) of a product is
+ * computed alone, to the same bits wherever it sits. The gate and up
+ * products read each row's token in place (xrow). */
 static __device__ void group_body(const coli__group_args &a, int *sh)
 {
-    int *cnt = sh, *off = sh + a.E, *slot = sh + 2 * a.E;
+    int *cnt = sh, *off = sh + a.E, *slot = sh + 2 * a.E, *fill = sh + 3 * a.E;
     __shared__ int n_used;
     const int n = *a.S * a.K;
+    for (int e = (int)threadIdx.x; e < a.E; e += (int)blockDim.x)
+        cnt[e] = fill[e] = 0;
+    __syncthreads();
+    for (int q = (int)threadIdx.x; q < n; q += (int)blockDim.x)
+        atomicAdd(&cnt[a.sel[q]], 1);
+    __syncthreads();
     for (int e = (int)threadIdx.x; e < a.E; e += (int)blockDim.x) {
-        int c = 0;
-        for (int q = 0; q < n; q++)
-            c += a.sel[q] == e;
-        cnt[e] = c;
         const prod *v = a.views + 3 * (size_t)e;
-        slot[e] = c > 0 && (v[0].qs || v[0].w); /* used here: a flag, then its slot */
+        slot[e] = cnt[e] > 0 && (v[0].qs || v[0].w); /* used here: a flag, then its slot */
     }
     __syncthreads();
     if (threadIdx.x < 32) { /* prefix sums of the counts and the flags, 32 experts a step */
@@ -134,34 +141,31 @@ static __device__ void group_body(const coli__group_args &a, int *sh)
     }
     __syncthreads();
     for (int e = (int)threadIdx.x; e < a.E; e += (int)blockDim.x) {
-        if (cnt[e] == 0)
+        const int u = slot[e];
+        if (cnt[e] == 0 || u < 0)
             continue;
         const prod *v = a.views + 3 * (size_t)e;
-        const int u = slot[e];
-        if (u >= 0) {
-            prod g = v[0], up = v[1], dn = v[2];
-            g.x0 = up.x0 = dn.x0 = off[e];
-            g.n_tok = up.n_tok = dn.n_tok = cnt[e];
-            g.live = up.live = dn.live = NULL;
-            g.xrow = up.xrow = a.row_tok;
-            dn.xrow = NULL;
-            g.y = a.g + (size_t)off[e] * a.I;
-            up.y = a.u + (size_t)off[e] * a.I;
-            dn.y = a.ye + (size_t)off[e] * a.H;
-            g.ys = up.ys = a.I;
-            dn.ys = a.H;
-            a.t1[2 * u] = g;
-            a.t1[2 * u + 1] = up;
-            a.t2[u] = dn;
-        }
-        const unsigned char host = u < 0;
-        int at = off[e];
-        for (int q = 0; q < n; q++)
-            if (a.sel[q] == e) {
-                a.row_tok[at] = q / a.K;
-                a.row[q] = at++;
-                a.host[q] = host;
-            }
+        prod g = v[0], up = v[1], dn = v[2];
+        g.x0 = up.x0 = dn.x0 = off[e];
+        g.n_tok = up.n_tok = dn.n_tok = cnt[e];
+        g.live = up.live = dn.live = NULL;
+        g.xrow = up.xrow = a.row_tok;
+        dn.xrow = NULL;
+        g.y = a.g + (size_t)off[e] * a.I;
+        up.y = a.u + (size_t)off[e] * a.I;
+        dn.y = a.ye + (size_t)off[e] * a.H;
+        g.ys = up.ys = a.I;
+        dn.ys = a.H;
+        a.t1[2 * u] = g;
+        a.t1[2 * u + 1] = up;
+        a.t2[u] = dn;
+    }
+    for (int q = (int)threadIdx.x; q < n; q += (int)blockDim.x) {
+        const int e = a.sel[q];
+        const int at = off[e] + atomicAdd(&fill[e], 1);
+        a.row_tok[at] = q / a.K;
+        a.row[q] = at;
+        a.host[q] = slot[e] < 0;
     }
     for (int u = n_used + (int)threadIdx.x; u < a.slots; u += (int)blockDim.x)
         a.t1[2 * u].n_tok = a.t1[2 * u + 1].n_tok = a.t2[u].n_tok = 0;
@@ -175,13 +179,14 @@ static __global__ void k_group(coli__group_args a)
 
 /* Few tokens: the router's top-k (a warp a token) and the grouping in one
  * block. */
+template <int PL>
 static __global__ void k_route_group(const float *rl, int norm_topk, coli__group_args a)
 {
     extern __shared__ int sh[];
     const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
     const int S = *a.S;
     for (int t = warp; t < S; t += (int)(blockDim.x / 32))
-        route_token(rl, a.E, a.K, norm_topk, t, lane, (int *)a.sel, a.w);
+        route_token<PL>(rl, a.E, a.K, norm_topk, t, lane, (int *)a.sel, a.w);
     __threadfence_block();
     __syncthreads();
     group_body(a, sh);
@@ -193,15 +198,27 @@ coli_status coli__k_route_group(cudaStream_t st, const float *rl, int norm_topk,
     if (a->E > 32 * ROUTE_PER_LANE)
         return coli__fail(err, COLI_EUNSUPPORTED, "GPU tier: a router over %d experts, at most %d", a->E,
                           32 * ROUTE_PER_LANE);
-    const size_t sh = (size_t)3 * (size_t)a->E * sizeof(int);
+    const size_t sh = (size_t)4 * (size_t)a->E * sizeof(int);
+    const int pl = a->E <= 128 ? 4 : a->E <= 256 ? 8 : 16;
     if (max_S <= 8) {
-        k_route_group<<<1, 256, sh, st>>>(rl, norm_topk, *a);
+        if (pl == 4)
+            k_route_group<4><<<1, 256, sh, st>>>(rl, norm_topk, *a);
+        else if (pl == 8)
+            k_route_group<8><<<1, 256, sh, st>>>(rl, norm_topk, *a);
+        else
+            k_route_group<16><<<1, 256, sh, st>>>(rl, norm_topk, *a);
         CK_LAUNCH("the router kernel");
         return COLI_OK;
     }
-    k_route<<<(max_S + 3) / 4, 128, 0, st>>>(rl, a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
+    const unsigned nb = (unsigned)((max_S + 3) / 4);
+    if (pl == 4)
+        k_route<4><<<nb, 128, 0, st>>>(rl, a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
+    else if (pl == 8)
+        k_route<8><<<nb, 128, 0, st>>>(rl, a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
+    else
+        k_route<16><<<nb, 128, 0, st>>>(rl, a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
     CK_LAUNCH("the router kernel");
-    k_group<<<1, 256, sh, st>>>(*a);
+    k_group<<<1, 1024, sh, st>>>(*a);
     CK_LAUNCH("the expert grouping kernel");
     return COLI_OK;
 }
@@ -219,24 +236,21 @@ static __global__ void k_combine(float *x, const float *ye, const float *yh, con
     const int t = (int)blockIdx.x;
     if (t >= *S)
         return;
-    __shared__ int order[64];
+    __shared__ int key[64];
     __shared__ float ws[64];
     __shared__ const float *src[64];
-    if (threadIdx.x == 0) {
-        for (int j = 0; j < K; j++)
-            order[j] = t * K + j;
-        for (int j = 1; j < K; j++) /* insertion sort by expert */
-            for (int i = j; i > 0 && sel[order[i - 1]] > sel[order[i]]; i--) {
-                int tmp = order[i];
-                order[i] = order[i - 1];
-                order[i - 1] = tmp;
-            }
-    }
+    const int j = (int)threadIdx.x;
+    if (j < K)
+        key[j] = sel[t * K + j];
     __syncthreads();
-    if ((int)threadIdx.x < K) {
-        const int qq = order[threadIdx.x];
-        ws[threadIdx.x] = w[qq];
-        src[threadIdx.x] = host[qq] ? yh + (size_t)qq * H : ye + (size_t)row[qq] * H;
+    if (j < K) { /* ascending expert (ties by position): a stable sort */
+        const int kj = key[j];
+        int rank = 0;
+        for (int i = 0; i < K; i++)
+            rank += key[i] < kj || (key[i] == kj && i < j);
+        const int qq = t * K + j;
+        ws[rank] = w[qq];
+        src[rank] = host[qq] ? yh + (size_t)qq * H : ye + (size_t)row[qq] * H;
     }
     __syncthreads();
     float *xr = x + (size_t)t * H;
@@ -269,7 +283,7 @@ coli_status coli__k_combine(cudaStream_t st, float *x, const float *ye, const fl
     if (K > 64)
         return coli__fail(err, COLI_EUNSUPPORTED, "GPU tier: %d experts per token, at most 64", K);
     coli__qout none = {NULL, NULL, NULL};
-    k_combine<<<max_S, 256, next_norm ? (size_t)H * sizeof(float) : 0, st>>>(x, ye, yh, row, host, sel, w, K, H, S,
+    k_combine<<<max_S, 1024, next_norm ? (size_t)H * sizeof(float) : 0, st>>>(x, ye, yh, row, host, sel, w, K, H, S,
                                                                               next_norm, eps, xn, q ? *q : none);
     CK_LAUNCH("the expert combination kernel");
     return COLI_OK;

@@ -66,7 +66,7 @@ coli_status coli__k_norm(cudaStream_t st, float *x, const float *o, const float 
 {
     int rows = last_only ? 1 : max_S;
     coli__qout none = {NULL, NULL, NULL};
-    k_norm<<<rows, 512, (size_t)H * sizeof(float), st>>>(x, o, w, H, eps, S, last_only, xn, q ? *q : none);
+    k_norm<<<rows, 1024, (size_t)H * sizeof(float), st>>>(x, o, w, H, eps, S, last_only, xn, q ? *q : none);
     CK_LAUNCH("the RMSNorm kernel");
     return COLI_OK;
 }
@@ -105,6 +105,17 @@ static __device__ void norm_in_place(float *v, const float *w, int n, float eps,
 static __device__ __forceinline__ float clip1(float v, float c)
 {
     return v < -c ? -c : v > c ? c : v;
+}
+
+/* RoPE's rotate-half of pair (i, i + half) of head hv, with the token's
+ * table cs (cos, then sin). */
+static __device__ __forceinline__ void rotate_pair(float *hv, int i, int half, const float *cs)
+{
+    const float c = cs[i], sn = cs[half + i];
+    const float x0 = hv[i], x1 = hv[i + half];
+    const float c0 = x0 * c, s1 = x1 * sn, c1 = x1 * c, s0 = x0 * sn;
+    hv[i] = c0 - s1;
+    hv[i + half] = c1 + s0;
 }
 
 /* One block per token: its q, k and v staged in shared memory, so that
@@ -153,12 +164,7 @@ static __global__ void k_qkv(coli__qkv_args a)
     const float *cs = a.rope + (size_t)t * a.rot;
     for (int it = tid; it < (a.nh + a.nkv) * half; it += nthr) {
         int h = it / half, i = it % half;
-        float *hv = h < a.nh ? q + (size_t)h * hd : k + (size_t)(h - a.nh) * hd;
-        float c = cs[i], s = cs[half + i];
-        float x0 = hv[i], x1 = hv[i + half];
-        float c0 = x0 * c, s1 = x1 * s, c1 = x1 * c, s0 = x0 * s;
-        hv[i] = c0 - s1;
-        hv[i + half] = c1 + s0;
+        rotate_pair(h < a.nh ? q + (size_t)h * hd : k + (size_t)(h - a.nh) * hd, i, half, cs);
     }
     __syncthreads();
     for (int i = tid; i < QD; i += nthr)
@@ -175,8 +181,69 @@ static __global__ void k_qkv(coli__qkv_args a)
     }
 }
 
+/* The same step with one 32-lane group per head (q heads, then k heads
+ * with their v), so that a token's heads run side by side; not for a
+ * q/k norm over the whole projection. The order of each value's
+ * operations is k_qkv's. */
+static __global__ void k_qkv_head(coli__qkv_args a)
+{
+    const int h = (int)blockIdx.x, t = (int)blockIdx.y, lane = (int)threadIdx.x;
+    if (t >= a.step[0])
+        return;
+    extern __shared__ float sm[];
+    const int hd = a.hd, QD = a.nh * hd, KVD = a.nkv * hd;
+    const int is_q = h < a.nh, kh = h - a.nh;
+    float *hv = sm, *vv = sm + hd;
+    const float *src = is_q ? a.q + (size_t)t * QD + (size_t)h * hd : a.k + (size_t)t * KVD + (size_t)kh * hd;
+    const float *vsrc = a.v + (size_t)t * KVD + (size_t)kh * hd;
+    for (int i = lane; i < hd; i += 32) {
+        hv[i] = src[i];
+        if (!is_q)
+            vv[i] = vsrc[i];
+    }
+    coli_syncwarp();
+    if (a.qk_norm == 1)
+        norm_in_place(hv, is_q ? a.q_norm : a.k_norm, hd, a.eps, lane);
+    coli_syncwarp();
+    if (a.clip > 0.0f) {
+        for (int i = lane; i < hd; i += 32) {
+            hv[i] = clip1(hv[i], a.clip);
+            if (!is_q)
+                vv[i] = clip1(vv[i], a.clip);
+        }
+        coli_syncwarp();
+    }
+    const int half = a.rot / 2;
+    const float *cs = a.rope + (size_t)t * a.rot;
+    for (int i = lane; i < half; i += 32)
+        rotate_pair(hv, i, half, cs);
+    coli_syncwarp();
+    if (is_q) {
+        float *gq = a.q + (size_t)t * QD + (size_t)h * hd;
+        for (int i = lane; i < hd; i += 32)
+            gq[i] = hv[i];
+        return;
+    }
+    const size_t at = (size_t)(a.step[1] + t) * KVD + (size_t)kh * hd;
+    for (int i = lane; i < hd; i += 32) {
+        if (a.kv_bf16) {
+            ((uint16_t *)a.kc)[at + i] = coli__f32_to_bf16_bits(hv[i]);
+            ((uint16_t *)a.vc)[at + i] = coli__f32_to_bf16_bits(vv[i]);
+        } else {
+            ((float *)a.kc)[at + i] = hv[i];
+            ((float *)a.vc)[at + i] = vv[i];
+        }
+    }
+}
+
 coli_status coli__k_qkv(cudaStream_t st, const coli__qkv_args *a, int max_S, coli__err *err)
 {
+    if (a->qk_norm != 2) {
+        k_qkv_head<<<dim3((unsigned)(a->nh + a->nkv), (unsigned)max_S), 32, (size_t)2 * a->hd * sizeof(float), st>>>(
+            *a);
+        CK_LAUNCH("the q/k/v kernel");
+        return COLI_OK;
+    }
     size_t smem = (size_t)(a->nh + 2 * a->nkv) * (size_t)a->hd * sizeof(float);
     k_qkv<<<max_S, 256, smem, st>>>(*a);
     CK_LAUNCH("the q/k/v kernel");

@@ -22,7 +22,7 @@
 /* Products of one launch: n entries of one format from index first of the
  * pipe's table, rows at most. */
 typedef struct launch {
-    int dt, first, n, rows;
+    int dt, first, n, rows, cols; /* cols: of every product of the launch */
 } launch;
 
 typedef struct pl_layer {
@@ -315,17 +315,17 @@ static coli_status build_layer(coli__gpu_pipe *pp, prod *tab, int l, coli__err *
             la->n++;
             la->rows = rows > la->rows ? rows : la->rows;
         } else {
-            L->qkv[L->n_qkv++] = (launch){dt, b + i, 1, rows};
+            L->qkv[L->n_qkv++] = (launch){dt, b + i, 1, rows, H};
         }
     }
-    L->wo = (launch){tab[b + 3].dt, b + 3, 1, H};
+    L->wo = (launch){tab[b + 3].dt, b + 3, 1, H, pp->QD};
     L->moe = ly->router >= 0;
     if (L->moe) {
         if (!ly->experts)
             return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d has a router and no expert list", l);
         snprintf(what, sizeof what, "layer %d's router", l);
         COLI_TRY(entry(pp, tab, b + 4, ly->router, pp->E, H, pp->rl, pp->E, what, err));
-        L->router = (launch){tab[b + 4].dt, b + 4, 1, pp->E};
+        L->router = (launch){tab[b + 4].dt, b + 4, 1, pp->E, H};
         prod *views = (prod *)calloc((size_t)pp->E * 3, sizeof *views);
         if (!views)
             return coli__fail(err, COLI_ENOMEM, "GPU pipe: out of host memory");
@@ -380,8 +380,8 @@ static coli_status build_layer(coli__gpu_pipe *pp, prod *tab, int l, coli__err *
         COLI_TRY(entry(pp, tab, b + 7, ly->down, H, n->inter, pp->o, H, what, err));
         if (tab[b + 5].dt != tab[b + 6].dt)
             return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: layer %d's MLP gate and up differ in format", l);
-        L->mlp_gu = (launch){tab[b + 5].dt, b + 5, 2, n->inter};
-        L->mlp_down = (launch){tab[b + 7].dt, b + 7, 1, H};
+        L->mlp_gu = (launch){tab[b + 5].dt, b + 5, 2, n->inter, H};
+        L->mlp_down = (launch){tab[b + 7].dt, b + 7, 1, H, n->inter};
     }
     return COLI_OK;
 }
@@ -489,7 +489,7 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
         goto fail;
     tab[n_tab - 1].n_tok = 1; /* the last token's row, normalised into xn[0] */
     tab[n_tab - 1].live = NULL;
-    pp->lm = (launch){tab[n_tab - 1].dt, n_tab - 1, 1, net->vocab};
+    pp->lm = (launch){tab[n_tab - 1].dt, n_tab - 1, 1, net->vocab, net->hidden};
     FAIL_IF(cudaMemcpy(pp->tab, tab, (size_t)n_tab * sizeof *tab, cudaMemcpyHostToDevice),
             "copying the product tables to the device");
     {
@@ -571,7 +571,8 @@ static coli_status products(coli__gpu_pipe *pp, cudaStream_t s, const launch *la
                             coli__err *err)
 {
     (void)quant;
-    return coli__k_products(s, la->dt, pp->tab + la->first, la->n, la->rows, S, pp->qp, pp->qs_, pp->qps, x, err);
+    return coli__k_products(s, la->dt, pp->tab + la->first, la->n, la->rows, la->cols, S, pp->qp, pp->qs_, pp->qps, x,
+                            err);
 }
 
 static coli_status quantize(coli__gpu_pipe *pp, cudaStream_t s, const float *x, int rows, int cols, coli__err *err)
@@ -638,10 +639,10 @@ static coli_status moe(coli__gpu_pipe *pp, cudaStream_t s, int l, int S, const c
     const int slots = S * K < pp->E ? S * K : pp->E;
     if (L->dt1 >= 0) {
         /* gate and up read the tokens' quantized (or float) xn in place */
-        COLI_TRY(coli__k_products(s, L->dt1, pp->t1, 2 * slots, I, S, pp->qp, pp->qs_, pp->qps, pp->xn, err));
+        COLI_TRY(coli__k_products(s, L->dt1, pp->t1, 2 * slots, I, H, S, pp->qp, pp->qs_, pp->qps, pp->xn, err));
         coli__qout q = qout(pp, coli__is_quant(L->dt2));
         COLI_TRY(coli__k_swiglu_q(s, pp->gg, pp->uu, pp->hh, S * K, I, &q, err));
-        COLI_TRY(coli__k_products(s, L->dt2, pp->t2, slots, H, S, pp->qp, pp->qs_, pp->qps, pp->hh, err));
+        COLI_TRY(coli__k_products(s, L->dt2, pp->t2, slots, H, I, S, pp->qp, pp->qs_, pp->qps, pp->hh, err));
     }
     mark(pp, s, PH_EXPERTS);
     if (hosted) {
