@@ -63,24 +63,6 @@ static int uploadable(const coli__mat *w)
     }
 }
 
-static coli__gpu_mat view(const coli__mat *w)
-{
-    coli__gpu_mat g;
-    memset(&g, 0, sizeof g);
-    g.dt = w->dt;
-    g.rows = w->rows;
-    g.cols = w->cols;
-    if (w->dt == COLI_DT_F32 || w->dt == COLI_DT_BF16) {
-        g.data = w->data;
-    } else {
-        g.group = w->q.group;
-        g.qs = w->q.qs;
-        g.d = w->q.d;
-        g.m = w->q.m;
-    }
-    return g;
-}
-
 static coli__gpu_mat vector(const float *v, int n)
 {
     coli__gpu_mat g;
@@ -139,7 +121,7 @@ static void put_mat(walk *w, const coli__mat *m, int *handle)
         *handle = -1;
         return;
     }
-    coli__gpu_mat g = view(m);
+    coli__gpu_mat g = coli__gpu_mat_of(m);
     put(w, &g, handle);
 }
 
@@ -384,8 +366,8 @@ coli_status coli__device_ctx_create(const coli_model *m, int n_ctx, int kv_bf16,
     const size_t I = (size_t)(cf->moe_inter > 0 ? cf->moe_inter : 1);
     c->rope = malloc((size_t)CHUNK * (size_t)(cf->rot_dim > 0 ? cf->rot_dim : 1) * sizeof(float));
     int ok = c->rope != NULL;
-    /* pages only committed when the host computes experts */
-    if (ok) {
+    /* the host's scratch, only when some expert is not on the device */
+    if (ok && d->any_host) {
         c->sel = malloc(CK * sizeof *c->sel);
         c->xe = malloc(CK * H * sizeof(float));
         c->ye = malloc(CK * H * sizeof(float));
@@ -424,6 +406,8 @@ static coli_status host_run(void *user, int layer, const float *xn, int S, const
 {
     coli__device_ctx *c = user;
     const int K = c->m->cfg.top_k;
+    if (!c->sel)
+        return coli__fail(err, COLI_EINVAL, "layer %d: experts for the CPU with every expert on the device", layer);
     for (int q = 0; q < S * K; q++) {
         c->sel[q] = host[q] ? sel[q] : -1;
         c->host_pairs += host[q] != 0;

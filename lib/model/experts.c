@@ -141,7 +141,7 @@ static int supported(const coli__mat *w)
            w->dt == COLI_DT_Q2;
 }
 
-static coli__gpu_mat gpu_mat(const coli__mat *w)
+coli__gpu_mat coli__gpu_mat_of(const coli__mat *w)
 {
     coli__gpu_mat g;
     memset(&g, 0, sizeof g);
@@ -204,7 +204,7 @@ static coli_status upload_expert(const coli_model *m, struct coli__tier *t, int 
             mats[k] = &tmp[k];
     }
     for (int k = 0; k < 3; k++) {
-        coli__gpu_mat gm = gpu_mat(mats[k]);
+        coli__gpu_mat gm = coli__gpu_mat_of(mats[k]);
         coli_status st = t->ops->upload(t->g, d, &gm, &h[k], err);
         if (st != COLI_OK) {
             for (int j = 0; j < k; j++) {
@@ -227,7 +227,7 @@ static void place_output(coli_model *m, struct coli__tier *t, const uint64_t *bu
     const coli__mat *out = &m->w.lm_head;
     if (!supported(out))
         return;
-    coli__gpu_mat gm = gpu_mat(out);
+    coli__gpu_mat gm = coli__gpu_mat_of(out);
     uint64_t need = t->ops->tensor_bytes(&gm);
     int best = -1;
     for (int d = 0; d < t->n_dev; d++)
@@ -265,7 +265,7 @@ static coli_status place_and_upload(coli_model *m, struct coli__tier *t, const g
                 continue; /* f16 experts stay on the CPU */
             uint64_t b = 0;
             for (int k = 0; k < 3; k++) {
-                coli__gpu_mat gm = gpu_mat(mats[k]);
+                coli__gpu_mat gm = coli__gpu_mat_of(mats[k]);
                 b += t->ops->tensor_bytes(&gm);
             }
             sizes[(size_t)l * t->E + e] = b;
@@ -809,11 +809,15 @@ static void combine(const moe_call *c)
     }
 }
 
-coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, uint64_t *read,
-                              coli__experts_counts *counts, coli__err *err)
+/* What both entries do: the pairs in order (read and pair_counts, when
+ * set, count the expert reads and the routed pairs), grouped, read, and
+ * run on the devices that hold them (dev_counts) and on the CPU. */
+static coli_status run_pairs(moe_call *c, const coli_model *m, int l, coli__pool *pool, coli__moe_io *io,
+                             uint64_t *read, coli__experts_counts *pair_counts, coli__experts_counts *dev_counts,
+                             coli__err *err)
 {
     const coli__config *cfg = &m->cfg;
-    moe_call c = {
+    *c = (moe_call){
         .m = m,
         .t = m->gpu,
         .io = io,
@@ -825,17 +829,23 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
         .S = io->S,
         .cpu = m->gpu ? m->gpu->n_dev : 0,
     };
-    c.group = c.t ? io->group : NULL;
-    order_pairs(&c, read, counts);
-    assign_groups(&c);
-    group_rows(&c);
-    start_reads(&c);
-    if (c.t)
-        run_devices(&c, counts);
-    coli_status st = run_cpu(&c, pool, err);
-    if (st == COLI_OK)
-        combine(&c);
-    return st;
+    c->group = c->t ? io->group : NULL;
+    order_pairs(c, read, pair_counts);
+    assign_groups(c);
+    group_rows(c);
+    start_reads(c);
+    if (c->t)
+        run_devices(c, dev_counts);
+    return run_cpu(c, pool, err);
+}
+
+coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, uint64_t *read,
+                              coli__experts_counts *counts, coli__err *err)
+{
+    moe_call c;
+    COLI_TRY(run_pairs(&c, m, l, pool, io, read, counts, counts, err));
+    combine(&c);
+    return COLI_OK;
 }
 
 /* ---- public: devices and statistics ------------------------------------- */
@@ -968,37 +978,20 @@ coli__gpu *coli__experts_gpu(const coli_model *m, const coli__gpu_ops **ops)
 const int *coli__experts_handles(const coli_model *m, int l, int e, int dev)
 {
     const struct coli__tier *t = m->gpu;
+    if (!t)
+        return NULL;
     size_t i = (size_t)l * t->E + e;
-    return t && t->dev[i] == dev ? &t->h[3 * i] : NULL;
+    return t->dev[i] == dev ? &t->h[3 * i] : NULL;
 }
 
 coli_status coli__experts_host(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, float *y,
                                coli__experts_counts *counts, coli__err *err)
 {
-    const coli__config *cfg = &m->cfg;
     /* the pairs given are the decoder's device's to skip: of the rest,
      * those resident on another device run there, the others here */
-    moe_call c = {
-        .m = m,
-        .t = m->gpu,
-        .io = io,
-        .l = l,
-        .H = cfg->hidden,
-        .E = cfg->n_experts,
-        .K = cfg->top_k,
-        .I = cfg->moe_inter,
-        .S = io->S,
-        .cpu = m->gpu ? m->gpu->n_dev : 0,
-    };
-    c.group = c.t ? io->group : NULL;
+    moe_call c;
     uint64_t read = 0;
-    order_pairs(&c, &read, NULL);
-    assign_groups(&c);
-    group_rows(&c);
-    start_reads(&c);
-    if (c.t)
-        run_devices(&c, counts);
-    COLI_TRY(run_cpu(&c, pool, err));
+    COLI_TRY(run_pairs(&c, m, l, pool, io, &read, NULL, counts, err));
     for (int r = 0; r < c.n; r++) {
         int pair = io->rows[r];
         memcpy(y + (size_t)pair * c.H, io->ye + (size_t)io->pos[pair] * c.H, (size_t)c.H * sizeof(float));

@@ -99,6 +99,8 @@ int coli__experts_n_devices(const coli_model *m);
 coli_status coli__experts_dev_stats(const coli_model *m, int dev, const coli__experts_counts *cnt,
                                     coli_gpu_stats *out);
 
+/* The GPU tier's description of a weight matrix (its host arrays). */
+coli__gpu_mat coli__gpu_mat_of(const coli__mat *w);
 /* The tier's devices for the device decoder: NULL without a tier. */
 coli__gpu *coli__experts_gpu(const coli_model *m, const coli__gpu_ops **ops);
 /* Expert e of layer l's gate, up and down handles when resident on device
