@@ -44,6 +44,8 @@ static __device__ __forceinline__ float *part_of(const coli__att_args &a, const 
  * position; 8 warps. */
 static __global__ void k_att_scores(coli__att_args a, att_dims d)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     const int tile = (int)blockIdx.x, h = (int)blockIdx.y, tl = (int)blockIdx.z, t = d.t_base + tl;
     if (t >= a.step[0])
         return;
@@ -91,6 +93,8 @@ static __global__ void k_att_scores(coli__att_args a, att_dims d)
  * in increasing j. One thread per position. */
 static __global__ void k_att_exp(coli__att_args a, att_dims d)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     const int tile = (int)blockIdx.x, h = (int)blockIdx.y, tl = (int)blockIdx.z, t = d.t_base + tl;
     if (t >= a.step[0])
         return;
@@ -132,6 +136,8 @@ static __global__ void k_att_exp(coli__att_args a, att_dims d)
  * positions j = k mod 8 of the tile, in increasing j. */
 static __global__ void k_att_mix(coli__att_args a, att_dims d)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     const int tile = (int)blockIdx.x, h = (int)blockIdx.y, tl = (int)blockIdx.z, t = d.t_base + tl;
     if (t >= a.step[0])
         return;
@@ -193,6 +199,8 @@ static __device__ void quantize_head(const coli__att_args &a, int t, int h, floa
 /* The tiles' sums added in increasing order. */
 static __global__ void k_att_out(coli__att_args a, att_dims d)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     const int h = (int)blockIdx.x, tl = (int)blockIdx.y, t = d.t_base + tl;
     if (t >= a.step[0])
         return;
@@ -219,6 +227,8 @@ static __global__ void k_att_out(coli__att_args a, att_dims d)
  * the scores in shared memory. */
 static __global__ void __launch_bounds__(256) k_att_fused(coli__att_args a)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     const int h = (int)blockIdx.x, t = (int)blockIdx.y;
     if (t >= a.step[0])
         return;
@@ -334,7 +344,7 @@ coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_
 {
     if (max_pos + 1 <= FUSED_TILES * ATT_TILE && a->hd <= 256) {
         size_t smem = (size_t)(a->hd + FUSED_TILES * ATT_TILE + 8 * a->hd) * sizeof(float);
-        k_att_fused<<<dim3((unsigned)a->nh, (unsigned)max_S), 256, smem, st>>>(*a);
+        (void)coli_launch(coli__gpu_pdl(), k_att_fused, dim3((unsigned)a->nh, (unsigned)max_S), 256, smem, st, *a);
         CK_LAUNCH("the attention kernel");
         return COLI_OK;
     }
@@ -355,13 +365,13 @@ coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_
         d.t_base = t0;
         dim3 grid((unsigned)d.tiles, (unsigned)a->nh, (unsigned)nt);
         /* token tl of this launch uses score row tl: rows are per launch */
-        k_att_scores<<<grid, 256, smem_sc, st>>>(*a, d);
+        (void)coli_launch(coli__gpu_pdl(), k_att_scores, grid, 256, smem_sc, st, *a, d);
         CK_LAUNCH("the attention score kernel");
-        k_att_exp<<<grid, ATT_TILE, 0, st>>>(*a, d);
+        (void)coli_launch(coli__gpu_pdl(), k_att_exp, grid, ATT_TILE, 0, st, *a, d);
         CK_LAUNCH("the attention softmax kernel");
-        k_att_mix<<<grid, 256, smem_mix, st>>>(*a, d);
+        (void)coli_launch(coli__gpu_pdl(), k_att_mix, grid, 256, smem_mix, st, *a, d);
         CK_LAUNCH("the attention value kernel");
-        k_att_out<<<dim3((unsigned)a->nh, (unsigned)nt), 256, 0, st>>>(*a, d);
+        (void)coli_launch(coli__gpu_pdl(), k_att_out, dim3((unsigned)a->nh, (unsigned)nt), 256, 0, st, *a, d);
         CK_LAUNCH("the attention output kernel");
     }
     return COLI_OK;

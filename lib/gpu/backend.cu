@@ -446,12 +446,12 @@ static coli_status run(coli__gpu *g, int dev, const job_view *jobs, int n_jobs, 
     CK(cudaEventRecord(dv->ev[1], st), "cudaEventRecord");
     if (coli__is_quant(dt))
         COLI_TRY(coli__k_quantize(st, d_x, total, H, px, sx, psx, err));
-    COLI_TRY(coli__k_products(st, dt, d_tab, n_stage1, is_experts ? I : O, H, max_rows1, px, sx, psx, d_x, err));
+    COLI_TRY(coli__k_products(st, dt, d_tab, n_stage1, is_experts ? I : O, H, max_rows1, px, sx, psx, d_x, 1, err));
     if (is_experts) {
         COLI_TRY(coli__k_swiglu(st, d_g, d_u, d_h, (size_t)total * I, err));
         if (coli__is_quant(dt2))
             COLI_TRY(coli__k_quantize(st, d_h, total, I, ph, sh, psh, err));
-        COLI_TRY(coli__k_products(st, dt2, d_tab + n_stage1, n_stage2, H, I, max_rows1, ph, sh, psh, d_h, err));
+        COLI_TRY(coli__k_products(st, dt2, d_tab + n_stage1, n_stage2, H, I, max_rows1, ph, sh, psh, d_h, 1, err));
     }
     CK(cudaEventRecord(dv->ev[2], st), "cudaEventRecord");
     CK(cudaMemcpyAsync(h_x, d_y, y_bytes, cudaMemcpyDeviceToHost, st), "copying results from the device");

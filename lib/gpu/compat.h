@@ -77,6 +77,25 @@ static inline hipError_t coli_graph_instantiate(hipGraphExec_t *exec, hipGraph_t
     return hipGraphInstantiate(exec, graph, NULL, NULL, 0);
 }
 
+/* Programmatic dependent launch is NVIDIA's (sm_90): on AMD a launch
+ * waits for the one before it, and the kernels' calls are empty. */
+static __device__ __forceinline__ void coli_pdl_wait(void)
+{
+}
+
+static __device__ __forceinline__ void coli_pdl_release(void)
+{
+}
+
+template <typename... P, typename... A>
+static inline hipError_t coli_launch(int pdl, void (*k)(P...), dim3 grid, dim3 block, size_t smem, hipStream_t st,
+                                     A... args)
+{
+    (void)pdl;
+    k<<<grid, block, smem, st>>>(args...);
+    return hipPeekAtLastError(); /* left for the caller's check */
+}
+
 /* The lanes of a wavefront agree on shared and global memory written
  * before this point (a wavefront runs in lock step). */
 static __device__ __forceinline__ void coli_syncwarp(void)
@@ -212,6 +231,52 @@ static inline cudaError_t coli_graph_instantiate(cudaGraphExec_t *exec, cudaGrap
 static __device__ __forceinline__ void coli_syncwarp(void)
 {
     __syncwarp();
+}
+
+/* Programmatic dependent launch (sm_90 and later): a kernel launched by
+ * coli_launch with pdl set may start while the kernel before it in the
+ * stream (or graph) is still running. It calls coli_pdl_wait() before it
+ * reads anything an earlier kernel wrote or writes anything at all (the
+ * wait returns once that kernel has finished and its writes are
+ * visible), and coli_pdl_release() after, so that the kernel after it
+ * may start in turn. Before the wait it may only read what no kernel of
+ * the step writes: weights and tables made at creation. Elsewhere both
+ * are empty. */
+static __device__ __forceinline__ void coli_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+static __device__ __forceinline__ void coli_pdl_release(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <typename... P, typename... A>
+static inline cudaError_t coli_launch(int pdl, void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                                      A... args)
+{
+#if CUDART_VERSION < 12000 /* no cudaLaunchKernelEx: launches do not overlap */
+    (void)pdl;
+    k<<<grid, block, smem, st>>>(args...);
+    return cudaPeekAtLastError(); /* left for the caller's check */
+#else
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1] = {};
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = pdl ? at : NULL;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k, args...);
+#endif
 }
 
 static inline void coli_gpu_arch_name(const cudaDeviceProp *p, char *out, size_t cap)

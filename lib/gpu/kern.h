@@ -79,6 +79,11 @@ struct coli__gpu {
 coli_status coli__cuda_fail(coli__err *err, cudaError_t e, const char *what);
 /* Bytes of each array of m: quants (or values), scales, minimums. */
 void coli__gpu_array_bytes(const coli__gpu_mat *m, size_t *a, size_t *b, size_t *c);
+/* Programmatic dependent launch for this thread's launches (on: every
+ * kernel launched waits with coli_pdl_wait before it touches the step's
+ * data; see compat.h). */
+void coli__gpu_pdl_set(int on);
+int coli__gpu_pdl(void);
 /* Fault injection (COLI_GPU_FAIL_AFTER): every fallible call counts. */
 coli_status coli__gpu_injected(coli__gpu *g, coli__err *err);
 /* The tensor of a handle, or NULL. */
@@ -224,10 +229,12 @@ coli_status coli__k_quantize(cudaStream_t st, const float *x, int rows, int cols
 /* n_prods products of format dt from a device table, at most max_rows
  * rows and max_tok tokens each (the grid), of about cols columns (a hint
  * for the kernel's shape: each product has its own); quantized
- * activations (p, s, psum) or float ones (x). */
+ * activations (p, s, psum) or float ones (x). early: the table and its
+ * weights are made at creation, never by a kernel of the step, so that
+ * the weights may load before the kernel waits for the one before it. */
 coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int n_prods, int max_rows, int cols,
                              int max_tok, const int8_t *p, const float *s, const int32_t *psum, const float *x,
-                             coli__err *err);
+                             int early, coli__err *err);
 /* h = swiglu(g, u) over n values. */
 coli_status coli__k_swiglu(cudaStream_t st, const float *g, const float *u, float *h, size_t n, coli__err *err);
 /* The same for rows x cols, and h quantized when q is set. */

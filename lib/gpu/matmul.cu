@@ -44,6 +44,8 @@
 /* One 32-lane group per 32-value activation group (coli__quant32). */
 static __global__ void k_quantize_act(const float *x, int n_groups, int8_t *p, float *s, int32_t *psum)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     int gi = (int)blockIdx.x * (int)(blockDim.x / QK) + (int)(threadIdx.x / QK);
     int lane = (int)(threadIdx.x % QK);
     if (gi >= n_groups)
@@ -55,6 +57,8 @@ static __global__ void k_quantize_act(const float *x, int n_groups, int8_t *p, f
 static __global__ void k_swiglu_q(const float *g, const float *u, float *h, int n_groups, int8_t *p, float *s,
                                   int32_t *psum)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     int gi = (int)blockIdx.x * (int)(blockDim.x / QK) + (int)(threadIdx.x / QK);
     int lane = (int)(threadIdx.x % QK);
     if (gi >= n_groups)
@@ -111,6 +115,8 @@ template <int DT, int R, int GU, int BT>
 static __global__ void __launch_bounds__(BT) k_qgemm(const prod *prods, const int8_t *p, const float *s,
                                                       const int32_t *psum)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     const prod pr = prods[blockIdx.z];
     const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
     const int RS = BT / 8; /* rows of one pass */
@@ -223,8 +229,14 @@ static __global__ void __launch_bounds__(BT) k_qgemm(const prod *prods, const in
 
 template <int DT, int TT, int LPR>
 static __global__ void __launch_bounds__(128) k_qgemv(const prod *prods, const int8_t *p, const float *s,
-                                                       const int32_t *psum)
+                                                       const int32_t *psum, int early)
 {
+    /* early: the table is static, so the first groups' weights load before
+     * the wait (coli_pdl_wait), beside the kernel before this one */
+    if (!early) {
+        coli_pdl_wait();
+        coli_pdl_release();
+    }
     const prod pr = prods[blockIdx.z];
     const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
     const int row = (int)blockIdx.x * (128 / LPR) + (int)(threadIdx.x / LPR), lane = (int)(threadIdx.x % LPR);
@@ -263,6 +275,10 @@ static __global__ void __launch_bounds__(128) k_qgemv(const prod *prods, const i
                 D[u] = coli__f16_bits_to_f32(dr[gg / per]);
                 M[u] = DT == COLI_DT_Q2 ? coli__f16_bits_to_f32(mr[gg]) : 0.0f;
             }
+        }
+        if (early && g0 == 0) { /* the activations are the step's */
+            coli_pdl_wait();
+            coli_pdl_release();
         }
 #pragma unroll
         for (int t = 0; t < TT; t++) {
@@ -316,20 +332,20 @@ static __global__ void __launch_bounds__(128) k_qgemv(const prod *prods, const i
 /* The decode launch of format DT: tokens per block, lanes per row. */
 template <int DT>
 static void launch_qgemv(cudaStream_t st, int max_rows, int max_tok, int cols_hint, int n_prods, const prod *dev_prods,
-                         const int8_t *p, const float *s, const int32_t *psum)
+                         const int8_t *p, const float *s, const int32_t *psum, int early)
 {
     const bool wide = cols_hint >= 64 * QK; /* 64 groups or more: 32 lanes a row */
     const int rows_per = wide ? 4 : 16;
     const unsigned ty = max_tok == 1 ? 1u : (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE);
     const dim3 grid((unsigned)((max_rows + rows_per - 1) / rows_per), ty, (unsigned)n_prods);
     if (max_tok == 1 && wide)
-        k_qgemv<DT, 1, 32><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        (void)coli_launch(coli__gpu_pdl(), k_qgemv<DT, 1, 32>, grid, 128, 0, st, dev_prods, p, s, psum, early);
     else if (max_tok == 1)
-        k_qgemv<DT, 1, 8><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        (void)coli_launch(coli__gpu_pdl(), k_qgemv<DT, 1, 8>, grid, 128, 0, st, dev_prods, p, s, psum, early);
     else if (wide)
-        k_qgemv<DT, TOK_TILE, 32><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        (void)coli_launch(coli__gpu_pdl(), k_qgemv<DT, TOK_TILE, 32>, grid, 128, 0, st, dev_prods, p, s, psum, early);
     else
-        k_qgemv<DT, TOK_TILE, 8><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+        (void)coli_launch(coli__gpu_pdl(), k_qgemv<DT, TOK_TILE, 8>, grid, 128, 0, st, dev_prods, p, s, psum, early);
 }
 
 #if COLI_GPU_HAS_WMMA
@@ -375,6 +391,8 @@ template <int DT>
 static __global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, const int8_t *p, const float *s,
                                                     const int32_t *psum)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     using namespace nvcuda;
     __shared__ __align__(32) signed char sA[4][2][256]; /* per warp: 16 rows x 16 k, two halves */
     __shared__ __align__(32) signed char sB[2][256];    /* 16 tokens x 16 k (col-major), two halves */
@@ -501,6 +519,8 @@ template <int DT>
 static __global__ void __launch_bounds__(128) k_qgemm_mma2(const prod *prods, const int8_t *p, const float *s,
                                                             const int32_t *psum)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     __shared__ __align__(16) signed char sA[MM2_ROWS * MM2_W]; /* weights, row-major */
     __shared__ __align__(16) signed char sB[MM2_TOK * MM2_W];  /* activations, token-major */
     __shared__ float sD[MM2_ROWS][MM2_G], sM[MM2_ROWS][MM2_G], sS[MM2_TOK][MM2_G];
@@ -651,8 +671,12 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma2(const prod *prods, co
  * token the activations too) are issued before their products, so that a
  * lane has them in flight together. */
 template <int DT, int TT, int U>
-static __global__ void k_fgemm(const prod *prods, const float *x)
+static __global__ void k_fgemm(const prod *prods, const float *x, int early)
 {
+    if (!early) { /* early: as k_qgemv's */
+        coli_pdl_wait();
+        coli_pdl_release();
+    }
     const prod pr = prods[blockIdx.z];
     const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
     const int lanes = 32, rows_per = blockDim.x / lanes;
@@ -683,6 +707,14 @@ static __global__ void k_fgemm(const prod *prods, const float *x)
         for (int u = 0; u < U; u++) {
             int c = c0 + u * lanes;
             w[u] = c >= cols ? 0.0f : DT == COLI_DT_F32 ? wf[c] : coli__bf16_bits_to_f32(wh[c]);
+        }
+        if (early && c0 == lane) {
+            coli_pdl_wait();
+            coli_pdl_release();
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int c = c0 + u * lanes;
             if (TT == 1)
                 x1[u] = c >= cols ? 0.0f : xt[0][c];
         }
@@ -710,6 +742,8 @@ static __global__ void k_fgemm(const prod *prods, const float *x)
 /* h = swiglu(g, u) elementwise (lib/cpu/silu.h, the CPU's very function). */
 static __global__ void k_swiglu(const float *g, const float *u, float *h, size_t n)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         h[i] = coli__swiglu(g[i], u[i]);
@@ -719,7 +753,7 @@ static __global__ void k_swiglu(const float *g, const float *u, float *h, size_t
 
 coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int n_prods, int max_rows, int cols,
                              int max_tok, const int8_t *p, const float *s, const int32_t *psum, const float *x,
-                             coli__err *err)
+                             int early, coli__err *err)
 {
     if (n_prods == 0 || max_tok == 0 || max_rows == 0)
         return COLI_OK;
@@ -735,11 +769,11 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
             ty = 4;
         grid = dim3((unsigned)((max_rows + MM2_ROWS - 1) / MM2_ROWS), ty, (unsigned)n_prods);
         if (dt == COLI_DT_Q8)
-            k_qgemm_mma2<COLI_DT_Q8><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+            (void)coli_launch(coli__gpu_pdl(), k_qgemm_mma2<COLI_DT_Q8>, grid, 128, 0, st, dev_prods, p, s, psum);
         else if (dt == COLI_DT_Q4)
-            k_qgemm_mma2<COLI_DT_Q4><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+            (void)coli_launch(coli__gpu_pdl(), k_qgemm_mma2<COLI_DT_Q4>, grid, 128, 0, st, dev_prods, p, s, psum);
         else
-            k_qgemm_mma2<COLI_DT_Q2><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+            (void)coli_launch(coli__gpu_pdl(), k_qgemm_mma2<COLI_DT_Q2>, grid, 128, 0, st, dev_prods, p, s, psum);
         CK_LAUNCH("a tensor-core product kernel");
         return COLI_OK;
     }
@@ -747,11 +781,11 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
         grid = dim3((unsigned)((max_rows + MMA_ROWS - 1) / MMA_ROWS), (unsigned)((max_tok + MMA_TOK - 1) / MMA_TOK),
                     (unsigned)n_prods);
         if (dt == COLI_DT_Q8)
-            k_qgemm_mma<COLI_DT_Q8><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+            (void)coli_launch(coli__gpu_pdl(), k_qgemm_mma<COLI_DT_Q8>, grid, 128, 0, st, dev_prods, p, s, psum);
         else if (dt == COLI_DT_Q4)
-            k_qgemm_mma<COLI_DT_Q4><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+            (void)coli_launch(coli__gpu_pdl(), k_qgemm_mma<COLI_DT_Q4>, grid, 128, 0, st, dev_prods, p, s, psum);
         else
-            k_qgemm_mma<COLI_DT_Q2><<<grid, 128, 0, st>>>(dev_prods, p, s, psum);
+            (void)coli_launch(coli__gpu_pdl(), k_qgemm_mma<COLI_DT_Q2>, grid, 128, 0, st, dev_prods, p, s, psum);
         CK_LAUNCH("a tensor-core product kernel");
         return COLI_OK;
     }
@@ -759,11 +793,11 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
     if (coli__is_quant(dt) && max_tok <= TOK_TILE) {
         /* decode: a 32-lane group per row */
         if (dt == COLI_DT_Q8)
-            launch_qgemv<COLI_DT_Q8>(st, max_rows, max_tok, cols, n_prods, dev_prods, p, s, psum);
+            launch_qgemv<COLI_DT_Q8>(st, max_rows, max_tok, cols, n_prods, dev_prods, p, s, psum, early);
         else if (dt == COLI_DT_Q4)
-            launch_qgemv<COLI_DT_Q4>(st, max_rows, max_tok, cols, n_prods, dev_prods, p, s, psum);
+            launch_qgemv<COLI_DT_Q4>(st, max_rows, max_tok, cols, n_prods, dev_prods, p, s, psum, early);
         else
-            launch_qgemv<COLI_DT_Q2>(st, max_rows, max_tok, cols, n_prods, dev_prods, p, s, psum);
+            launch_qgemv<COLI_DT_Q2>(st, max_rows, max_tok, cols, n_prods, dev_prods, p, s, psum, early);
     } else if (coli__is_quant(dt)) {
         /* rows per lane and groups per iteration: enough bytes in flight
          * per lane without spilling (measured on an H200); a product too
@@ -774,36 +808,44 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
         if (big < 2 * SMALL_BLOCKS_BELOW) {
             grid = dim3((unsigned)((max_rows + 7) / 8), ty, (unsigned)n_prods);
             if (dt == COLI_DT_Q8)
-                k_qgemm<COLI_DT_Q8, 1, 8, 64><<<grid, 64, 0, st>>>(dev_prods, p, s, psum);
+                (void)coli_launch(coli__gpu_pdl(), k_qgemm<COLI_DT_Q8, 1, 8, 64>, grid, 64, 0, st, dev_prods, p, s,
+                                  psum);
             else if (dt == COLI_DT_Q4)
-                k_qgemm<COLI_DT_Q4, 1, 8, 64><<<grid, 64, 0, st>>>(dev_prods, p, s, psum);
+                (void)coli_launch(coli__gpu_pdl(), k_qgemm<COLI_DT_Q4, 1, 8, 64>, grid, 64, 0, st, dev_prods, p, s,
+                                  psum);
             else
-                k_qgemm<COLI_DT_Q2, 1, 8, 64><<<grid, 64, 0, st>>>(dev_prods, p, s, psum);
+                (void)coli_launch(coli__gpu_pdl(), k_qgemm<COLI_DT_Q2, 1, 8, 64>, grid, 64, 0, st, dev_prods, p, s,
+                                  psum);
         } else {
             grid = dim3((unsigned)((max_rows + 32 * R - 1) / (32 * R)), ty, (unsigned)n_prods);
             if (dt == COLI_DT_Q8)
-                k_qgemm<COLI_DT_Q8, Q8_R, Q8_GU, 256><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+                (void)coli_launch(coli__gpu_pdl(), k_qgemm<COLI_DT_Q8, Q8_R, Q8_GU, 256>, grid, block, 0, st, dev_prods,
+                                  p, s, psum);
             else if (dt == COLI_DT_Q4)
-                k_qgemm<COLI_DT_Q4, Q4_R, Q4_GU, 256><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+                (void)coli_launch(coli__gpu_pdl(), k_qgemm<COLI_DT_Q4, Q4_R, Q4_GU, 256>, grid, block, 0, st, dev_prods,
+                                  p, s, psum);
             else
-                k_qgemm<COLI_DT_Q2, Q2_R, Q2_GU, 256><<<grid, block, 0, st>>>(dev_prods, p, s, psum);
+                (void)coli_launch(coli__gpu_pdl(), k_qgemm<COLI_DT_Q2, Q2_R, Q2_GU, 256>, grid, block, 0, st, dev_prods,
+                                  p, s, psum);
         }
     } else if (max_tok == 1) {
         /* decode: four rows a block, 16 columns in flight a lane */
         grid = dim3((unsigned)((max_rows + 3) / 4), 1, (unsigned)n_prods);
         if (dt == COLI_DT_F32)
-            k_fgemm<COLI_DT_F32, 1, 16><<<grid, 128, 0, st>>>(dev_prods, x);
+            (void)coli_launch(coli__gpu_pdl(), k_fgemm<COLI_DT_F32, 1, 16>, grid, 128, 0, st, dev_prods, x, early);
         else
-            k_fgemm<COLI_DT_BF16, 1, 16><<<grid, 128, 0, st>>>(dev_prods, x);
+            (void)coli_launch(coli__gpu_pdl(), k_fgemm<COLI_DT_BF16, 1, 16>, grid, 128, 0, st, dev_prods, x, early);
     } else {
         /* two rows a block when that is what fills the device */
         const unsigned ty = (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE);
         const int per = (long)((max_rows + 7) / 8) * ty * n_prods < 2 * SMALL_BLOCKS_BELOW ? 2 : 8;
         grid = dim3((unsigned)((max_rows + per - 1) / per), ty, (unsigned)n_prods);
         if (dt == COLI_DT_F32)
-            k_fgemm<COLI_DT_F32, TOK_TILE, 8><<<grid, 32 * per, 0, st>>>(dev_prods, x);
+            (void)coli_launch(coli__gpu_pdl(), k_fgemm<COLI_DT_F32, TOK_TILE, 8>, grid, 32 * per, 0, st, dev_prods, x,
+                              early);
         else
-            k_fgemm<COLI_DT_BF16, TOK_TILE, 8><<<grid, 32 * per, 0, st>>>(dev_prods, x);
+            (void)coli_launch(coli__gpu_pdl(), k_fgemm<COLI_DT_BF16, TOK_TILE, 8>, grid, 32 * per, 0, st, dev_prods, x,
+                              early);
     }
     CK_LAUNCH("a product kernel");
     return COLI_OK;
@@ -815,7 +857,7 @@ coli_status coli__k_quantize(cudaStream_t st, const float *x, int rows, int cols
     int n_groups = rows * (cols / QK);
     if (n_groups == 0)
         return COLI_OK;
-    k_quantize_act<<<(n_groups + 7) / 8, 8 * QK, 0, st>>>(x, n_groups, p, s, psum);
+    (void)coli_launch(coli__gpu_pdl(), k_quantize_act, (n_groups + 7) / 8, 8 * QK, 0, st, x, n_groups, p, s, psum);
     CK_LAUNCH("the activation quantization kernel");
     return COLI_OK;
 }
@@ -828,8 +870,8 @@ coli_status coli__k_swiglu_q(cudaStream_t st, const float *g, const float *u, fl
     int n_groups = rows * (cols / QK);
     if (n_groups == 0)
         return COLI_OK;
-    k_swiglu_q<<<(n_groups + 7) / 8, 8 * QK, 0, st>>>(g, u, h, n_groups, q ? q->p : NULL, q ? q->s : NULL,
-                                                      q ? q->psum : NULL);
+    (void)coli_launch(coli__gpu_pdl(), k_swiglu_q, (n_groups + 7) / 8, 8 * QK, 0, st, g, u, h, n_groups,
+                      q ? q->p : NULL, q ? q->s : NULL, q ? q->psum : NULL);
     CK_LAUNCH("the SwiGLU kernel");
     return COLI_OK;
 }
@@ -838,7 +880,7 @@ coli_status coli__k_swiglu(cudaStream_t st, const float *g, const float *u, floa
 {
     if (n == 0)
         return COLI_OK;
-    k_swiglu<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(g, u, h, n);
+    (void)coli_launch(coli__gpu_pdl(), k_swiglu, (unsigned)((n + 255) / 256), 256, 0, st, g, u, h, n);
     CK_LAUNCH("the SwiGLU kernel");
     return COLI_OK;
 }

@@ -84,6 +84,8 @@ static __device__ void route_token(const float *rl, int E, int K, int norm_topk,
 template <int PL>
 static __global__ void k_route(const float *rl, int E, int K, int norm_topk, const int *S, int *sel, float *w)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     const int lane = (int)(threadIdx.x % 32);
     const int t = (int)blockIdx.x * (int)(blockDim.x / 32) + (int)(threadIdx.x / 32);
     if (t < *S)
@@ -173,6 +175,8 @@ static __device__ void group_body(const coli__group_args &a, int *sh)
 
 static __global__ void k_group(coli__group_args a)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     extern __shared__ int sh[];
     group_body(a, sh);
 }
@@ -182,6 +186,8 @@ static __global__ void k_group(coli__group_args a)
 template <int PL>
 static __global__ void k_route_group(const float *rl, int norm_topk, coli__group_args a)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     extern __shared__ int sh[];
     const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
     const int S = *a.S;
@@ -202,23 +208,26 @@ coli_status coli__k_route_group(cudaStream_t st, const float *rl, int norm_topk,
     const int pl = a->E <= 128 ? 4 : a->E <= 256 ? 8 : 16;
     if (max_S <= 8) {
         if (pl == 4)
-            k_route_group<4><<<1, 256, sh, st>>>(rl, norm_topk, *a);
+            (void)coli_launch(coli__gpu_pdl(), k_route_group<4>, 1, 256, sh, st, rl, norm_topk, *a);
         else if (pl == 8)
-            k_route_group<8><<<1, 256, sh, st>>>(rl, norm_topk, *a);
+            (void)coli_launch(coli__gpu_pdl(), k_route_group<8>, 1, 256, sh, st, rl, norm_topk, *a);
         else
-            k_route_group<16><<<1, 256, sh, st>>>(rl, norm_topk, *a);
+            (void)coli_launch(coli__gpu_pdl(), k_route_group<16>, 1, 256, sh, st, rl, norm_topk, *a);
         CK_LAUNCH("the router kernel");
         return COLI_OK;
     }
     const unsigned nb = (unsigned)((max_S + 3) / 4);
     if (pl == 4)
-        k_route<4><<<nb, 128, 0, st>>>(rl, a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
+        (void)coli_launch(coli__gpu_pdl(), k_route<4>, nb, 128, 0, st, rl,
+                          a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
     else if (pl == 8)
-        k_route<8><<<nb, 128, 0, st>>>(rl, a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
+        (void)coli_launch(coli__gpu_pdl(), k_route<8>, nb, 128, 0, st, rl,
+                          a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
     else
-        k_route<16><<<nb, 128, 0, st>>>(rl, a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
+        (void)coli_launch(coli__gpu_pdl(), k_route<16>, nb, 128, 0, st, rl,
+                          a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
     CK_LAUNCH("the router kernel");
-    k_group<<<1, 1024, sh, st>>>(*a);
+    (void)coli_launch(coli__gpu_pdl(), k_group, 1, 1024, sh, st, *a);
     CK_LAUNCH("the expert grouping kernel");
     return COLI_OK;
 }
@@ -232,6 +241,8 @@ static __global__ void k_combine(float *x, const float *ye, const float *yh, con
                                  const int *sel, const float *w, int K, int H, const int *S, const float *nw,
                                  float eps, float *xn, coli__qout q)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     extern __shared__ float xs[];
     const int t = (int)blockIdx.x;
     if (t >= *S)
@@ -283,8 +294,8 @@ coli_status coli__k_combine(cudaStream_t st, float *x, const float *ye, const fl
     if (K > 64)
         return coli__fail(err, COLI_EUNSUPPORTED, "GPU tier: %d experts per token, at most 64", K);
     coli__qout none = {NULL, NULL, NULL};
-    k_combine<<<max_S, 1024, next_norm ? (size_t)H * sizeof(float) : 0, st>>>(x, ye, yh, row, host, sel, w, K, H, S,
-                                                                              next_norm, eps, xn, q ? *q : none);
+    (void)coli_launch(coli__gpu_pdl(), k_combine, max_S, 1024, next_norm ? (size_t)H * sizeof(float) : 0, st, x, ye, yh,
+                      row, host, sel, w, K, H, S, next_norm, eps, xn, q ? *q : none);
     CK_LAUNCH("the expert combination kernel");
     return COLI_OK;
 }

@@ -12,6 +12,8 @@
 template <int DT>
 static __global__ void k_embed(const void *table, const int32_t *tokens, const int *S, int H, float *x)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     const int t = (int)blockIdx.x;
     if (t >= *S)
         return;
@@ -26,9 +28,11 @@ coli_status coli__k_embed(cudaStream_t st, const tensor *emb, const int32_t *tok
                           float *x, coli__err *err)
 {
     if (emb->shape.dt == COLI_DT_F32)
-        k_embed<COLI_DT_F32><<<max_S, 256, 0, st>>>(emb->mem, tokens, S, emb->shape.cols, x);
+        (void)coli_launch(coli__gpu_pdl(), k_embed<COLI_DT_F32>, max_S, 256, 0, st,
+                          emb->mem, tokens, S, emb->shape.cols, x);
     else
-        k_embed<COLI_DT_BF16><<<max_S, 256, 0, st>>>(emb->mem, tokens, S, emb->shape.cols, x);
+        (void)coli_launch(coli__gpu_pdl(), k_embed<COLI_DT_BF16>, max_S, 256, 0, st,
+                          emb->mem, tokens, S, emb->shape.cols, x);
     CK_LAUNCH("the embedding kernel");
     return COLI_OK;
 }
@@ -40,6 +44,8 @@ coli_status coli__k_embed(cudaStream_t st, const tensor *emb, const int32_t *tok
 static __global__ void k_norm(float *x, const float *o, const float *w, int H, float eps, const int *S, int last_only,
                               float *xn, coli__qout q)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     extern __shared__ float xs[];
     int t = (int)blockIdx.x;
     const int n = *S;
@@ -66,13 +72,16 @@ coli_status coli__k_norm(cudaStream_t st, float *x, const float *o, const float 
 {
     int rows = last_only ? 1 : max_S;
     coli__qout none = {NULL, NULL, NULL};
-    k_norm<<<rows, 1024, (size_t)H * sizeof(float), st>>>(x, o, w, H, eps, S, last_only, xn, q ? *q : none);
+    (void)coli_launch(coli__gpu_pdl(), k_norm, rows, 1024, (size_t)H * sizeof(float), st, x, o, w, H, eps, S, last_only,
+                      xn, q ? *q : none);
     CK_LAUNCH("the RMSNorm kernel");
     return COLI_OK;
 }
 
 static __global__ void k_residual(float *x, const float *o, int H, const int *S)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < (size_t)*S * (size_t)H)
         x[i] = x[i] + o[i];
@@ -82,7 +91,7 @@ coli_status coli__k_residual(cudaStream_t st, float *x, const float *o, int H, c
                              coli__err *err)
 {
     size_t n = (size_t)max_S * (size_t)H;
-    k_residual<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(x, o, H, S);
+    (void)coli_launch(coli__gpu_pdl(), k_residual, (unsigned)((n + 255) / 256), 256, 0, st, x, o, H, S);
     CK_LAUNCH("the residual kernel");
     return COLI_OK;
 }
@@ -122,6 +131,8 @@ static __device__ __forceinline__ void rotate_pair(float *hv, int i, int half, c
  * each step reads them there. */
 static __global__ void k_qkv(coli__qkv_args a)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     const int t = (int)blockIdx.x;
     if (t >= a.step[0])
         return;
@@ -187,6 +198,8 @@ static __global__ void k_qkv(coli__qkv_args a)
  * operations is k_qkv's. */
 static __global__ void k_qkv_head(coli__qkv_args a)
 {
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
     const int h = (int)blockIdx.x, t = (int)blockIdx.y, lane = (int)threadIdx.x;
     if (t >= a.step[0])
         return;
@@ -239,13 +252,13 @@ static __global__ void k_qkv_head(coli__qkv_args a)
 coli_status coli__k_qkv(cudaStream_t st, const coli__qkv_args *a, int max_S, coli__err *err)
 {
     if (a->qk_norm != 2) {
-        k_qkv_head<<<dim3((unsigned)(a->nh + a->nkv), (unsigned)max_S), 32, (size_t)2 * a->hd * sizeof(float), st>>>(
-            *a);
+        const dim3 grid((unsigned)(a->nh + a->nkv), (unsigned)max_S);
+        (void)coli_launch(coli__gpu_pdl(), k_qkv_head, grid, 32, (size_t)2 * a->hd * sizeof(float), st, *a);
         CK_LAUNCH("the q/k/v kernel");
         return COLI_OK;
     }
     size_t smem = (size_t)(a->nh + 2 * a->nkv) * (size_t)a->hd * sizeof(float);
-    k_qkv<<<max_S, 256, smem, st>>>(*a);
+    (void)coli_launch(coli__gpu_pdl(), k_qkv, max_S, 256, smem, st, *a);
     CK_LAUNCH("the q/k/v kernel");
     return COLI_OK;
 }

@@ -77,6 +77,7 @@ struct coli__gpu_pipe {
     cudaGraphExec_t exec;
     int graph_tiles; /* attention tiles the graph was captured for; 0: none */
     int any_host;
+    int pdl; /* launches overlap their predecessor's end (coli__gpu_pdl_set) */
     coli__gpu_pipe_stats st;
 };
 
@@ -516,6 +517,11 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
         }
     }
     FAIL_IF(cudaStreamCreate(&pp->stream), "cudaStreamCreate");
+    if (p->pdl && !p->phases) { /* phases time each kernel alone */
+        cudaDeviceProp prop;
+        FAIL_IF(cudaGetDeviceProperties(&prop, pp->dv->ordinal), "cudaGetDeviceProperties");
+        pp->pdl = prop.major >= 9;
+    }
     if (p->phases) {
         int want = 8 + 12 * net->n_layers;
         pp->ph_cap = want < (int)(sizeof pp->ph_ev / sizeof pp->ph_ev[0]) ? want
@@ -572,7 +578,7 @@ static coli_status products(coli__gpu_pipe *pp, cudaStream_t s, const launch *la
 {
     (void)quant;
     return coli__k_products(s, la->dt, pp->tab + la->first, la->n, la->rows, la->cols, S, pp->qp, pp->qs_, pp->qps, x,
-                            err);
+                            1, err);
 }
 
 static coli_status quantize(coli__gpu_pipe *pp, cudaStream_t s, const float *x, int rows, int cols, coli__err *err)
@@ -639,10 +645,10 @@ static coli_status moe(coli__gpu_pipe *pp, cudaStream_t s, int l, int S, const c
     const int slots = S * K < pp->E ? S * K : pp->E;
     if (L->dt1 >= 0) {
         /* gate and up read the tokens' quantized (or float) xn in place */
-        COLI_TRY(coli__k_products(s, L->dt1, pp->t1, 2 * slots, I, H, S, pp->qp, pp->qs_, pp->qps, pp->xn, err));
+        COLI_TRY(coli__k_products(s, L->dt1, pp->t1, 2 * slots, I, H, S, pp->qp, pp->qs_, pp->qps, pp->xn, 0, err));
         coli__qout q = qout(pp, coli__is_quant(L->dt2));
         COLI_TRY(coli__k_swiglu_q(s, pp->gg, pp->uu, pp->hh, S * K, I, &q, err));
-        COLI_TRY(coli__k_products(s, L->dt2, pp->t2, slots, H, I, S, pp->qp, pp->qs_, pp->qps, pp->hh, err));
+        COLI_TRY(coli__k_products(s, L->dt2, pp->t2, slots, H, I, S, pp->qp, pp->qs_, pp->qps, pp->hh, 0, err));
     }
     mark(pp, s, PH_EXPERTS);
     if (hosted) {
@@ -777,8 +783,21 @@ static uint64_t ns_between(cudaEvent_t a, cudaEvent_t b)
     return (uint64_t)((double)ms * 1e6);
 }
 
+static coli_status run_steps(coli__gpu_pipe *pp, const int32_t *tokens, int n, int pos0, const float *rope,
+                             float *logits, const coli__gpu_host *host, coli__err *err);
+
 coli_status coli__pipe_run(coli__gpu_pipe *pp, const int32_t *tokens, int n, int pos0, const float *rope,
                             float *logits, const coli__gpu_host *host, coli__err *err)
+{
+    /* the launches of this thread overlap only while the pipe runs */
+    coli__gpu_pdl_set(pp ? pp->pdl : 0);
+    coli_status st = run_steps(pp, tokens, n, pos0, rope, logits, host, err);
+    coli__gpu_pdl_set(0);
+    return st;
+}
+
+static coli_status run_steps(coli__gpu_pipe *pp, const int32_t *tokens, int n, int pos0, const float *rope,
+                             float *logits, const coli__gpu_host *host, coli__err *err)
 {
     if (!pp || n < 0 || (n > 0 && (!tokens || !rope)) || pos0 < 0 || pos0 + n > pp->p.n_ctx)
         return coli__fail(err, COLI_EINVAL, "GPU pipe: %d tokens at position %d do not fit a context of %d", n, pos0,

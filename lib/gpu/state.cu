@@ -13,6 +13,21 @@ coli_status coli__cuda_fail(coli__err *err, cudaError_t e, const char *what)
                       cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+/* Whether this thread's launches may overlap the kernel before them
+ * (compat.h, coli_launch): the pipe turns it on around its steps, on
+ * devices that have it. */
+static thread_local int g_pdl;
+
+void coli__gpu_pdl_set(int on)
+{
+    g_pdl = on;
+}
+
+int coli__gpu_pdl(void)
+{
+    return g_pdl;
+}
+
 /* Fault injection: every fallible call counts; past the limit it fails. */
 coli_status coli__gpu_injected(coli__gpu *g, coli__err *err)
 {
