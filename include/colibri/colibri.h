@@ -599,7 +599,9 @@ typedef struct coli_gpu_stats {
     uint64_t step_ns;              /* device time of those steps */
     /* With COLI_GPU_PHASES=1 in the environment at context creation (for
      * profiling: steps then run without graphs), the device time of each
-     * phase of the steps, named by coli_gpu_phase_name; else zeros. */
+     * phase of the steps, named by coli_gpu_phase_name; else zeros.
+     * (COLI_GPU_PDL=1 there lets each kernel of a step start while the
+     * one before it ends, on compute capability 9.0 and later.) */
     uint64_t phase_ns[COLI_GPU_N_PHASES];
 } coli_gpu_stats;
 
