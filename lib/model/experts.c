@@ -609,6 +609,7 @@ typedef struct moe_call {
     signed char *group;          /* [E] group of each routed expert; NULL: the CPU for all */
     int lo[MAXD + 1], hi[MAXD + 1]; /* each group's rows of xe and ye */
     int failed[MAXD];            /* devices whose call failed */
+    coli__pool *pool;            /* the CPU's threads, for copies too */
 } moe_call;
 
 static int group_of(const moe_call *c, int e)
@@ -661,10 +662,24 @@ static void assign_groups(moe_call *c)
 
 /* Rows laid out by group (device 0, 1, ..., then the CPU), each expert's
  * rows together: one contiguous block per device call. */
+/* Rows [begin, end) of io->rows: each pair's token into its row of xe
+ * (many rows of a prompt: the CPU's threads share the copying). */
+static void gather_rows(void *arg, int64_t begin, int64_t end, int thread)
+{
+    const moe_call *c = arg;
+    const coli__moe_io *io = c->io;
+    (void)thread;
+    for (int64_t r = begin; r < end; r++) {
+        const int pair = io->rows[r];
+        if (group_of(c, io->sel[pair]) != c->cpu || c->S > 1) /* one token on the CPU reads xn itself */
+            memcpy(io->xe + (size_t)io->pos[pair] * c->H, io->xn + (size_t)(pair / c->K) * c->H,
+                   (size_t)c->H * sizeof(float));
+    }
+}
+
 static void group_rows(moe_call *c)
 {
     coli__moe_io *io = c->io;
-    const int H = c->H, K = c->K;
     int at = 0;
     for (int gi = 0; gi <= c->cpu; gi++) {
         c->lo[gi] = at;
@@ -672,13 +687,11 @@ static void group_rows(moe_call *c)
             int pair = io->rows[r];
             if (group_of(c, io->sel[pair]) != gi)
                 continue;
-            io->pos[pair] = at;
-            if (gi != c->cpu || c->S > 1) /* one token on the CPU reads xn itself */
-                memcpy(io->xe + (size_t)at * H, io->xn + (size_t)(pair / K) * H, (size_t)H * sizeof(float));
-            at++;
+            io->pos[pair] = at++;
         }
         c->hi[gi] = at;
     }
+    coli__pool_run(c->pool, c->n, 64, gather_rows, c);
 }
 
 /* Every read the CPU's share needs starts now, before the devices run
@@ -828,6 +841,7 @@ static coli_status run_pairs(moe_call *c, const coli_model *m, int l, coli__pool
         .I = cfg->moe_inter,
         .S = io->S,
         .cpu = m->gpu ? m->gpu->n_dev : 0,
+        .pool = pool,
     };
     c->group = c->t ? io->group : NULL;
     order_pairs(c, read, pair_counts);
@@ -984,6 +998,23 @@ const int *coli__experts_handles(const coli_model *m, int l, int e, int dev)
     return t->dev[i] == dev ? &t->h[3 * i] : NULL;
 }
 
+/* The host's outputs, pair by pair, into y (coli__experts_host). */
+typedef struct host_out {
+    const moe_call *c;
+    float *y;
+} host_out;
+
+static void scatter_rows(void *arg, int64_t begin, int64_t end, int thread)
+{
+    const host_out *o = arg;
+    const moe_call *c = o->c;
+    (void)thread;
+    for (int64_t r = begin; r < end; r++) {
+        const int pair = c->io->rows[r];
+        memcpy(o->y + (size_t)pair * c->H, c->io->ye + (size_t)c->io->pos[pair] * c->H, (size_t)c->H * sizeof(float));
+    }
+}
+
 coli_status coli__experts_host(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, float *y,
                                coli__experts_counts *counts, coli__err *err)
 {
@@ -992,9 +1023,7 @@ coli_status coli__experts_host(const coli_model *m, int l, coli__pool *pool, col
     moe_call c;
     uint64_t read = 0;
     COLI_TRY(run_pairs(&c, m, l, pool, io, &read, NULL, counts, err));
-    for (int r = 0; r < c.n; r++) {
-        int pair = io->rows[r];
-        memcpy(y + (size_t)pair * c.H, io->ye + (size_t)io->pos[pair] * c.H, (size_t)c.H * sizeof(float));
-    }
+    host_out o = {&c, y};
+    coli__pool_run(pool, c.n, 64, scatter_rows, &o);
     return COLI_OK;
 }
