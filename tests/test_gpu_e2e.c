@@ -27,8 +27,9 @@ static int64_t g_slots;  /* COLI_OPT_EXPERT_SLOTS for one_run (a converted model
 static int g_layers = 1; /* COLI_OPT_GPU_LAYERS for one_run */
 static int g_tokenwise;  /* one_run feeds the prompt one token at a time */
 static int g_kv = COLI_KV_F32; /* COLI_OPT_KV_TYPE for one_run */
-static int g_long;       /* one_run's prompt: LONG pseudo-random ids (prefill on tensor cores) */
-#define LONG 200         /* within one attention tile with the steps after it */
+static int g_long;       /* one_run's prompt: LONG (1) or VLONG (2) pseudo-random ids */
+#define LONG 200         /* within one attention tile with the steps after it: prefill on tensor cores */
+#define VLONG 2100       /* past the 8 tiles of the fused attention kernel: its four-kernel path */
 
 typedef struct run {
     float *logits; /* (1 + STEPS) * vocab */
@@ -54,6 +55,8 @@ static void one_run(const char *dir, coli_weight_format fmt, int64_t budget_mb, 
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_HOTSET, 0), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU_LAYERS, g_layers), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_KV_TYPE, g_kv), COLI_OK);
+    if (g_long == 2)
+        ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, VLONG + STEPS + 8), COLI_OK);
     if (budget_mb >= 0)
         ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU_EXPERT_MB, budget_mb), COLI_OK);
     if (budget_gb_env)
@@ -74,10 +77,10 @@ static void one_run(const char *dir, coli_weight_format fmt, int64_t budget_mb, 
     coli_context *c = NULL;
     ck_assert_int_eq(coli_context_create(m, o, &c), COLI_OK);
     const char *text = "In the beginning God created the heaven and the earth.";
-    int32_t ids[LONG];
+    static int32_t ids[VLONG];
     size_t n = 0;
     if (g_long) {
-        for (n = 0; n < LONG; n++)
+        for (n = 0; n < (g_long == 2 ? VLONG : LONG); n++)
             ids[n] = (int32_t)((n * 7919 + 11) % (size_t)info.vocab_size);
     } else if (coli_tokenize(m, text, strlen(text), 1, ids, 64, &n) != COLI_OK) {
         /* the benchmark model has no tokenizer: fixed ids */
@@ -282,7 +285,22 @@ END_TEST
 
 START_TEST(test_bench_model)
 {
-    model_case(getenv("COLI_BENCH_MODEL"));
+    const char *dir = getenv("COLI_BENCH_MODEL");
+    model_case(dir);
+    /* a prompt past 2048 positions (the fixtures hold 512): the attention
+     * of many tiles, in prefill chunks and in the decode graph */
+    run cpu, gpu;
+    g_long = 2;
+    one_run(dir, COLI_WEIGHTS_Q4, -2, NULL, &cpu);
+    one_run(dir, COLI_WEIGHTS_Q4, -1, NULL, &gpu);
+    g_long = 0;
+    ck_assert_uint_eq(gpu.graph_launches, STEPS);
+    char what[512];
+    snprintf(what, sizeof what, "%s q4 a prompt of %d tokens, layers on the GPU", dir, VLONG);
+    compare(&gpu, &cpu, what);
+    printf("%s q4: same tokens and bit-identical logits after a prompt of %d tokens\n", dir, VLONG);
+    free(cpu.logits);
+    free(gpu.logits);
 }
 END_TEST
 
