@@ -313,6 +313,7 @@ int main(void)
     }
     unsetenv("COLI_CUDA");
     unsetenv("COLI_GPU_FAIL_AFTER");
+    setenv("COLI_GPU_POISON", "1", 1); /* every device buffer starts as NaN */
     Suite *s = suite_create("gpu_e2e");
     TCase *tc = tcase_create("placement");
     tcase_set_timeout(tc, 1200);

@@ -544,7 +544,9 @@ COLI_API void coli_context_stats_reset(coli_context *ctx);
  * rebuilt from the checkpoint if the CPU ever needs them; weights used as
  * stored (COLI_WEIGHTS_AUTO) are mapped from the checkpoint, so there is
  * nothing to release. COLI_GPU_FAIL_AFTER=N makes every device call after
- * the first N fail: for tests of that fallback only.
+ * the first N fail: for tests of that fallback only. COLI_GPU_POISON=1
+ * fills a context's device buffers with all-ones bytes (NaN) when they
+ * are made, so that a test sees any read of what no step wrote.
  */
 
 /* The tier compiled into the library: "none", or e.g. "cuda sm_90". */

@@ -24,6 +24,7 @@
     X(GPU_FAIL_AFTER, "COLI_GPU_FAIL_AFTER", COUNT, "a count of calls (a non-negative integer)")   \
     X(GPU_PHASES, "COLI_GPU_PHASES", FLAG, "0 or 1")                                              \
     X(GPU_PDL, "COLI_GPU_PDL", FLAG, "0 or 1")                                                    \
+    X(GPU_POISON, "COLI_GPU_POISON", FLAG, "0 or 1")                                              \
     X(IO_FAIL_AFTER, "COLI_IO_FAIL_AFTER", COUNT, "a count of reads")                             \
     X(KV_TYPE, "COLI_KV_TYPE", KV, "f32 or bf16")
 

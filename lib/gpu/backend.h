@@ -110,6 +110,7 @@ typedef struct coli__gpu_pipe_params {
     int chunk;
     int phases; /* 1: time each phase with events (no graphs: slower) */
     int pdl;    /* 1: a kernel may start while the one before it ends (sm_90) */
+    int poison; /* 1: the cache and scratch start as all-ones bytes (tests) */
 } coli__gpu_pipe_params;
 
 /* The experts a pipe leaves to the host: for every pair q = t * top_k + j

@@ -463,6 +463,10 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
             goto fail;
         }
     }
+    if (p->poison) { /* before the tables go in: what no step writes reads as NaN */
+        FAIL_IF(cudaMemset(pp->kv_mem, 0xff, pp->kv_bytes), "poisoning the KV cache");
+        FAIL_IF(cudaMemset(pp->mem, 0xff, pp->mem_bytes), "poisoning the scratch");
+    }
     layout(pp, net, p, n_tab, (char *)pp->mem);
     {
         size_t per_layer = (size_t)p->n_ctx * (size_t)pp->KVD * (pp->kv_bf16 ? 2 : 4);

@@ -224,6 +224,15 @@ static int pdl_on(void)
     return coli__env_get(COLI__ENV_GPU_PDL, &v, &set, &e) == COLI_OK && set && v.i;
 }
 
+/* COLI_GPU_POISON=1: a context's device buffers start as NaN (tests). */
+static int poison_on(void)
+{
+    coli__env_val v;
+    int set = 0;
+    coli__err e;
+    return coli__env_get(COLI__ENV_GPU_POISON, &v, &set, &e) == COLI_OK && set && v.i;
+}
+
 static const char *const g_phase_names[COLI__GPU_N_PHASES] = {
     "norms", "q/k/v", "attention", "output projection", "router", "experts", "combination", "logits",
 };
@@ -395,6 +404,7 @@ coli_status coli__device_ctx_create(const coli_model *m, int n_ctx, int kv_bf16,
     coli__gpu_pipe_params pp = pipe_params(n_ctx, kv_bf16);
     pp.phases = phases_on();
     pp.pdl = pdl_on();
+    pp.poison = poison_on();
     coli__err e;
     coli__err_clear(&e);
     coli_status st = d->ops->pipe_create(d->g, &d->net, &pp, &c->pipe, &e);
