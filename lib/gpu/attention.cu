@@ -250,8 +250,7 @@ static __global__ void __launch_bounds__(256) k_att_fused(coli__att_args a)
     float m = -INFINITY;
     /* a warp takes positions warp, warp + 8, ... as before, four at a time
      * so that their keys' loads are in flight together */
-    const float *kc32 = (const float *)a.kc + (size_t)kvh * hd;
-    const uint16_t *kc16 = (const uint16_t *)a.kc + (size_t)kvh * hd;
+    const size_t kb = (size_t)kvh * hd;
     for (int j = warp; j < n; j += 32) {
         float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int i = lane; i < hd; i += 32) {
@@ -260,8 +259,7 @@ static __global__ void __launch_bounds__(256) k_att_fused(coli__att_args a)
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 const int jj = j + 8 * u < n ? j + 8 * u : j;
-                const size_t at = (size_t)(lo + jj) * (size_t)KVD + (size_t)i;
-                kv[u] = a.kv_bf16 ? coli__bf16_bits_to_f32(kc16[at]) : kc32[at];
+                kv[u] = kv_at(a.kc, a.kv_bf16, (size_t)(lo + jj) * (size_t)KVD + kb + (size_t)i);
             }
 #pragma unroll
             for (int u = 0; u < 4; u++)

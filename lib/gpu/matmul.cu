@@ -106,6 +106,36 @@ static __device__ __forceinline__ int word(const wgroup<DT> &w, int i)
     return (w.raw[i & 1] >> (2 * (i >> 1))) & 0x03030303;
 }
 
+/* Step 1 for one group: the exact integer sum of a packed weight group
+ * and the activations' 32 int8 (xa); q4's nibbles are q + 8. */
+template <int DT>
+static __device__ __forceinline__ int32_t group_isum(const wgroup<DT> &w, const int xa[8], int32_t ps)
+{
+    int32_t is = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        is = coli_dp4a(word<DT>(w, i), xa[i], is);
+    if (DT == COLI_DT_Q4)
+        is -= 8 * ps;
+    return is;
+}
+
+/* Steps 2-3 for one group: its float term from the integer sum, the
+ * weight scale D (and q2's minimum M), the activation scale sg and sum
+ * ps, in the order docs/formats.md writes. Every product kernel uses it. */
+template <int DT>
+static __device__ __forceinline__ float group_term(int32_t is, float D, float M, float sg, int32_t ps)
+{
+    if (DT == COLI_DT_Q2) {
+        float ds = D * sg, ms = M * sg;
+        float f1 = (float)is * ds;
+        float f2 = (float)ps * ms;
+        return f1 + f2;
+    }
+    float ds = D * sg;
+    return (float)is * ds;
+}
+
 /* Steps 1-4 for BT / 8 * R rows and up to TOK_TILE tokens: 8 lanes per
  * row, lane k taking groups k, k+8, ... Each lane serves R rows BT / 8
  * apart, which reuses every activation load and keeps more loads in
@@ -178,23 +208,8 @@ static __global__ void __launch_bounds__(BT) k_qgemm(const prod *prods, const in
                     int xa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
 #pragma unroll
                     for (int r = 0; r < R; r++) {
-                        int32_t is = 0;
-#pragma unroll
-                        for (int i = 0; i < 8; i++)
-                            is = coli_dp4a(word<DT>(w[r][h], i), xa[i], is);
-                        if (DT == COLI_DT_Q4)
-                            is -= 8 * ps; /* the nibbles are q + 8 */
-                        float f;
-                        if (DT == COLI_DT_Q2) {
-                            float ds = D[r][h] * sg, ms = M[r][h] * sg;
-                            float f1 = (float)is * ds;
-                            float f2 = (float)ps * ms;
-                            f = f1 + f2;
-                        } else {
-                            float ds = D[r][h] * sg;
-                            f = (float)is * ds;
-                        }
-                        P[r][t] += f;
+                        const int32_t is = group_isum<DT>(w[r][h], xa, ps);
+                        P[r][t] += group_term<DT>(is, D[r][h], M[r][h], sg, ps);
                     }
                 }
             }
@@ -292,22 +307,7 @@ static __global__ void __launch_bounds__(128) k_qgemv(const prod *prods, const i
                 const int xa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
                 const float sg = s[xr[t] * (size_t)n + gg];
                 const int32_t ps = DT == COLI_DT_Q8 ? 0 : psum[xr[t] * (size_t)n + gg];
-                int32_t is = 0;
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    is = coli_dp4a(word<DT>(w[u], i), xa[i], is);
-                if (DT == COLI_DT_Q4)
-                    is -= 8 * ps; /* the nibbles are q + 8 */
-                float f;
-                if (DT == COLI_DT_Q2) {
-                    float ds = D[u] * sg, ms = M[u] * sg;
-                    float f1 = (float)is * ds;
-                    float f2 = (float)ps * ms;
-                    f = f1 + f2;
-                } else {
-                    float ds = D[u] * sg;
-                    f = (float)is * ds;
-                }
+                const float f = group_term<DT>(group_isum<DT>(w[u], xa, ps), D[u], M[u], sg, ps);
                 /* group g0 + LPR u + 8 q + k goes to lane k, in increasing g */
 #pragma unroll
                 for (int q = 0; q < LPR / 8; q++) {
@@ -473,18 +473,9 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, con
                 const int32_t is = sC[warp][i * 16 + tok];
                 const float sg = sS[tok];
                 const float D = coli__f16_bits_to_f32(pr.d[(size_t)rr * (size_t)(cols / G) + (size_t)(g / per)]);
-                float f;
-                if (DT == COLI_DT_Q2) {
-                    const float M = coli__f16_bits_to_f32(pr.m[(size_t)rr * (size_t)n + (size_t)g]);
-                    float ds = D * sg, ms = M * sg;
-                    float f1 = (float)is * ds;
-                    float f2 = (float)sP[tok] * ms;
-                    f = f1 + f2;
-                } else {
-                    float ds = D * sg;
-                    f = (float)is * ds;
-                }
-                P[e][k] += f;
+                const float M =
+                    DT == COLI_DT_Q2 ? coli__f16_bits_to_f32(pr.m[(size_t)rr * (size_t)n + (size_t)g]) : 0.0f;
+                P[e][k] += group_term<DT>(is, D, M, sg, DT == COLI_DT_Q2 ? sP[tok] : 0);
             }
             __syncthreads(); /* before the next group's staging */
         }
@@ -635,18 +626,9 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma2(const prod *prods, co
                     for (int e = 0; e < 8; e++) {
                         const int is = e < 4 ? c0[e] : c1[e - 4];
                         const int r = wr + gid + 8 * ((e & 3) >> 1), j = 8 * (e >> 2) + tig * 2 + (e & 1);
-                        const float sg = sS[j][gg], D = sD[r][gg];
-                        float f;
-                        if (DT == COLI_DT_Q2) {
-                            float ds = D * sg, ms = sM[r][gg] * sg;
-                            float f1 = (float)is * ds;
-                            float f2 = (float)sPs[j][gg] * ms;
-                            f = f1 + f2;
-                        } else {
-                            float ds = D * sg;
-                            f = (float)is * ds;
-                        }
-                        P[e][gg] += f;
+                        const float M = DT == COLI_DT_Q2 ? sM[r][gg] : 0.0f; /* read only where used */
+                        const int32_t ps = DT == COLI_DT_Q2 ? sPs[j][gg] : 0;
+                        P[e][gg] += group_term<DT>(is, sD[r][gg], M, sS[j][gg], ps);
                     }
                 }
             }
@@ -791,7 +773,7 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
     }
 #endif
     if (coli__is_quant(dt) && max_tok <= TOK_TILE) {
-        /* decode: a 32-lane group per row */
+        /* decode: 32 or 8 lanes a row (launch_qgemv) */
         if (dt == COLI_DT_Q8)
             launch_qgemv<COLI_DT_Q8>(st, max_rows, max_tok, cols, n_prods, dev_prods, p, s, psum, early);
         else if (dt == COLI_DT_Q4)

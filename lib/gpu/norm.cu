@@ -116,6 +116,19 @@ static __device__ __forceinline__ float clip1(float v, float c)
     return v < -c ? -c : v > c ? c : v;
 }
 
+/* Key and value i of the cache, rounded to bf16 when it is bf16 (the
+ * contract's rounding, as the CPU's cache). */
+static __device__ __forceinline__ void store_kv(const coli__qkv_args &a, size_t i, float k, float v)
+{
+    if (a.kv_bf16) {
+        ((uint16_t *)a.kc)[i] = coli__f32_to_bf16_bits(k);
+        ((uint16_t *)a.vc)[i] = coli__f32_to_bf16_bits(v);
+    } else {
+        ((float *)a.kc)[i] = k;
+        ((float *)a.vc)[i] = v;
+    }
+}
+
 /* RoPE's rotate-half of pair (i, i + half) of head hv, with the token's
  * table cs (cos, then sin). */
 static __device__ __forceinline__ void rotate_pair(float *hv, int i, int half, const float *cs)
@@ -181,15 +194,8 @@ static __global__ void k_qkv(coli__qkv_args a)
     for (int i = tid; i < QD; i += nthr)
         gq[i] = q[i];
     const size_t at = (size_t)pos * KVD;
-    for (int i = tid; i < KVD; i += nthr) {
-        if (a.kv_bf16) {
-            ((uint16_t *)a.kc)[at + i] = coli__f32_to_bf16_bits(k[i]);
-            ((uint16_t *)a.vc)[at + i] = coli__f32_to_bf16_bits(v[i]);
-        } else {
-            ((float *)a.kc)[at + i] = k[i];
-            ((float *)a.vc)[at + i] = v[i];
-        }
-    }
+    for (int i = tid; i < KVD; i += nthr)
+        store_kv(a, at + (size_t)i, k[i], v[i]);
 }
 
 /* The same step with one 32-lane group per head (q heads, then k heads
@@ -238,15 +244,8 @@ static __global__ void k_qkv_head(coli__qkv_args a)
         return;
     }
     const size_t at = (size_t)(a.step[1] + t) * KVD + (size_t)kh * hd;
-    for (int i = lane; i < hd; i += 32) {
-        if (a.kv_bf16) {
-            ((uint16_t *)a.kc)[at + i] = coli__f32_to_bf16_bits(hv[i]);
-            ((uint16_t *)a.vc)[at + i] = coli__f32_to_bf16_bits(vv[i]);
-        } else {
-            ((float *)a.kc)[at + i] = hv[i];
-            ((float *)a.vc)[at + i] = vv[i];
-        }
-    }
+    for (int i = lane; i < hd; i += 32)
+        store_kv(a, at + (size_t)i, hv[i], vv[i]);
 }
 
 coli_status coli__k_qkv(cudaStream_t st, const coli__qkv_args *a, int max_S, coli__err *err)

@@ -205,32 +205,16 @@ static coli__gpu_pipe_params pipe_params(int n_ctx, int kv_bf16)
     return p;
 }
 
-/* COLI_GPU_PHASES=1: time each phase (profiling; checked at open). */
-static int phases_on(void)
+/* A flag of the environment, read when a context is made: 0 when unset
+ * or not a flag. COLI_GPU_PHASES=1 times each phase (profiling),
+ * COLI_GPU_PDL=1 overlaps the launches (sm_90; off until measured),
+ * COLI_GPU_POISON=1 starts the device buffers as NaN (tests). */
+static int env_flag(coli__env_id id)
 {
     coli__env_val v;
     int set = 0;
     coli__err e;
-    return coli__env_get(COLI__ENV_GPU_PHASES, &v, &set, &e) == COLI_OK && set && v.i;
-}
-
-/* COLI_GPU_PDL=1: on sm_90, each kernel of a step starts while the one
- * before it ends (off by default until measured beside the default). */
-static int pdl_on(void)
-{
-    coli__env_val v;
-    int set = 0;
-    coli__err e;
-    return coli__env_get(COLI__ENV_GPU_PDL, &v, &set, &e) == COLI_OK && set && v.i;
-}
-
-/* COLI_GPU_POISON=1: a context's device buffers start as NaN (tests). */
-static int poison_on(void)
-{
-    coli__env_val v;
-    int set = 0;
-    coli__err e;
-    return coli__env_get(COLI__ENV_GPU_POISON, &v, &set, &e) == COLI_OK && set && v.i;
+    return coli__env_get(id, &v, &set, &e) == COLI_OK && set && v.i;
 }
 
 static const char *const g_phase_names[COLI__GPU_N_PHASES] = {
@@ -402,9 +386,9 @@ coli_status coli__device_ctx_create(const coli_model *m, int n_ctx, int kv_bf16,
         return coli__fail(err, COLI_ENOMEM, "out of memory for a context's device buffers");
     }
     coli__gpu_pipe_params pp = pipe_params(n_ctx, kv_bf16);
-    pp.phases = phases_on();
-    pp.pdl = pdl_on();
-    pp.poison = poison_on();
+    pp.phases = env_flag(COLI__ENV_GPU_PHASES);
+    pp.pdl = env_flag(COLI__ENV_GPU_PDL);
+    pp.poison = env_flag(COLI__ENV_GPU_POISON);
     coli__err e;
     coli__err_clear(&e);
     coli_status st = d->ops->pipe_create(d->g, &d->net, &pp, &c->pipe, &e);

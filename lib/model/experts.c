@@ -630,7 +630,7 @@ static void order_pairs(moe_call *c, uint64_t *read, coli__experts_counts *count
             for (int j = 0; j < K; j++)
                 if (io->sel[(size_t)s * K + j] == e)
                     io->rows[n++] = s * K + j;
-        if (n > n0)
+        if (n > n0 && read)
             *read += coli__mat_bytes(&ly->e_gate[e]) + coli__mat_bytes(&ly->e_up[e]) +
                      coli__mat_bytes(&ly->e_down[e]);
     }
@@ -1021,8 +1021,7 @@ coli_status coli__experts_host(const coli_model *m, int l, coli__pool *pool, col
     /* the pairs given are the decoder's device's to skip: of the rest,
      * those resident on another device run there, the others here */
     moe_call c;
-    uint64_t read = 0;
-    COLI_TRY(run_pairs(&c, m, l, pool, io, &read, NULL, counts, err));
+    COLI_TRY(run_pairs(&c, m, l, pool, io, NULL, NULL, counts, err));
     host_out o = {&c, y};
     coli__pool_run(pool, c.n, 64, scatter_rows, &o);
     return COLI_OK;
