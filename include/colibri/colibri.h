@@ -602,8 +602,8 @@ typedef struct coli_gpu_stats {
     /* With COLI_GPU_PHASES=1 in the environment at context creation (for
      * profiling: steps then run without graphs), the device time of each
      * phase of the steps, named by coli_gpu_phase_name; else zeros.
-     * (COLI_GPU_PDL=1 there lets each kernel of a step start while the
-     * one before it ends, on compute capability 9.0 and later.) */
+     * (On compute capability 9.0 and later each kernel of a step starts
+     * while the one before it ends; COLI_GPU_PDL=0 there turns it off.) */
     uint64_t phase_ns[COLI_GPU_N_PHASES];
 } coli_gpu_stats;
 

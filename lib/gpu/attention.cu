@@ -224,27 +224,28 @@ static __global__ void k_att_out(coli__att_args a, att_dims d)
 
 /* The four steps above in one block of 256 threads for a (head, token)
  * of at most FUSED_TILES tiles: the same operations in the same order,
- * the scores in shared memory. */
-static __global__ void __launch_bounds__(256) k_att_fused(coli__att_args a)
+ * the scores in shared memory (smem: hd + FUSED_TILES * ATT_TILE + 8 hd
+ * floats; with CUR, the token's q already there). With CUR the token's
+ * own key and value (position lo + n - 1) come from kcur and vcur, as
+ * the cache holds them, instead of from the cache. */
+template <bool CUR>
+static __device__ void att_fused_body(const coli__att_args &a, int h, int t, const float *kcur, const float *vcur,
+                                      float *smem)
 {
-    coli_pdl_wait(); /* everything below reads the step */
-    coli_pdl_release();
-    const int h = (int)blockIdx.x, t = (int)blockIdx.y;
-    if (t >= a.step[0])
-        return;
     int lo, n;
     span(a, t, &lo, &n);
     const int hd = a.hd, KVD = a.nkv * hd, kvh = h / (a.nh / a.nkv);
     const int nt = (n + ATT_TILE - 1) / ATT_TILE;
-    extern __shared__ float smem[];
     float *qs = smem;                        /* hd */
     float *sc = qs + hd;                     /* FUSED_TILES * ATT_TILE */
     float *O = sc + FUSED_TILES * ATT_TILE;  /* 8 * hd */
     __shared__ float red[8], Zt[FUSED_TILES];
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const float *q = a.q + (size_t)t * (size_t)(a.nh * hd) + (size_t)h * hd;
-    for (int i = tid; i < hd; i += 256)
-        qs[i] = q[i];
+    if (!CUR) {
+        const float *q = a.q + (size_t)t * (size_t)(a.nh * hd) + (size_t)h * hd;
+        for (int i = tid; i < hd; i += 256)
+            qs[i] = q[i];
+    }
     __syncthreads();
     const float scale = 1.0f / sqrtf((float)hd);
     float m = -INFINITY;
@@ -259,7 +260,8 @@ static __global__ void __launch_bounds__(256) k_att_fused(coli__att_args a)
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 const int jj = j + 8 * u < n ? j + 8 * u : j;
-                kv[u] = kv_at(a.kc, a.kv_bf16, (size_t)(lo + jj) * (size_t)KVD + kb + (size_t)i);
+                kv[u] = CUR && jj == n - 1 ? kcur[i]
+                                           : kv_at(a.kc, a.kv_bf16, (size_t)(lo + jj) * (size_t)KVD + kb + (size_t)i);
             }
 #pragma unroll
             for (int u = 0; u < 4; u++)
@@ -314,13 +316,15 @@ static __global__ void __launch_bounds__(256) k_att_fused(coli__att_args a)
                 float v[4];
 #pragma unroll
                 for (int u = 0; u < 4; u++)
-                    v[u] = kv_at(a.vc, a.kv_bf16, (size_t)(lo + j + 8 * u) * (size_t)KVD + vb);
+                    v[u] = CUR && j + 8 * u == n - 1 ? vcur[i]
+                                                     : kv_at(a.vc, a.kv_bf16, (size_t)(lo + j + 8 * u) * (size_t)KVD + vb);
 #pragma unroll
                 for (int u = 0; u < 4; u++)
                     acc = fmaf(sc[j + 8 * u], v[u], acc);
             }
             for (; j < j1; j += 8)
-                acc = fmaf(sc[j], kv_at(a.vc, a.kv_bf16, (size_t)(lo + j) * (size_t)KVD + vb), acc);
+                acc = fmaf(sc[j], CUR && j == n - 1 ? vcur[i] : kv_at(a.vc, a.kv_bf16, (size_t)(lo + j) * (size_t)KVD + vb),
+                           acc);
             O[k * hd + i] = acc;
         }
         __syncthreads();
@@ -336,6 +340,63 @@ static __global__ void __launch_bounds__(256) k_att_fused(coli__att_args a)
     for (int i = tid; i < hd; i += 256)
         out[i] = o;
     quantize_head(a, t, h, tid < hd ? o : 0.0f, O);
+}
+
+static __global__ void __launch_bounds__(256) k_att_fused(coli__att_args a)
+{
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
+    const int h = (int)blockIdx.x, t = (int)blockIdx.y;
+    if (t >= a.step[0])
+        return;
+    extern __shared__ float smem[];
+    att_fused_body<false>(a, h, t, NULL, NULL, smem);
+}
+
+/* Decode (one token): the q/k/v step (coli__head_prep) of q head h by
+ * warp 0 and of its k/v head by warp 1, then k_att_fused with the token's
+ * key and value from shared memory, rounded as the cache stores them. The
+ * first q head of each k/v head stores them in the cache; no block of
+ * this launch reads that position there. */
+static __global__ void __launch_bounds__(256) k_qkv_att(coli__qkv_args qa, coli__att_args a)
+{
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
+    const int h = (int)blockIdx.x, grp = a.nh / a.nkv, hd = a.hd;
+    if (a.step[0] < 1)
+        return;
+    extern __shared__ float smem[];
+    float *kcur = smem + hd + FUSED_TILES * ATT_TILE + 8 * hd, *vcur = kcur + hd;
+    const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
+    if (warp == 0) {
+        coli__head_prep(qa, h, 0, lane, smem, vcur); /* vcur unused for a q head */
+    } else if (warp == 1) {
+        float *kk = kcur + 2 * hd, *vv = kk + hd; /* the step's values, then as cached */
+        coli__head_prep(qa, qa.nh + h / grp, 0, lane, kk, vv);
+        const size_t at = (size_t)a.step[1] * (size_t)(a.nkv * hd) + (size_t)(h / grp) * hd;
+        for (int i = lane; i < hd; i += 32) {
+            const float k = kk[i], v = vv[i];
+            kcur[i] = a.kv_bf16 ? coli__bf16_bits_to_f32(coli__f32_to_bf16_bits(k)) : k;
+            vcur[i] = a.kv_bf16 ? coli__bf16_bits_to_f32(coli__f32_to_bf16_bits(v)) : v;
+            if (h % grp == 0)
+                coli__store_kv(qa, at + (size_t)i, k, v);
+        }
+    }
+    att_fused_body<true>(a, h, 0, kcur, vcur, smem); /* begins with a barrier */
+}
+
+/* One token's q/k/v step and attention in one launch, where it fits. */
+int coli__k_qkv_attention_fits(const coli__qkv_args *qa, int max_S, int max_pos)
+{
+    return max_S == 1 && qa->qk_norm != 2 && max_pos + 1 <= FUSED_TILES * ATT_TILE && qa->hd <= 256;
+}
+
+coli_status coli__k_qkv_attention(cudaStream_t st, const coli__qkv_args *qa, const coli__att_args *a, coli__err *err)
+{
+    const size_t smem = (size_t)(a->hd + FUSED_TILES * ATT_TILE + 8 * a->hd + 4 * a->hd) * sizeof(float);
+    (void)coli_launch(coli__gpu_pdl(), k_qkv_att, dim3((unsigned)a->nh), 256, smem, st, *qa, *a);
+    CK_LAUNCH("the q/k/v and attention kernel");
+    return COLI_OK;
 }
 
 coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_S, int max_pos, coli__err *err)

@@ -45,6 +45,15 @@ typedef struct prod {
     const int *xrow;
 } prod;
 
+/* The tokens a product computes this step. n_tok first: an unused table
+ * entry says only n_tok = 0, and its pointers are not to be read. */
+static __device__ __forceinline__ int prod_tokens(const prod &pr)
+{
+    if (pr.n_tok <= 0)
+        return 0;
+    return pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
+}
+
 /* ---- device and tensor state (backend.cu; read by pipeline.cu) ---- */
 
 typedef struct tensor {
@@ -184,6 +193,12 @@ static __device__ inline void coli__norm_row(float *xs, int n, const float *w, f
                                       size_t qrow)
 {
     __shared__ float rs;
+    float wv[4]; /* the first weights a thread needs, loaded under the sum */
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int i = (int)threadIdx.x + k * (int)blockDim.x;
+        wv[k] = i < n ? w[i] : 0.0f;
+    }
     __syncthreads();
     if (threadIdx.x < 32) {
         const int lane = (int)threadIdx.x;
@@ -206,7 +221,16 @@ static __device__ inline void coli__norm_row(float *xs, int n, const float *w, f
     }
     __syncthreads();
     const float r = rs;
-    for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int i = (int)threadIdx.x + k * (int)blockDim.x;
+        if (i < n) {
+            float v = wv[k] * (xs[i] * r);
+            out[i] = v;
+            xs[i] = v;
+        }
+    }
+    for (int i = (int)threadIdx.x + 4 * (int)blockDim.x; i < n; i += (int)blockDim.x) {
         float v = w[i] * (xs[i] * r);
         out[i] = v;
         xs[i] = v;
@@ -270,6 +294,83 @@ typedef struct coli__qkv_args {
 } coli__qkv_args;
 coli_status coli__k_qkv(cudaStream_t st, const coli__qkv_args *a, int max_S, coli__err *err);
 
+/* RMSNorm in place of one vector v[n] (shared memory) with weights w, by
+ * one 32-lane group. */
+static __device__ inline void coli__norm_in_place(float *v, const float *w, int n, float eps, int lane)
+{
+    float p = 0.0f;
+    for (int i = lane; i < n; i += 32)
+        p = fmaf(v[i], v[i], p);
+    const float ss = coli__tree32(p);
+    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = lane; i < n; i += 32)
+        v[i] = w[i] * (v[i] * r);
+}
+
+static __device__ __forceinline__ float coli__clip1(float v, float c)
+{
+    return v < -c ? -c : v > c ? c : v;
+}
+
+/* Key and value i of the cache, rounded to bf16 when it is bf16 (the
+ * contract's rounding, as the CPU's cache). */
+static __device__ __forceinline__ void coli__store_kv(const coli__qkv_args &a, size_t i, float k, float v)
+{
+    if (a.kv_bf16) {
+        ((uint16_t *)a.kc)[i] = coli__f32_to_bf16_bits(k);
+        ((uint16_t *)a.vc)[i] = coli__f32_to_bf16_bits(v);
+    } else {
+        ((float *)a.kc)[i] = k;
+        ((float *)a.vc)[i] = v;
+    }
+}
+
+/* RoPE's rotate-half of pair (i, i + half) of head hv, with the token's
+ * table cs (cos, then sin). */
+static __device__ __forceinline__ void coli__rotate_pair(float *hv, int i, int half, const float *cs)
+{
+    const float c = cs[i], sn = cs[half + i];
+    const float x0 = hv[i], x1 = hv[i + half];
+    const float c0 = x0 * c, s1 = x1 * sn, c1 = x1 * c, s0 = x0 * sn;
+    hv[i] = c0 - s1;
+    hv[i + half] = c1 + s0;
+}
+
+/* The q/k/v step of head h of token t (h < nh: a q head; else k head h -
+ * nh with its v): loaded into hv (and vv), the per-head q/k norm, the
+ * clip, then RoPE, in k_qkv's order. One 32-lane group; hv, vv: hd
+ * floats of shared memory each. */
+static __device__ inline void coli__head_prep(const coli__qkv_args &a, int h, int t, int lane, float *hv, float *vv)
+{
+    const int hd = a.hd, QD = a.nh * hd, KVD = a.nkv * hd;
+    const int is_q = h < a.nh, kh = h - a.nh;
+    const float *src = is_q ? a.q + (size_t)t * QD + (size_t)h * hd : a.k + (size_t)t * KVD + (size_t)kh * hd;
+    const float *vsrc = a.v + (size_t)t * KVD + (size_t)kh * hd;
+    for (int i = lane; i < hd; i += 32) {
+        hv[i] = src[i];
+        if (!is_q)
+            vv[i] = vsrc[i];
+    }
+    coli_syncwarp();
+    if (a.qk_norm == 1)
+        coli__norm_in_place(hv, is_q ? a.q_norm : a.k_norm, hd, a.eps, lane);
+    coli_syncwarp();
+    if (a.clip > 0.0f) {
+        for (int i = lane; i < hd; i += 32) {
+            hv[i] = coli__clip1(hv[i], a.clip);
+            if (!is_q)
+                vv[i] = coli__clip1(vv[i], a.clip);
+        }
+        coli_syncwarp();
+    }
+    const int half = a.rot / 2;
+    const float *cs = a.rope + (size_t)t * a.rot;
+    for (int i = lane; i < half; i += 32)
+        coli__rotate_pair(hv, i, half, cs);
+    coli_syncwarp();
+}
+
+
 /* attention.cu: out [S, nh*hd] from q and the cache, positions 0 .. pos0
  * + t of each token t (within the window). scores: [nh, sc_cap] floats
  * (sc_cap a multiple of ATT_TILE, at least the context), part: [nh,
@@ -284,6 +385,9 @@ typedef struct coli__att_args {
     coli__qout quant; /* out quantized too (p NULL: not) */
 } coli__att_args;
 coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_S, int max_pos, coli__err *err);
+/* Both steps in one launch for one token (decode): 1 when it applies. */
+int coli__k_qkv_attention_fits(const coli__qkv_args *qa, int max_S, int max_pos);
+coli_status coli__k_qkv_attention(cudaStream_t st, const coli__qkv_args *qa, const coli__att_args *a, coli__err *err);
 
 /* moe.cu */
 /* The routed pairs of the router's logits rl [S, E]: sel, w [S, K] (the

@@ -148,7 +148,7 @@ static __global__ void __launch_bounds__(BT) k_qgemm(const prod *prods, const in
     coli_pdl_wait(); /* everything below reads the step */
     coli_pdl_release();
     const prod pr = prods[blockIdx.z];
-    const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
+    const int n_tok = prod_tokens(pr);
     const int RS = BT / 8; /* rows of one pass */
     const int ROWS_PER_BLOCK = RS * R;
     const int base = (int)blockIdx.x * ROWS_PER_BLOCK + (int)(threadIdx.x >> 3);
@@ -253,7 +253,7 @@ static __global__ void __launch_bounds__(128) k_qgemv(const prod *prods, const i
         coli_pdl_release();
     }
     const prod pr = prods[blockIdx.z];
-    const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
+    const int n_tok = prod_tokens(pr);
     const int row = (int)blockIdx.x * (128 / LPR) + (int)(threadIdx.x / LPR), lane = (int)(threadIdx.x % LPR);
     const int t0 = (int)blockIdx.y * TT;
     if (t0 >= n_tok || (int)blockIdx.x * (128 / LPR) >= pr.rows)
@@ -329,7 +329,8 @@ static __global__ void __launch_bounds__(128) k_qgemv(const prod *prods, const i
     }
 }
 
-/* The decode launch of format DT: tokens per block, lanes per row. */
+/* The decode launch of format DT: tokens per block, lanes per row (32
+ * for rows of 64 groups or more: 16 measured no faster on an H200). */
 template <int DT>
 static void launch_qgemv(cudaStream_t st, int max_rows, int max_tok, int cols_hint, int n_prods, const prod *dev_prods,
                          const int8_t *p, const float *s, const int32_t *psum, int early)
@@ -400,7 +401,7 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma(const prod *prods, con
     __shared__ float sS[MMA_TOK];
     __shared__ int sP[MMA_TOK];
     const prod pr = prods[blockIdx.z];
-    const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
+    const int n_tok = prod_tokens(pr);
     const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
     const int row0 = (int)blockIdx.x * MMA_ROWS + warp * 16;
     const int t0 = (int)blockIdx.y * MMA_TOK;
@@ -518,7 +519,7 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma2(const prod *prods, co
     __shared__ int sPs[MM2_TOK][MM2_G];
     __shared__ size_t xrows[MM2_TOK];
     const prod pr = prods[blockIdx.z];
-    const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
+    const int n_tok = prod_tokens(pr);
     const int rb = (int)blockIdx.x * MM2_ROWS;
     if (rb >= pr.rows)
         return; /* the whole block */
@@ -649,9 +650,9 @@ static __global__ void __launch_bounds__(128) k_qgemm_mma2(const prod *prods, co
  * lane k taking columns k, k+32, ... in order with one fused multiply-add
  * each (explicit: --fmad=false only forbids implicit ones), then the
  * butterfly 16, 8, 4, 2, 1: the float product of docs/formats.md, with the
- * CPU's bits. TT tokens a block; U columns' loads (weights, and with one
- * token the activations too) are issued before their products, so that a
- * lane has them in flight together. */
+ * CPU's bits. TT tokens a block (one token: k_fgemv); U columns' weight
+ * loads are issued before their products, so that a lane has them in
+ * flight together. */
 template <int DT, int TT, int U>
 static __global__ void k_fgemm(const prod *prods, const float *x, int early)
 {
@@ -660,7 +661,7 @@ static __global__ void k_fgemm(const prod *prods, const float *x, int early)
         coli_pdl_release();
     }
     const prod pr = prods[blockIdx.z];
-    const int n_tok = pr.live && *pr.live < pr.n_tok ? *pr.live : pr.n_tok;
+    const int n_tok = prod_tokens(pr);
     const int lanes = 32, rows_per = blockDim.x / lanes;
     int row = (int)blockIdx.x * rows_per + (int)(threadIdx.x / lanes);
     int lane = threadIdx.x % lanes;
@@ -684,7 +685,7 @@ static __global__ void k_fgemm(const prod *prods, const float *x, int early)
     const float *wf = (const float *)pr.w + (size_t)rr * cols;
     const uint16_t *wh = (const uint16_t *)pr.w + (size_t)rr * cols;
     for (int c0 = lane; c0 < cols; c0 += U * lanes) {
-        float w[U], x1[U];
+        float w[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int c = c0 + u * lanes;
@@ -697,17 +698,11 @@ static __global__ void k_fgemm(const prod *prods, const float *x, int early)
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int c = c0 + u * lanes;
-            if (TT == 1)
-                x1[u] = c >= cols ? 0.0f : xt[0][c];
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            int c = c0 + u * lanes;
             if (c < cols) {
 #pragma unroll
                 for (int t = 0; t < TT; t++)
                     if (t < nt)
-                        acc[t] = fmaf(w[u], TT == 1 ? x1[u] : xt[t][c], acc[t]);
+                        acc[t] = fmaf(w[u], xt[t][c], acc[t]);
             }
         }
     }
@@ -719,6 +714,85 @@ static __global__ void k_fgemm(const prod *prods, const float *x, int early)
         if (live && lane == 0 && t < nt)
             pr.y[(size_t)(t0 + t) * (size_t)pr.ys + (size_t)row] = v;
     }
+}
+
+/* Decode's float product (one token): a warp a row. The warp stages a
+ * chunk of its row (FV_VEC 16-byte loads a lane, all in flight together)
+ * in shared memory, then lane k takes columns k, k+32, ... of it in order,
+ * k_fgemm's arithmetic with its bits: a row costs one memory round trip a
+ * chunk instead of one for every 32 U columns. */
+#define FV_VEC 8  /* 16-byte loads a lane issues for a chunk */
+#define FV_ROWS 2 /* rows (warps) a block: small blocks spread a short table */
+#define FV_X 16   /* activations a lane loads before their products */
+
+template <int DT>
+static __global__ void __launch_bounds__(32 * FV_ROWS) k_fgemv(const prod *prods, const float *x, int early)
+{
+    constexpr int ES = DT == COLI_DT_F32 ? 4 : 2; /* bytes a weight */
+    constexpr int CB = 32 * FV_VEC * 16;          /* bytes a chunk */
+    constexpr int CH = CB / ES;                   /* columns a chunk: a multiple of 32 */
+    __shared__ __align__(16) unsigned char stage[FV_ROWS][CB];
+    if (!early) { /* early: as k_qgemv's */
+        coli_pdl_wait();
+        coli_pdl_release();
+    }
+    const prod pr = prods[blockIdx.z];
+    const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
+    const int row = (int)blockIdx.x * FV_ROWS + warp;
+    if (prod_tokens(pr) < 1 || row >= pr.rows)
+        return; /* the whole warp; the warps share no barrier */
+    const int cols = pr.cols;
+    const unsigned char *wr = (const unsigned char *)pr.w + (size_t)row * (size_t)cols * ES;
+    const bool vec = ((uintptr_t)wr & 15) == 0;
+    unsigned char *sw = stage[warp];
+    const float *xv = NULL;
+    float acc = 0.0f;
+    for (int c0 = 0; c0 < cols; c0 += CH) {
+        const int cn = cols - c0 < CH ? cols - c0 : CH, nb = cn * ES;
+        const unsigned char *src = wr + (size_t)c0 * ES;
+        if (vec && nb % 16 == 0) {
+            uint4 v[FV_VEC];
+#pragma unroll
+            for (int u = 0; u < FV_VEC; u++)
+                if ((u * 32 + lane) * 16 < nb)
+                    v[u] = *(const uint4 *)(const void *)(src + (size_t)(u * 32 + lane) * 16);
+#pragma unroll
+            for (int u = 0; u < FV_VEC; u++)
+                if ((u * 32 + lane) * 16 < nb)
+                    *(uint4 *)(void *)(sw + (u * 32 + lane) * 16) = v[u];
+        } else { /* a row that is not 16-byte aligned: a byte at a time */
+            for (int i = lane; i < nb; i += 32)
+                sw[i] = src[i];
+        }
+        if (!xv) { /* the activations are the step's */
+            if (early) {
+                coli_pdl_wait();
+                coli_pdl_release();
+            }
+            const size_t r = pr.xrow ? (size_t)pr.xrow[pr.x0] : (size_t)pr.x0;
+            xv = x + r * (size_t)cols;
+        }
+        coli_syncwarp();
+        for (int i0 = lane; i0 < cn; i0 += 32 * FV_X) {
+            float xa[FV_X], wa[FV_X];
+#pragma unroll
+            for (int u = 0; u < FV_X; u++) {
+                const int i = i0 + 32 * u;
+                xa[u] = i < cn ? xv[c0 + i] : 0.0f;
+                wa[u] = i >= cn                ? 0.0f
+                        : DT == COLI_DT_F32    ? ((const float *)(const void *)sw)[i]
+                                               : coli__bf16_bits_to_f32(((const uint16_t *)(const void *)sw)[i]);
+            }
+#pragma unroll
+            for (int u = 0; u < FV_X; u++)
+                if (i0 + 32 * u < cn)
+                    acc = fmaf(wa[u], xa[u], acc);
+        }
+        coli_syncwarp(); /* before the next chunk overwrites the stage */
+    }
+    acc = coli__tree32(acc);
+    if (lane == 0)
+        pr.y[row] = acc;
 }
 
 /* h = swiglu(g, u) elementwise (lib/cpu/silu.h, the CPU's very function). */
@@ -811,12 +885,12 @@ coli_status coli__k_products(cudaStream_t st, int dt, const prod *dev_prods, int
                                   p, s, psum);
         }
     } else if (max_tok == 1) {
-        /* decode: four rows a block, 16 columns in flight a lane */
-        grid = dim3((unsigned)((max_rows + 3) / 4), 1, (unsigned)n_prods);
+        /* decode: a warp a row, its chunks staged (k_fgemv) */
+        grid = dim3((unsigned)((max_rows + FV_ROWS - 1) / FV_ROWS), 1, (unsigned)n_prods);
         if (dt == COLI_DT_F32)
-            (void)coli_launch(coli__gpu_pdl(), k_fgemm<COLI_DT_F32, 1, 16>, grid, 128, 0, st, dev_prods, x, early);
+            (void)coli_launch(coli__gpu_pdl(), k_fgemv<COLI_DT_F32>, grid, 32 * FV_ROWS, 0, st, dev_prods, x, early);
         else
-            (void)coli_launch(coli__gpu_pdl(), k_fgemm<COLI_DT_BF16, 1, 16>, grid, 128, 0, st, dev_prods, x, early);
+            (void)coli_launch(coli__gpu_pdl(), k_fgemv<COLI_DT_BF16>, grid, 32 * FV_ROWS, 0, st, dev_prods, x, early);
     } else {
         /* two rows a block when that is what fills the device */
         const unsigned ty = (unsigned)((max_tok + TOK_TILE - 1) / TOK_TILE);

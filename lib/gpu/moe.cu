@@ -12,15 +12,11 @@
 
 /* One 32-lane group per token, the probabilities in registers (lane l
  * holds e = l + 32 i): m = max, e_e = e(l_e - m), Z = sum32 (each lane's
- * own e in increasing order, then the tree), p_e = e_e / Z, then K times
- * the largest p not taken (the lowest e on ties), then the
- * renormalisation. */
+ * own e in increasing order, then the tree), p_e = e_e / Z; -1 past E. */
 template <int PL>
-static __device__ void route_token(const float *rl, int E, int K, int norm_topk, int t, int lane, int *sel,
-                                   float *w)
+static __device__ __forceinline__ void route_softmax(const float *rl, int E, int t, int lane, float pv[PL])
 {
     const float *l = rl + (size_t)t * E;
-    float pv[PL]; /* PL = 4, 8 or 16: E / 32 rounded up, so dead entries cost nothing */
     float m = -INFINITY;
 #pragma unroll
     for (int i = 0; i < PL; i++) {
@@ -44,6 +40,16 @@ static __device__ void route_token(const float *rl, int E, int K, int norm_topk,
 #pragma unroll
     for (int i = 0; i < PL; i++)
         pv[i] = lane + 32 * i < E ? pv[i] / z : -1.0f;
+}
+
+/* The softmax, then K times the largest p not taken (the lowest e on
+ * ties), then the renormalisation. */
+template <int PL>
+static __device__ void route_token(const float *rl, int E, int K, int norm_topk, int t, int lane, int *sel,
+                                   float *w)
+{
+    float pv[PL]; /* PL = 4, 8 or 16: E / 32 rounded up, so dead entries cost nothing */
+    route_softmax<PL>(rl, E, t, lane, pv);
     int *s = sel + (size_t)t * K;
     float *wt = w + (size_t)t * K;
     float sum = 0.0f;
@@ -181,18 +187,65 @@ static __global__ void k_group(coli__group_args a)
     group_body(a, sh);
 }
 
-/* Few tokens: the router's top-k (a warp a token) and the grouping in one
- * block. */
+/* Few tokens (at most ROUTE_FEW): the softmax (a warp a token) into
+ * shared memory, then the top-k by ranks, every (token, expert) at once:
+ * the rank of p_e is the count of experts before it in the order of
+ * selection (larger p, or equal p and lower e), so the expert of rank j
+ * is the j-th that route_token's K rounds take, and the K rounds' answer
+ * for a token with fewer than K candidates (-1) is what stays where no
+ * rank lands. Then the sum in the order of selection, and the grouping,
+ * in the same block. */
+#define ROUTE_FEW 8
+
 template <int PL>
 static __global__ void k_route_group(const float *rl, int norm_topk, coli__group_args a)
 {
     coli_pdl_wait(); /* everything below reads the step */
     coli_pdl_release();
     extern __shared__ int sh[];
+    float *ps = (float *)(void *)(sh + 4 * a.E); /* [ROUTE_FEW][E] */
     const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
-    const int S = *a.S;
-    for (int t = warp; t < S; t += (int)(blockDim.x / 32))
-        route_token<PL>(rl, a.E, a.K, norm_topk, t, lane, (int *)a.sel, a.w);
+    const int S = *a.S, E = a.E, K = a.K;
+    int *sel = (int *)a.sel;
+    for (int t = warp; t < S; t += (int)(blockDim.x / 32)) {
+        float pv[PL];
+        route_softmax<PL>(rl, E, t, lane, pv);
+#pragma unroll
+        for (int i = 0; i < PL; i++)
+            if (lane + 32 * i < E)
+                ps[t * E + lane + 32 * i] = pv[i];
+    }
+    for (int q = (int)threadIdx.x; q < S * K; q += (int)blockDim.x) {
+        sel[q] = -1;
+        a.w[q] = -1.0f;
+    }
+    __syncthreads();
+    for (int c = (int)threadIdx.x; c < S * E; c += (int)blockDim.x) {
+        const int t = c / E, e = c - t * E;
+        const float *p = ps + (size_t)t * E;
+        const float v = p[e];
+        if (!(v > -1.0f))
+            continue; /* never taken */
+        int r = 0;
+        for (int b = 0; b < E; b++) {
+            const float o = p[b];
+            r += o > v || (o == v && b < e);
+        }
+        if (r < K) {
+            sel[t * K + r] = e;
+            a.w[t * K + r] = v;
+        }
+    }
+    __threadfence_block();
+    __syncthreads();
+    if (norm_topk)
+        for (int t = (int)threadIdx.x; t < S; t += (int)blockDim.x) {
+            float *wt = a.w + (size_t)t * K, sum = 0.0f;
+            for (int j = 0; j < K; j++)
+                sum = sum + wt[j];
+            for (int j = 0; j < K; j++)
+                wt[j] = wt[j] / sum;
+        }
     __threadfence_block();
     __syncthreads();
     group_body(a, sh);
@@ -206,13 +259,14 @@ coli_status coli__k_route_group(cudaStream_t st, const float *rl, int norm_topk,
                           32 * ROUTE_PER_LANE);
     const size_t sh = (size_t)4 * (size_t)a->E * sizeof(int);
     const int pl = a->E <= 128 ? 4 : a->E <= 256 ? 8 : 16;
-    if (max_S <= 8) {
+    if (max_S <= ROUTE_FEW) {
+        const size_t shf = sh + (size_t)ROUTE_FEW * (size_t)a->E * sizeof(float);
         if (pl == 4)
-            (void)coli_launch(coli__gpu_pdl(), k_route_group<4>, 1, 256, sh, st, rl, norm_topk, *a);
+            (void)coli_launch(coli__gpu_pdl(), k_route_group<4>, 1, 256, shf, st, rl, norm_topk, *a);
         else if (pl == 8)
-            (void)coli_launch(coli__gpu_pdl(), k_route_group<8>, 1, 256, sh, st, rl, norm_topk, *a);
+            (void)coli_launch(coli__gpu_pdl(), k_route_group<8>, 1, 256, shf, st, rl, norm_topk, *a);
         else
-            (void)coli_launch(coli__gpu_pdl(), k_route_group<16>, 1, 256, sh, st, rl, norm_topk, *a);
+            (void)coli_launch(coli__gpu_pdl(), k_route_group<16>, 1, 256, shf, st, rl, norm_topk, *a);
         CK_LAUNCH("the router kernel");
         return COLI_OK;
     }

@@ -98,48 +98,6 @@ coli_status coli__k_residual(cudaStream_t st, float *x, const float *o, int H, c
 
 /* ---- q, k, v: norm, clip, RoPE, cache ----------------------------------- */
 
-/* RMSNorm in place of one vector v[n] (shared memory) with weights w, by
- * one 32-lane group. */
-static __device__ void norm_in_place(float *v, const float *w, int n, float eps, int lane)
-{
-    float p = 0.0f;
-    for (int i = lane; i < n; i += 32)
-        p = fmaf(v[i], v[i], p);
-    const float ss = coli__tree32(p);
-    const float r = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int i = lane; i < n; i += 32)
-        v[i] = w[i] * (v[i] * r);
-}
-
-static __device__ __forceinline__ float clip1(float v, float c)
-{
-    return v < -c ? -c : v > c ? c : v;
-}
-
-/* Key and value i of the cache, rounded to bf16 when it is bf16 (the
- * contract's rounding, as the CPU's cache). */
-static __device__ __forceinline__ void store_kv(const coli__qkv_args &a, size_t i, float k, float v)
-{
-    if (a.kv_bf16) {
-        ((uint16_t *)a.kc)[i] = coli__f32_to_bf16_bits(k);
-        ((uint16_t *)a.vc)[i] = coli__f32_to_bf16_bits(v);
-    } else {
-        ((float *)a.kc)[i] = k;
-        ((float *)a.vc)[i] = v;
-    }
-}
-
-/* RoPE's rotate-half of pair (i, i + half) of head hv, with the token's
- * table cs (cos, then sin). */
-static __device__ __forceinline__ void rotate_pair(float *hv, int i, int half, const float *cs)
-{
-    const float c = cs[i], sn = cs[half + i];
-    const float x0 = hv[i], x1 = hv[i + half];
-    const float c0 = x0 * c, s1 = x1 * sn, c1 = x1 * c, s0 = x0 * sn;
-    hv[i] = c0 - s1;
-    hv[i + half] = c1 + s0;
-}
-
 /* One block per token: its q, k and v staged in shared memory, so that
  * each step reads them there. */
 static __global__ void k_qkv(coli__qkv_args a)
@@ -165,21 +123,21 @@ static __global__ void k_qkv(coli__qkv_args a)
     const int warp = tid / 32, lane = tid % 32, warps = nthr / 32;
     if (a.qk_norm == 1) {
         for (int h = warp; h < a.nh + a.nkv; h += warps)
-            norm_in_place(h < a.nh ? q + (size_t)h * hd : k + (size_t)(h - a.nh) * hd,
+            coli__norm_in_place(h < a.nh ? q + (size_t)h * hd : k + (size_t)(h - a.nh) * hd,
                           h < a.nh ? a.q_norm : a.k_norm, hd, a.eps, lane);
     } else if (a.qk_norm == 2) {
         if (warp == 0)
-            norm_in_place(q, a.q_norm, QD, a.eps, lane);
+            coli__norm_in_place(q, a.q_norm, QD, a.eps, lane);
         else if (warp == 1)
-            norm_in_place(k, a.k_norm, KVD, a.eps, lane);
+            coli__norm_in_place(k, a.k_norm, KVD, a.eps, lane);
     }
     __syncthreads();
     if (a.clip > 0.0f) {
         for (int i = tid; i < QD; i += nthr)
-            q[i] = clip1(q[i], a.clip);
+            q[i] = coli__clip1(q[i], a.clip);
         for (int i = tid; i < KVD; i += nthr) {
-            k[i] = clip1(k[i], a.clip);
-            v[i] = clip1(v[i], a.clip);
+            k[i] = coli__clip1(k[i], a.clip);
+            v[i] = coli__clip1(v[i], a.clip);
         }
         __syncthreads();
     }
@@ -188,20 +146,19 @@ static __global__ void k_qkv(coli__qkv_args a)
     const float *cs = a.rope + (size_t)t * a.rot;
     for (int it = tid; it < (a.nh + a.nkv) * half; it += nthr) {
         int h = it / half, i = it % half;
-        rotate_pair(h < a.nh ? q + (size_t)h * hd : k + (size_t)(h - a.nh) * hd, i, half, cs);
+        coli__rotate_pair(h < a.nh ? q + (size_t)h * hd : k + (size_t)(h - a.nh) * hd, i, half, cs);
     }
     __syncthreads();
     for (int i = tid; i < QD; i += nthr)
         gq[i] = q[i];
     const size_t at = (size_t)pos * KVD;
     for (int i = tid; i < KVD; i += nthr)
-        store_kv(a, at + (size_t)i, k[i], v[i]);
+        coli__store_kv(a, at + (size_t)i, k[i], v[i]);
 }
 
 /* The same step with one 32-lane group per head (q heads, then k heads
  * with their v), so that a token's heads run side by side; not for a
- * q/k norm over the whole projection. The order of each value's
- * operations is k_qkv's. */
+ * q/k norm over the whole projection. */
 static __global__ void k_qkv_head(coli__qkv_args a)
 {
     coli_pdl_wait(); /* everything below reads the step */
@@ -210,42 +167,18 @@ static __global__ void k_qkv_head(coli__qkv_args a)
     if (t >= a.step[0])
         return;
     extern __shared__ float sm[];
-    const int hd = a.hd, QD = a.nh * hd, KVD = a.nkv * hd;
-    const int is_q = h < a.nh, kh = h - a.nh;
+    const int hd = a.hd;
     float *hv = sm, *vv = sm + hd;
-    const float *src = is_q ? a.q + (size_t)t * QD + (size_t)h * hd : a.k + (size_t)t * KVD + (size_t)kh * hd;
-    const float *vsrc = a.v + (size_t)t * KVD + (size_t)kh * hd;
-    for (int i = lane; i < hd; i += 32) {
-        hv[i] = src[i];
-        if (!is_q)
-            vv[i] = vsrc[i];
-    }
-    coli_syncwarp();
-    if (a.qk_norm == 1)
-        norm_in_place(hv, is_q ? a.q_norm : a.k_norm, hd, a.eps, lane);
-    coli_syncwarp();
-    if (a.clip > 0.0f) {
-        for (int i = lane; i < hd; i += 32) {
-            hv[i] = clip1(hv[i], a.clip);
-            if (!is_q)
-                vv[i] = clip1(vv[i], a.clip);
-        }
-        coli_syncwarp();
-    }
-    const int half = a.rot / 2;
-    const float *cs = a.rope + (size_t)t * a.rot;
-    for (int i = lane; i < half; i += 32)
-        rotate_pair(hv, i, half, cs);
-    coli_syncwarp();
-    if (is_q) {
-        float *gq = a.q + (size_t)t * QD + (size_t)h * hd;
+    coli__head_prep(a, h, t, lane, hv, vv);
+    if (h < a.nh) {
+        float *gq = a.q + (size_t)t * (size_t)(a.nh * hd) + (size_t)h * hd;
         for (int i = lane; i < hd; i += 32)
             gq[i] = hv[i];
         return;
     }
-    const size_t at = (size_t)(a.step[1] + t) * KVD + (size_t)kh * hd;
+    const size_t at = (size_t)(a.step[1] + t) * (size_t)(a.nkv * hd) + (size_t)(h - a.nh) * hd;
     for (int i = lane; i < hd; i += 32)
-        store_kv(a, at + (size_t)i, hv[i], vv[i]);
+        coli__store_kv(a, at + (size_t)i, hv[i], vv[i]);
 }
 
 coli_status coli__k_qkv(cudaStream_t st, const coli__qkv_args *a, int max_S, coli__err *err)

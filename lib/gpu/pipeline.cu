@@ -468,6 +468,10 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
         FAIL_IF(cudaMemset(pp->mem, 0xff, pp->mem_bytes), "poisoning the scratch");
     }
     layout(pp, net, p, n_tab, (char *)pp->mem);
+    /* a step writes only n_tok of the expert tables' unused entries (which
+     * the kernels read first): the rest starts as zeros, not poison */
+    FAIL_IF(cudaMemset(pp->t1, 0, 2 * (size_t)pp->slots * sizeof(prod)), "clearing the expert tables");
+    FAIL_IF(cudaMemset(pp->t2, 0, (size_t)pp->slots * sizeof(prod)), "clearing the expert tables");
     {
         size_t per_layer = (size_t)p->n_ctx * (size_t)pp->KVD * (pp->kv_bf16 ? 2 : 4);
         for (int l = 0; l < net->n_layers; l++) {
@@ -692,13 +696,18 @@ static coli_status layers(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos
         coli__qkv_args qa = {pp->q,   pp->k,  pp->v,      L->q_norm, L->k_norm, L->qk_norm, L->clip,
                              n->n_heads, n->n_kv_heads, n->head_dim, pp->rot, n->eps, pp->rope, L->kc,
                              L->vc,   pp->kv_bf16, pp->step};
-        COLI_TRY(coli__k_qkv(s, &qa, S, err));
-        mark(pp, s, PH_QKV);
         /* the output projection reads the heads quantized by the attention */
         coli__att_args aa = {pp->q,   L->kc,  L->vc,      pp->kv_bf16, n->n_heads, n->n_kv_heads,
                              n->head_dim, L->window, pp->sc_cap, pp->scores, pp->part, pp->att, pp->step,
                              qout(pp, coli__is_quant(L->wo.dt))};
-        COLI_TRY(coli__k_attention(s, &aa, S, max_pos, err));
+        if (coli__k_qkv_attention_fits(&qa, S, max_pos)) { /* decode: one launch for both */
+            mark(pp, s, PH_QKV);
+            COLI_TRY(coli__k_qkv_attention(s, &qa, &aa, err));
+        } else {
+            COLI_TRY(coli__k_qkv(s, &qa, S, err));
+            mark(pp, s, PH_QKV);
+            COLI_TRY(coli__k_attention(s, &aa, S, max_pos, err));
+        }
         mark(pp, s, PH_ATTN);
         if (coli__is_quant(L->wo.dt) && n->head_dim % QK)
             COLI_TRY(quantize(pp, s, pp->att, S, pp->QD, err));

@@ -205,16 +205,19 @@ static coli__gpu_pipe_params pipe_params(int n_ctx, int kv_bf16)
     return p;
 }
 
-/* A flag of the environment, read when a context is made: 0 when unset
- * or not a flag. COLI_GPU_PHASES=1 times each phase (profiling),
- * COLI_GPU_PDL=1 overlaps the launches (sm_90; off until measured),
- * COLI_GPU_POISON=1 starts the device buffers as NaN (tests). */
-static int env_flag(coli__env_id id)
+/* A flag of the environment, read when a context is made: dflt when
+ * unset or not a flag. COLI_GPU_PHASES=1 times each phase (profiling),
+ * COLI_GPU_PDL=0 keeps each launch waiting for the one before it (sm_90
+ * and later overlap them by default), COLI_GPU_POISON=1 starts the device
+ * buffers as NaN (tests). */
+static int env_flag(coli__env_id id, int dflt)
 {
     coli__env_val v;
     int set = 0;
     coli__err e;
-    return coli__env_get(id, &v, &set, &e) == COLI_OK && set && v.i;
+    if (coli__env_get(id, &v, &set, &e) != COLI_OK || !set)
+        return dflt;
+    return v.i != 0;
 }
 
 static const char *const g_phase_names[COLI__GPU_N_PHASES] = {
@@ -386,9 +389,9 @@ coli_status coli__device_ctx_create(const coli_model *m, int n_ctx, int kv_bf16,
         return coli__fail(err, COLI_ENOMEM, "out of memory for a context's device buffers");
     }
     coli__gpu_pipe_params pp = pipe_params(n_ctx, kv_bf16);
-    pp.phases = env_flag(COLI__ENV_GPU_PHASES);
-    pp.pdl = env_flag(COLI__ENV_GPU_PDL);
-    pp.poison = env_flag(COLI__ENV_GPU_POISON);
+    pp.phases = env_flag(COLI__ENV_GPU_PHASES, 0);
+    pp.pdl = env_flag(COLI__ENV_GPU_PDL, 1);
+    pp.poison = env_flag(COLI__ENV_GPU_POISON, 0);
     coli__err e;
     coli__err_clear(&e);
     coli_status st = d->ops->pipe_create(d->g, &d->net, &pp, &c->pipe, &e);
