@@ -1,5 +1,8 @@
 /* test_gpu_e2e.c - placement never changes a token: every fixture (and the
- * benchmark model, when COLI_BENCH_MODEL names one) gives the same logits,
+ * benchmark models, when COLI_BENCH_MODEL names them: directories apart by
+ * ':'; COLI_BENCH_FORMATS, e.g. "q4" or "q8,bf16", keeps their formats to
+ * those, for a model too large to run four times; COLI_E2E_THREADS sets
+ * the CPU's threads, 4 by default) gives the same logits,
  * bit for bit, in q8, q4, q2 and bf16, on the CPU alone and with the GPU:
  * whole layers on the device with every expert there (decode replayed from
  * a graph), with a budget that holds about half of them (the CPU computing
@@ -28,6 +31,10 @@ static int g_layers = 1; /* COLI_OPT_GPU_LAYERS for one_run */
 static int g_tokenwise;  /* one_run feeds the prompt one token at a time */
 static int g_kv = COLI_KV_F32; /* COLI_OPT_KV_TYPE for one_run */
 static int g_long;       /* one_run's prompt: LONG (1) or VLONG (2) pseudo-random ids */
+#define MAX_BENCH 8
+static char g_bench[MAX_BENCH][4096]; /* COLI_BENCH_MODEL's directories */
+static int g_n_bench;
+static int g_threads = 4; /* COLI_E2E_THREADS: the CPU's threads (a large model's CPU runs) */
 #define LONG 200         /* within one attention tile with the steps after it: prefill on tensor cores */
 #define VLONG 2100       /* past the 8 tiles of the fused attention kernel: its four-kernel path */
 
@@ -49,7 +56,7 @@ static void one_run(const char *dir, coli_weight_format fmt, int64_t budget_mb, 
     coli_options *o = NULL;
     ck_assert_int_eq(coli_options_create(&o), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_WEIGHTS, fmt), COLI_OK);
-    ck_assert_int_eq(coli_options_set(o, COLI_OPT_THREADS, 4), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_THREADS, g_threads), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU, budget_mb == -2 ? 0 : 1), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_EXPERT_SLOTS, g_slots), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_HOTSET, 0), COLI_OK);
@@ -136,12 +143,30 @@ static void compare(const run *a, const run *b, const char *what)
  * so every comparison is bit for bit; in the mixtral fixture the expert
  * width (48) is not a multiple of 32 and its down projections stay bf16
  * under the quantized formats, which changes nothing. */
-static void model_case(const char *dir)
+/* Whether model_case runs format name for a benchmark model. */
+static int bench_format_wanted(const char *name)
+{
+    const char *want = getenv("COLI_BENCH_FORMATS");
+    if (!want || !*want)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *p = want; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+static void model_case(const char *dir, int every_format)
 {
     static const coli_weight_format fmts[] = {COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q2,
                                               COLI_WEIGHTS_BF16};
     static const char *names[] = {"q8", "q4", "q2", "bf16"};
     for (int f = 0; f < 4; f++) {
+        if (!every_format && !bench_format_wanted(names[f]))
+            continue;
         run cpu, all, half;
         one_run(dir, fmts[f], -2, NULL, &cpu);
         one_run(dir, fmts[f], -1, NULL, &all);
@@ -279,14 +304,14 @@ START_TEST(test_fixtures)
     static const char *fixtures[] = {"qwen3_moe", "olmoe", "mixtral"};
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", tu_data_dir(), fixtures[_i]);
-    model_case(dir);
+    model_case(dir, 1);
 }
 END_TEST
 
 START_TEST(test_bench_model)
 {
-    const char *dir = getenv("COLI_BENCH_MODEL");
-    model_case(dir);
+    const char *dir = g_bench[_i];
+    model_case(dir, 0);
     /* a prompt past 2048 positions (the fixtures hold 512): the attention
      * of many tiles, in prefill chunks and in the decode graph */
     run cpu, gpu;
@@ -311,17 +336,41 @@ int main(void)
         printf("test_gpu_e2e: SKIP: no GPU device (tier compiled in: %s)\n", coli_gpu_tier());
         return 77;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each case's line as it passes, even if a timeout stops the rest */
     unsetenv("COLI_CUDA");
     unsetenv("COLI_GPU_FAIL_AFTER");
     setenv("COLI_GPU_POISON", "1", 1); /* every device buffer starts as NaN */
+    /* only when there are some: an absent model is no check, not a pass */
+    const char *bench = getenv("COLI_BENCH_MODEL");
+    for (const char *p = bench ? bench : ""; *p;) {
+        size_t len = strcspn(p, ":");
+        if (len >= sizeof g_bench[0] || (len > 0 && g_n_bench == MAX_BENCH)) {
+            fprintf(stderr, "test_gpu_e2e: COLI_BENCH_MODEL: at most %d directories of fewer than %zu bytes\n",
+                    MAX_BENCH, sizeof g_bench[0]);
+            return 1;
+        }
+        if (len > 0) {
+            memcpy(g_bench[g_n_bench], p, len);
+            g_bench[g_n_bench++][len] = '\0';
+        }
+        p += len + (p[len] == ':');
+    }
+    const char *th = getenv("COLI_E2E_THREADS");
+    if (th && *th) {
+        char *end;
+        long v = strtol(th, &end, 10);
+        if (*end || v < 1 || v > 1024) {
+            fprintf(stderr, "test_gpu_e2e: COLI_E2E_THREADS=%s: not a thread count (1 to 1024)\n", th);
+            return 1;
+        }
+        g_threads = (int)v;
+    }
     Suite *s = suite_create("gpu_e2e");
     TCase *tc = tcase_create("placement");
     tcase_set_timeout(tc, 1200);
     tcase_add_loop_test(tc, test_fixtures, 0, 3);
-    /* only when there is one: an absent model is no check, not a pass */
-    const char *bench = getenv("COLI_BENCH_MODEL");
-    if (bench != NULL && *bench != '\0')
-        tcase_add_test(tc, test_bench_model);
+    if (g_n_bench > 0)
+        tcase_add_loop_test(tc, test_bench_model, 0, g_n_bench);
     else
         printf("test_gpu_e2e: COLI_BENCH_MODEL not set: the benchmark model is not compared\n");
     suite_add_tcase(s, tc);
