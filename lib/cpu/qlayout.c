@@ -9,7 +9,7 @@
  * quant_x86.c or kernels.c, which all call it. */
 #include <string.h>
 
-#include "cpu/quant.h"
+#include "cpu/qlayout.h"
 
 /* ---- the row layout ------------------------------------------------------- */
 
