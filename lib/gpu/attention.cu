@@ -376,8 +376,8 @@ static __global__ void __launch_bounds__(256) k_qkv_att(coli__qkv_args qa, coli_
         const size_t at = (size_t)a.step[1] * (size_t)(a.nkv * hd) + (size_t)(h / grp) * hd;
         for (int i = lane; i < hd; i += 32) {
             const float k = kk[i], v = vv[i];
-            kcur[i] = a.kv_bf16 ? coli__bf16_bits_to_f32(coli__f32_to_bf16_bits(k)) : k;
-            vcur[i] = a.kv_bf16 ? coli__bf16_bits_to_f32(coli__f32_to_bf16_bits(v)) : v;
+            kcur[i] = coli__kv_rounded(a.kv_bf16, k);
+            vcur[i] = coli__kv_rounded(a.kv_bf16, v);
             if (h % grp == 0)
                 coli__store_kv(qa, at + (size_t)i, k, v);
         }
@@ -385,10 +385,16 @@ static __global__ void __launch_bounds__(256) k_qkv_att(coli__qkv_args qa, coli_
     att_fused_body<true>(a, h, 0, kcur, vcur, smem); /* begins with a barrier */
 }
 
+/* Whether one block can do a (head, token) whole (k_att_fused). */
+static int fused_fits(int max_pos, int hd)
+{
+    return max_pos + 1 <= FUSED_TILES * ATT_TILE && hd <= 256;
+}
+
 /* One token's q/k/v step and attention in one launch, where it fits. */
 int coli__k_qkv_attention_fits(const coli__qkv_args *qa, int max_S, int max_pos)
 {
-    return max_S == 1 && qa->qk_norm != 2 && max_pos + 1 <= FUSED_TILES * ATT_TILE && qa->hd <= 256;
+    return max_S == 1 && qa->qk_norm != 2 && fused_fits(max_pos, qa->hd);
 }
 
 coli_status coli__k_qkv_attention(cudaStream_t st, const coli__qkv_args *qa, const coli__att_args *a, coli__err *err)
@@ -401,7 +407,7 @@ coli_status coli__k_qkv_attention(cudaStream_t st, const coli__qkv_args *qa, con
 
 coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_S, int max_pos, coli__err *err)
 {
-    if (max_pos + 1 <= FUSED_TILES * ATT_TILE && a->hd <= 256) {
+    if (fused_fits(max_pos, a->hd)) {
         size_t smem = (size_t)(a->hd + FUSED_TILES * ATT_TILE + 8 * a->hd) * sizeof(float);
         (void)coli_launch(coli__gpu_pdl(), k_att_fused, dim3((unsigned)a->nh, (unsigned)max_S), 256, smem, st, *a);
         CK_LAUNCH("the attention kernel");

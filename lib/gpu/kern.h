@@ -312,6 +312,13 @@ static __device__ __forceinline__ float coli__clip1(float v, float c)
     return v < -c ? -c : v > c ? c : v;
 }
 
+/* x as a cache of bf16 (or f32) gives it back: the contract's rounding,
+ * as the CPU's cache. */
+static __device__ __forceinline__ float coli__kv_rounded(int bf16, float x)
+{
+    return bf16 ? coli__bf16_bits_to_f32(coli__f32_to_bf16_bits(x)) : x;
+}
+
 /* Key and value i of the cache, rounded to bf16 when it is bf16 (the
  * contract's rounding, as the CPU's cache). */
 static __device__ __forceinline__ void coli__store_kv(const coli__qkv_args &a, size_t i, float k, float v)
@@ -369,7 +376,6 @@ static __device__ inline void coli__head_prep(const coli__qkv_args &a, int h, in
         coli__rotate_pair(hv, i, half, cs);
     coli_syncwarp();
 }
-
 
 /* attention.cu: out [S, nh*hd] from q and the cache, positions 0 .. pos0
  * + t of each token t (within the window). scores: [nh, sc_cap] floats
