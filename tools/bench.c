@@ -526,7 +526,7 @@ static void print_json(const bench_params *p, const coli_model_info *info,
     printf(",\"max_positions\":%d,\"sizes_fitted\":%s", p->max_positions,
            p->sizes_fitted ? "true" : "false");
     printf(",\"depth\":%" PRId64 ",\"depth_seconds\":", p->depth);
-    json_real(stdout, p->depth > 0 ? r->depth_seconds : NAN, "%.3f");
+    json_real(stdout, p->depth > 0 ? r->depth_seconds : NAN, "%.6f");
     printf(",\"kv_type\":\"%s\"", p->kv_type ? p->kv_type : "f32");
     printf(",\"prefill_tok_s\":");
     json_real(stdout, r->pp.mean, "%.3f");
