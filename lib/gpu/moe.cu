@@ -99,35 +99,24 @@ static __global__ void k_route(const float *rl, int E, int K, int norm_topk, con
 }
 
 
-/* One block: counts per expert (shared atomics: a count is the same in
- * any order), their offsets and the resident ones' table slots in
- * ascending expert order (prefix sums by one warp), each expert's table
- * entries, then each pair's row within its expert's range. The order of
- * rows within an expert is free: every (row, token) of a product is
- * computed alone, to the same bits wherever it sits. The gate and up
- * products read each row's token in place (xrow). */
-static __device__ void group_body(const coli__group_args &a, int *sh)
+/* The grouping, by one block, once cnt (pairs per expert) and slot (1:
+ * resident here) are in shared memory: offsets and the resident experts'
+ * table slots in ascending expert order (prefix sums by one warp), each
+ * expert's table entries, then each pair's row within its expert's range.
+ * The order of rows within an expert is free: every (row, token) of a
+ * product is computed alone, to the same bits wherever it sits. The gate
+ * and up products read each row's token in place (xrow). A pair without an
+ * expert (sel < 0: a router with fewer candidates than K) takes no row. */
+static __device__ void group_body(const coli__group_args &a, const int *sel, int n, int *sh)
 {
     int *cnt = sh, *off = sh + a.E, *slot = sh + 2 * a.E, *fill = sh + 3 * a.E;
     __shared__ int n_used;
-    const int n = *a.S * a.K;
-    for (int e = (int)threadIdx.x; e < a.E; e += (int)blockDim.x)
-        cnt[e] = fill[e] = 0;
-    __syncthreads();
-    for (int q = (int)threadIdx.x; q < n; q += (int)blockDim.x)
-        atomicAdd(&cnt[a.sel[q]], 1);
-    __syncthreads();
-    for (int e = (int)threadIdx.x; e < a.E; e += (int)blockDim.x) {
-        const prod *v = a.views + 3 * (size_t)e;
-        slot[e] = cnt[e] > 0 && (v[0].qs || v[0].w); /* used here: a flag, then its slot */
-    }
-    __syncthreads();
     if (threadIdx.x < 32) { /* prefix sums of the counts and the flags, 32 experts a step */
         const int lane = (int)threadIdx.x;
         int at = 0, u = 0;
         for (int base = 0; base < a.E; base += 32) {
             const int e = base + lane;
-            const int c = e < a.E ? cnt[e] : 0, f = e < a.E ? slot[e] : 0;
+            const int c = e < a.E ? cnt[e] : 0, f = e < a.E && c > 0 && slot[e];
             int ic = c, iflag = f;
 #pragma unroll
             for (int d = 1; d < 32; d <<= 1) {
@@ -150,7 +139,7 @@ static __device__ void group_body(const coli__group_args &a, int *sh)
     __syncthreads();
     for (int e = (int)threadIdx.x; e < a.E; e += (int)blockDim.x) {
         const int u = slot[e];
-        if (cnt[e] == 0 || u < 0)
+        if (u < 0)
             continue;
         const prod *v = a.views + 3 * (size_t)e;
         prod g = v[0], up = v[1], dn = v[2];
@@ -169,7 +158,12 @@ static __device__ void group_body(const coli__group_args &a, int *sh)
         a.t2[u] = dn;
     }
     for (int q = (int)threadIdx.x; q < n; q += (int)blockDim.x) {
-        const int e = a.sel[q];
+        const int e = sel[q];
+        if (e < 0) {
+            a.row[q] = 0;
+            a.host[q] = 0;
+            continue;
+        }
         const int at = off[e] + atomicAdd(&fill[e], 1);
         a.row_tok[at] = q / a.K;
         a.row[q] = at;
@@ -179,12 +173,33 @@ static __device__ void group_body(const coli__group_args &a, int *sh)
         a.t1[2 * u].n_tok = a.t1[2 * u + 1].n_tok = a.t2[u].n_tok = 0;
 }
 
+/* Which experts are resident (a static table: read before the wait),
+ * with their counts and fills zeroed. */
+static __device__ void group_start(const coli__group_args &a, int *sh)
+{
+    int *cnt = sh, *slot = sh + 2 * a.E, *fill = sh + 3 * a.E;
+    for (int e = (int)threadIdx.x; e < a.E; e += (int)blockDim.x) {
+        const prod *v = a.views + 3 * (size_t)e;
+        slot[e] = v[0].qs || v[0].w;
+        cnt[e] = fill[e] = 0;
+    }
+}
+
+/* One block: counts per expert (shared atomics: a count is the same in
+ * any order), then the grouping. */
 static __global__ void k_group(coli__group_args a)
 {
+    extern __shared__ int sh[];
+    group_start(a, sh);
     coli_pdl_wait(); /* everything below reads the step */
     coli_pdl_release();
-    extern __shared__ int sh[];
-    group_body(a, sh);
+    const int n = *a.S * a.K;
+    __syncthreads();
+    for (int q = (int)threadIdx.x; q < n; q += (int)blockDim.x)
+        if (a.sel[q] >= 0)
+            atomicAdd(&sh[a.sel[q]], 1);
+    __syncthreads();
+    group_body(a, a.sel, n, sh);
 }
 
 /* Few tokens (at most ROUTE_FEW): the softmax (a warp a token) into
@@ -194,19 +209,26 @@ static __global__ void k_group(coli__group_args a)
  * is the j-th that route_token's K rounds take, and the K rounds' answer
  * for a token with fewer than K candidates (-1) is what stays where no
  * rank lands. Then the sum in the order of selection, and the grouping,
- * in the same block. */
+ * in the same block, every intermediate in shared memory. */
 #define ROUTE_FEW 8
 
 template <int PL>
 static __global__ void k_route_group(const float *rl, int norm_topk, coli__group_args a)
 {
+    extern __shared__ int sh[];
+    const int E = a.E, K = a.K;
+    float *ps = (float *)(void *)(sh + 4 * E);        /* [ROUTE_FEW][E] */
+    int *sel = (int *)(void *)(ps + ROUTE_FEW * E);   /* [ROUTE_FEW][K] */
+    float *ws = (float *)(void *)(sel + ROUTE_FEW * K); /* [ROUTE_FEW][K] */
+    group_start(a, sh);
+    for (int q = (int)threadIdx.x; q < ROUTE_FEW * K; q += (int)blockDim.x) {
+        sel[q] = -1;
+        ws[q] = -1.0f;
+    }
     coli_pdl_wait(); /* everything below reads the step */
     coli_pdl_release();
-    extern __shared__ int sh[];
-    float *ps = (float *)(void *)(sh + 4 * a.E); /* [ROUTE_FEW][E] */
     const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
-    const int S = *a.S, E = a.E, K = a.K;
-    int *sel = (int *)a.sel;
+    const int S = *a.S;
     for (int t = warp; t < S; t += (int)(blockDim.x / 32)) {
         float pv[PL];
         route_softmax<PL>(rl, E, t, lane, pv);
@@ -214,10 +236,6 @@ static __global__ void k_route_group(const float *rl, int norm_topk, coli__group
         for (int i = 0; i < PL; i++)
             if (lane + 32 * i < E)
                 ps[t * E + lane + 32 * i] = pv[i];
-    }
-    for (int q = (int)threadIdx.x; q < S * K; q += (int)blockDim.x) {
-        sel[q] = -1;
-        a.w[q] = -1.0f;
     }
     __syncthreads();
     for (int c = (int)threadIdx.x; c < S * E; c += (int)blockDim.x) {
@@ -233,22 +251,27 @@ static __global__ void k_route_group(const float *rl, int norm_topk, coli__group
         }
         if (r < K) {
             sel[t * K + r] = e;
-            a.w[t * K + r] = v;
+            ws[t * K + r] = v;
         }
     }
-    __threadfence_block();
     __syncthreads();
     if (norm_topk)
         for (int t = (int)threadIdx.x; t < S; t += (int)blockDim.x) {
-            float *wt = a.w + (size_t)t * K, sum = 0.0f;
+            float *wt = ws + (size_t)t * K, sum = 0.0f;
             for (int j = 0; j < K; j++)
                 sum = sum + wt[j];
             for (int j = 0; j < K; j++)
                 wt[j] = wt[j] / sum;
         }
-    __threadfence_block();
+    for (int q = (int)threadIdx.x; q < S * K; q += (int)blockDim.x)
+        if (sel[q] >= 0)
+            atomicAdd(&sh[sel[q]], 1);
     __syncthreads();
-    group_body(a, sh);
+    for (int q = (int)threadIdx.x; q < S * K; q += (int)blockDim.x) {
+        ((int *)a.sel)[q] = sel[q];
+        a.w[q] = ws[q];
+    }
+    group_body(a, sel, S * K, sh);
 }
 
 coli_status coli__k_route_group(cudaStream_t st, const float *rl, int norm_topk, const coli__group_args *a, int max_S,
@@ -260,7 +283,7 @@ coli_status coli__k_route_group(cudaStream_t st, const float *rl, int norm_topk,
     const size_t sh = (size_t)4 * (size_t)a->E * sizeof(int);
     const int pl = a->E <= 128 ? 4 : a->E <= 256 ? 8 : 16;
     if (max_S <= ROUTE_FEW) {
-        const size_t shf = sh + (size_t)ROUTE_FEW * (size_t)a->E * sizeof(float);
+        const size_t shf = sh + (size_t)ROUTE_FEW * ((size_t)a->E * sizeof(float) + (size_t)a->K * 8);
         if (pl == 4)
             (void)coli_launch(coli__gpu_pdl(), k_route_group<4>, 1, 256, shf, st, rl, norm_topk, *a);
         else if (pl == 8)
