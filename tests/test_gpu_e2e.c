@@ -143,6 +143,8 @@ static void compare(const run *a, const run *b, const char *what)
  * so every comparison is bit for bit; in the mixtral fixture the expert
  * width (48) is not a multiple of 32 and its down projections stay bf16
  * under the quantized formats, which changes nothing. */
+static const char *const g_format_names[] = {"q8", "q4", "q2", "bf16"}; /* model_case's, in order */
+
 /* Whether model_case runs format name for a benchmark model. */
 static int bench_format_wanted(const char *name)
 {
@@ -163,7 +165,7 @@ static void model_case(const char *dir, int every_format)
 {
     static const coli_weight_format fmts[] = {COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q2,
                                               COLI_WEIGHTS_BF16};
-    static const char *names[] = {"q8", "q4", "q2", "bf16"};
+    const char *const *names = g_format_names;
     for (int f = 0; f < 4; f++) {
         if (!every_format && !bench_format_wanted(names[f]))
             continue;
@@ -329,17 +331,10 @@ START_TEST(test_bench_model)
 }
 END_TEST
 
-int main(void)
+/* COLI_BENCH_MODEL, COLI_BENCH_FORMATS and COLI_E2E_THREADS, checked
+ * before anything runs: 1 when one of them is wrong (said on stderr). */
+static int read_env(void)
 {
-    int n = 0;
-    if (coli_gpu_count(&n) != COLI_OK || n == 0) {
-        printf("test_gpu_e2e: SKIP: no GPU device (tier compiled in: %s)\n", coli_gpu_tier());
-        return 77;
-    }
-    setvbuf(stdout, NULL, _IOLBF, 0); /* each case's line as it passes, even if a timeout stops the rest */
-    unsetenv("COLI_CUDA");
-    unsetenv("COLI_GPU_FAIL_AFTER");
-    setenv("COLI_GPU_POISON", "1", 1); /* every device buffer starts as NaN */
     /* only when there are some: an absent model is no check, not a pass */
     const char *bench = getenv("COLI_BENCH_MODEL");
     for (const char *p = bench ? bench : ""; *p;) {
@@ -355,6 +350,20 @@ int main(void)
         }
         p += len + (p[len] == ':');
     }
+    /* a name no case knows would leave a model compared in no format */
+    const char *fw = getenv("COLI_BENCH_FORMATS");
+    for (const char *p = fw ? fw : ""; *p;) {
+        size_t len = strcspn(p, ",");
+        int known = 0;
+        for (int f = 0; f < 4; f++)
+            known |= len == strlen(g_format_names[f]) && strncmp(p, g_format_names[f], len) == 0;
+        if (!known) {
+            fprintf(stderr, "test_gpu_e2e: COLI_BENCH_FORMATS=%s: \"%.*s\" is not q8, q4, q2 or bf16\n", fw, (int)len,
+                    p);
+            return 1;
+        }
+        p += len + (p[len] == ',');
+    }
     const char *th = getenv("COLI_E2E_THREADS");
     if (th && *th) {
         char *end;
@@ -365,6 +374,22 @@ int main(void)
         }
         g_threads = (int)v;
     }
+    return 0;
+}
+
+int main(void)
+{
+    if (read_env())
+        return 1;
+    int n = 0;
+    if (coli_gpu_count(&n) != COLI_OK || n == 0) {
+        printf("test_gpu_e2e: SKIP: no GPU device (tier compiled in: %s)\n", coli_gpu_tier());
+        return 77;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each case's line as it passes, even if a timeout stops the rest */
+    unsetenv("COLI_CUDA");
+    unsetenv("COLI_GPU_FAIL_AFTER");
+    setenv("COLI_GPU_POISON", "1", 1); /* every device buffer starts as NaN */
     Suite *s = suite_create("gpu_e2e");
     TCase *tc = tcase_create("placement");
     tcase_set_timeout(tc, 1200);

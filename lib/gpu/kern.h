@@ -403,7 +403,7 @@ coli_status coli__k_qkv_attention(cudaStream_t st, const coli__qkv_args *qa, con
  * the host's): t1 [2 * slots] gate and up, t2 [slots] down, unused entries
  * empty. host: [S*K] 1 for the pairs the host computes. */
 typedef struct coli__group_args {
-    const int *sel;
+    int *sel; /* written by the top-k, read by the grouping */
     float *w;
     const prod *views;
     int E, K, H, I;

@@ -185,8 +185,16 @@ static __device__ void group_start(const coli__group_args &a, int *sh)
     }
 }
 
-/* One block: counts per expert (shared atomics: a count is the same in
- * any order), then the grouping. */
+/* The pairs of each expert into cnt (shared atomics: a count is the same
+ * in any order); a pair without an expert counts nowhere. */
+static __device__ __forceinline__ void count_pairs(const int *sel, int n, int *cnt)
+{
+    for (int q = (int)threadIdx.x; q < n; q += (int)blockDim.x)
+        if (sel[q] >= 0)
+            atomicAdd(&cnt[sel[q]], 1);
+}
+
+/* One block: the counts, then the grouping. */
 static __global__ void k_group(coli__group_args a)
 {
     extern __shared__ int sh[];
@@ -195,9 +203,7 @@ static __global__ void k_group(coli__group_args a)
     coli_pdl_release();
     const int n = *a.S * a.K;
     __syncthreads();
-    for (int q = (int)threadIdx.x; q < n; q += (int)blockDim.x)
-        if (a.sel[q] >= 0)
-            atomicAdd(&sh[a.sel[q]], 1);
+    count_pairs(a.sel, n, sh);
     __syncthreads();
     group_body(a, a.sel, n, sh);
 }
@@ -263,12 +269,10 @@ static __global__ void k_route_group(const float *rl, int norm_topk, coli__group
             for (int j = 0; j < K; j++)
                 wt[j] = wt[j] / sum;
         }
-    for (int q = (int)threadIdx.x; q < S * K; q += (int)blockDim.x)
-        if (sel[q] >= 0)
-            atomicAdd(&sh[sel[q]], 1);
+    count_pairs(sel, S * K, sh);
     __syncthreads();
     for (int q = (int)threadIdx.x; q < S * K; q += (int)blockDim.x) {
-        ((int *)a.sel)[q] = sel[q];
+        a.sel[q] = sel[q];
         a.w[q] = ws[q];
     }
     group_body(a, sel, S * K, sh);
@@ -296,13 +300,13 @@ coli_status coli__k_route_group(cudaStream_t st, const float *rl, int norm_topk,
     const unsigned nb = (unsigned)((max_S + 3) / 4);
     if (pl == 4)
         (void)coli_launch(coli__gpu_pdl(), k_route<4>, nb, 128, 0, st, rl,
-                          a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
+                          a->E, a->K, norm_topk, a->S, a->sel, a->w);
     else if (pl == 8)
         (void)coli_launch(coli__gpu_pdl(), k_route<8>, nb, 128, 0, st, rl,
-                          a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
+                          a->E, a->K, norm_topk, a->S, a->sel, a->w);
     else
         (void)coli_launch(coli__gpu_pdl(), k_route<16>, nb, 128, 0, st, rl,
-                          a->E, a->K, norm_topk, a->S, (int *)a->sel, a->w);
+                          a->E, a->K, norm_topk, a->S, a->sel, a->w);
     CK_LAUNCH("the router kernel");
     (void)coli_launch(coli__gpu_pdl(), k_group, 1, 1024, sh, st, *a);
     CK_LAUNCH("the expert grouping kernel");
