@@ -746,7 +746,10 @@ static coli_status layers(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos
 static coli_status chunk(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos, int want_logits,
                          const coli__gpu_host *host, coli__err *err)
 {
-    CK(cudaMemcpyAsync(pp->step, pp->h_step, pp->in_bytes, cudaMemcpyHostToDevice, s), "copying the tokens in");
+    /* the header, the token slots and the S rows of RoPE in use: a decode
+     * step copies one row, not the chunk's (264 KB at 512 x 128) */
+    size_t in = pp->in_bytes - (size_t)(pp->C - S) * pp->rot * sizeof(float);
+    CK(cudaMemcpyAsync(pp->step, pp->h_step, in, cudaMemcpyHostToDevice, s), "copying the tokens in");
     COLI_TRY(layers(pp, s, S, max_pos, host, err));
     if (want_logits)
         CK(cudaMemcpyAsync(pp->h_logits, pp->logits, (size_t)pp->net.vocab * 4, cudaMemcpyDeviceToHost, s),
