@@ -687,6 +687,150 @@ START_TEST(test_repeat_penalty)
 }
 END_TEST
 
+/* ---- sampler: top-k, top-p and min-p against a reference ------------------ */
+
+/* The sampler as written down (docs/architecture.md, sampler.c's header):
+ * xoshiro256** seeded through splitmix64, probabilities expf((l - max) /
+ * T), every candidate sorted by probability then id, top-k, top-p over the
+ * kept mass, min-p, and a draw of 53 random bits over the kept mass. The
+ * library orders only what it keeps; this reference sorts everything. */
+typedef struct ref_cand {
+    float p;
+    int32_t id;
+} ref_cand;
+
+static int ref_by_prob(const void *a, const void *b)
+{
+    const ref_cand *x = a, *y = b;
+    if (x->p != y->p)
+        return x->p > y->p ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static uint64_t ref_rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static void ref_seed(uint64_t st[4], uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) {
+        uint64_t z = (seed += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        st[i] = z ^ (z >> 31);
+    }
+}
+
+static double ref_unit(uint64_t st[4])
+{
+    uint64_t out = ref_rotl(st[1] * 5, 7) * 9, t = st[1] << 17;
+    st[2] ^= st[0];
+    st[3] ^= st[1];
+    st[1] ^= st[2];
+    st[0] ^= st[3];
+    st[2] ^= t;
+    st[3] = ref_rotl(st[3], 45);
+    return (double)(out >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static int32_t ref_sample(const float *l, size_t n, const coli_sampler_params *sp, uint64_t st[4], ref_cand *c)
+{
+    size_t best = (size_t)tu_argmax(l, (int)n), m = n;
+    if (sp->temperature <= 0.0f || sp->top_k == 1)
+        return (int32_t)best;
+    for (size_t i = 0; i < n; i++) {
+        c[i].p = expf((l[i] - l[best]) / sp->temperature);
+        c[i].id = (int32_t)i;
+    }
+    if (sp->top_k > 0 || sp->top_p < 1.0f || sp->min_p > 0.0f) {
+        qsort(c, n, sizeof *c, ref_by_prob);
+        if (sp->top_k > 0 && (size_t)sp->top_k < m)
+            m = (size_t)sp->top_k;
+        if (sp->top_p < 1.0f) {
+            double kept = 0, run = 0;
+            size_t i = 0;
+            for (size_t j = 0; j < m; j++)
+                kept += c[j].p;
+            while (i < m) {
+                run += c[i++].p;
+                if (run >= sp->top_p * kept)
+                    break;
+            }
+            m = i;
+        }
+        if (sp->min_p > 0.0f) {
+            size_t i = 1;
+            while (i < m && c[i].p >= sp->min_p * c[0].p)
+                i++;
+            m = i;
+        }
+    }
+    double sum = 0, run = 0;
+    for (size_t i = 0; i < m; i++)
+        sum += c[i].p;
+    double u = ref_unit(st) * sum;
+    for (size_t i = 0; i < m; i++) {
+        run += c[i].p;
+        if (u < run)
+            return c[i].id;
+    }
+    return c[m - 1].id;
+}
+
+START_TEST(test_sampler_reference)
+{
+    static const float temps[] = {0.05f, 0.7f, 1.5f};
+    static const int top_ks[] = {0, 2, 5, 40, 1 << 20};
+    static const float top_ps[] = {1.0f, 0.9f, 0.3f};
+    static const float min_ps[] = {0.0f, 0.05f};
+    fixture f;
+    ref_cand *c;
+    int draws = 0, distinct_seen = 0;
+
+    fx_open(&f, "qwen3_moe", 0);
+    ck_assert_int_eq(coli_eval(f.c, f.prompt, f.n_prompt), COLI_OK);
+    const float *l = coli_context_logits(f.c);
+    const size_t n = (size_t)f.info.vocab_size;
+    c = malloc(n * sizeof *c);
+    ck_assert_ptr_nonnull(c);
+    for (size_t a = 0; a < sizeof temps / sizeof temps[0]; a++)
+        for (size_t b = 0; b < sizeof top_ks / sizeof top_ks[0]; b++)
+            for (size_t d = 0; d < sizeof top_ps / sizeof top_ps[0]; d++)
+                for (size_t e = 0; e < sizeof min_ps / sizeof min_ps[0]; e++)
+                    for (uint64_t seed = 1; seed <= 3; seed++) {
+                        coli_sampler_params sp;
+                        coli_sampler *s = NULL;
+                        uint64_t st[4];
+                        int32_t first = -1;
+                        coli_sampler_params_init(&sp, sizeof sp);
+                        sp.temperature = temps[a];
+                        sp.top_k = top_ks[b];
+                        sp.top_p = top_ps[d];
+                        sp.min_p = min_ps[e];
+                        sp.seed = seed;
+                        ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
+                        ref_seed(st, seed);
+                        for (int k = 0; k < 6; k++) {
+                            int32_t tok = -1, want = ref_sample(l, n, &sp, st, c);
+                            ck_assert_int_eq(coli_sample(s, f.c, &tok), COLI_OK);
+                            ck_assert_msg(tok == want, "T %g top-k %d top-p %g min-p %g seed %d draw %d: %d, "
+                                          "the reference %d", (double)sp.temperature, sp.top_k,
+                                          (double)sp.top_p, (double)sp.min_p, (int)seed, k, tok, want);
+                            distinct_seen += k > 0 && tok != first;
+                            first = k == 0 ? tok : first;
+                            draws++;
+                        }
+                        coli_sampler_free(s);
+                    }
+    /* the draws were not all the most likely token */
+    ck_assert_int_gt(distinct_seen, 0);
+    ck_assert_int_eq(draws, 3 * 5 * 3 * 2 * 3 * 6);
+    free(c);
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_sampler_params_invalid)
 {
     coli_sampler_params sp;
@@ -757,6 +901,7 @@ static Suite *generate_suite(void)
     tcase_add_test(t, test_min_p);
     tcase_add_test(t, test_repeat_penalty);
     tcase_add_test(t, test_sampler_params_invalid);
+    tcase_add_test(t, test_sampler_reference);
     suite_add_tcase(s, t);
     return s;
 }

@@ -4,6 +4,7 @@
  * The random stream is xoshiro256** seeded through splitmix64, so a seed
  * gives the same tokens on every platform. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +20,7 @@ typedef struct cand {
 struct coli_sampler {
     coli_sampler_params p;
     uint64_t s[4];
-    cand *c;        /* vocab-sized scratch */
+    cand *c, *c2;   /* vocab-sized scratch, and the sort's or selection's */
     size_t cap;
     float *pen;     /* penalised copy of the logits */
     uint8_t *mark;  /* tokens already penalised in this step */
@@ -115,6 +116,7 @@ COLI_API void coli_sampler_free(coli_sampler *s)
     if (!s)
         return;
     free(s->c);
+    free(s->c2);
     free(s->pen);
     free(s->mark);
     free(s->hist);
@@ -187,6 +189,79 @@ static int by_prob_desc(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* x comes before y in by_prob_desc's order. */
+static int before(const cand *x, const cand *y)
+{
+    return x->p > y->p || (x->p == y->p && x->id < y->id);
+}
+
+/* Restores the heap below h[i]: h[0] is the last in the order of the k. */
+static void sift(cand *h, size_t k, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, w = i;
+        if (l < k && before(&h[w], &h[l]))
+            w = l;
+        if (r < k && before(&h[w], &h[r]))
+            w = r;
+        if (w == i)
+            return;
+        cand t = h[i];
+        h[i] = h[w];
+        h[w] = t;
+        i = w;
+    }
+}
+
+/* The first k of c[0..n) in by_prob_desc's order, in that order, into
+ * c[0..k): a heap of the best k so far, then a sort of those k only (a
+ * sort of a whole vocabulary took milliseconds a token). h: k entries. */
+static void first_k(cand *c, size_t n, size_t k, cand *h)
+{
+    memcpy(h, c, k * sizeof *h);
+    for (size_t i = k / 2; i-- > 0;)
+        sift(h, k, i);
+    for (size_t i = k; i < n; i++)
+        if (before(&c[i], &h[0])) {
+            h[0] = c[i];
+            sift(h, k, 0);
+        }
+    memcpy(c, h, k * sizeof *c);
+    qsort(c, k, sizeof *c, by_prob_desc);
+}
+
+/* All of c[0..n) in by_prob_desc's order, for probabilities in [0, 1]
+ * (or +inf): their bits order them as integers, and a stable radix sort
+ * on the complemented bits keeps ties in ascending id, as c comes. t: n
+ * entries. */
+static void sort_all(cand *c, size_t n, cand *t)
+{
+    size_t cnt[256];
+    for (int shift = 0; shift < 32; shift += 8) {
+        memset(cnt, 0, sizeof cnt);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t b;
+            memcpy(&b, &c[i].p, 4);
+            cnt[(~b >> shift) & 255]++;
+        }
+        size_t at = 0;
+        for (int d = 0; d < 256; d++) {
+            size_t x = cnt[d];
+            cnt[d] = at;
+            at += x;
+        }
+        for (size_t i = 0; i < n; i++) {
+            uint32_t b;
+            memcpy(&b, &c[i].p, 4);
+            t[cnt[(~b >> shift) & 255]++] = c[i];
+        }
+        cand *sw = c;
+        c = t;
+        t = sw;
+    }
+    /* four passes: the sorted values are back in the caller's c */
+}
+
 /* The logits with the repetition penalty applied, or logits itself when
  * it is off or nothing is remembered yet. NULL if memory runs out. */
 static const float *penalised(coli_sampler *s, const float *logits, size_t n)
@@ -231,6 +306,10 @@ static coli_status pick(coli_sampler *s, const float *logits, size_t n, int32_t 
         if (!c)
             return COLI_ENOMEM;
         s->c = c;
+        cand *c2 = realloc(s->c2, n * sizeof *c2);
+        if (!c2)
+            return COLI_ENOMEM;
+        s->c2 = c2;
         s->cap = n;
     }
     cand *c = s->c;
@@ -241,9 +320,14 @@ static coli_status pick(coli_sampler *s, const float *logits, size_t n, int32_t 
     }
     size_t m = n;
     if (s->p.top_k > 0 || s->p.top_p < 1.0f || s->p.min_p > 0.0f) {
-        qsort(c, n, sizeof *c, by_prob_desc);
-        if (s->p.top_k > 0 && (size_t)s->p.top_k < m)
+        /* only the candidates kept are ordered: the same first m as a
+         * sort of all n */
+        if (s->p.top_k > 0 && (size_t)s->p.top_k < m) {
             m = (size_t)s->p.top_k;
+            first_k(c, n, m, s->c2);
+        } else {
+            sort_all(c, n, s->c2);
+        }
         if (s->p.top_p < 1.0f) {
             double kept = 0, run = 0;
             for (size_t i = 0; i < m; i++)
