@@ -155,25 +155,30 @@ COLI_API void coli_sampler_reset(coli_sampler *s)
     reseed(s);
 }
 
-/* The first index of the largest of n values, none NaN. The maximum is
- * kept per lane, so that the scan vectorises (a chain through v[best]
- * costs a dependent load per value, ~100 us for a 32000-token vocabulary),
- * then its first index is found. */
-static int32_t argmax(const float *v, size_t n)
+/* The largest of n values, none NaN, kept per lane so that the scan
+ * vectorises (a chain through v[best] costs a dependent load per value,
+ * ~100 us for a 32000-token vocabulary). */
+static float max_of(const float *v, size_t n)
 {
     enum { LANES = 16 };
-    float m[LANES];
+    float m[LANES], best = v[0];
+    size_t i = 0;
     for (int j = 0; j < LANES; j++)
         m[j] = v[0];
-    size_t i = 0;
     for (; i + LANES <= n; i += LANES)
         for (int j = 0; j < LANES; j++)
             m[j] = v[i + j] > m[j] ? v[i + j] : m[j];
-    float best = v[0];
     for (int j = 0; j < LANES; j++)
         best = m[j] > best ? m[j] : best;
     for (; i < n; i++)
         best = v[i] > best ? v[i] : best;
+    return best;
+}
+
+/* The first index of the largest of n values, none NaN. */
+static int32_t argmax(const float *v, size_t n)
+{
+    const float best = max_of(v, n);
     size_t k = 0;
     while (k + 1 < n && v[k] != best)
         k++;
@@ -230,10 +235,10 @@ static void first_k(cand *c, size_t n, size_t k, cand *h)
     qsort(c, k, sizeof *c, by_prob_desc);
 }
 
-/* All of c[0..n) in by_prob_desc's order, for probabilities in [0, 1]
- * (or +inf): their bits order them as integers, and a stable radix sort
- * on the complemented bits keeps ties in ascending id, as c comes. t: n
- * entries. */
+/* All of c[0..n) in by_prob_desc's order. The probabilities are in
+ * [0, 1] (expf of a value <= 0), so their bits order them as integers; a
+ * stable radix sort on the complemented bits keeps ties in ascending id,
+ * as c comes. t: n entries. */
 static void sort_all(cand *c, size_t n, cand *t)
 {
     size_t cnt[256];
@@ -313,7 +318,7 @@ static coli_status pick(coli_sampler *s, const float *logits, size_t n, int32_t 
         s->cap = n;
     }
     cand *c = s->c;
-    float mx = logits[argmax(logits, n)];
+    const float mx = max_of(logits, n);
     for (size_t i = 0; i < n; i++) {
         c[i].p = expf((logits[i] - mx) / s->p.temperature);
         c[i].id = (int32_t)i;
