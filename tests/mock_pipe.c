@@ -1,12 +1,15 @@
 /* mock_pipe.c - the device decoder of lib/gpu/backend.h (pipe_*) on the
  * host, for tests: a second implementation of docs/formats.md's written
- * order (RMSNorm, RoPE from the host's tables, the KV cache, attention in
- * tiles of 256, the router's softmax and top-k, the experts' combination),
- * written from the text and not from lib/, over the mock's resident
- * tensors (products through coli__matmul, as the mock's experts). The
- * experts a layer does not hold go to the host through coli__gpu_host, one
- * token at a time. Memory counts against the mock device's capacity, and
- * every run is a call that fault injection can fail. */
+ * order (RMSNorm, the q/k/v biases, the q/k norms and clipping, RoPE of
+ * the first rot_dim dimensions from the host's tables, the KV cache,
+ * attention in tiles of 256, the router's softmax and top-k or the sigmoid
+ * router with its correction bias, groups and scale, the experts'
+ * combination, the shared experts, dense SwiGLU layers), written from the
+ * text and not from lib/, over the mock's resident tensors (products
+ * through coli__matmul, as the mock's experts). The experts a layer does
+ * not hold go to the host through coli__gpu_host, one token at a time.
+ * Memory counts against the mock device's capacity, and every run is a
+ * call that fault injection can fail. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +131,67 @@ static void route(float *l, int E, int K, int norm, int *sel, float *w)
     }
 }
 
+/* The sigmoid router: s_e = 1 / (1 + e(-l_e)) into l; c_e = s_e + b_e
+ * (b NULL: c_e = s_e) only chooses; with G > 1 groups of E / G experts,
+ * the TG best by the sum of their two largest c are kept and the others'
+ * c are -inf; top-k of c (ties: the lowest e); the unbiased weights,
+ * normalised with + 1e-20f, times scale. c [E], gs [G], taken [E]. */
+static void route_sigmoid(float *l, const float *b, int E, int K, int G, int TG, int norm, float scale, float *c,
+                          float *gs, unsigned char *taken, int *sel, float *w)
+{
+    for (int e = 0; e < E; e++) {
+        l[e] = 1.0f / (1.0f + coli__exp_f32(-l[e]));
+        c[e] = b ? l[e] + b[e] : l[e];
+    }
+    if (G > 1) {
+        const int per = E / G;
+        for (int g = 0; g < G; g++) {
+            const float *cg = c + g * per;
+            int a = 0;
+            for (int i = 1; i < per; i++)
+                if (cg[i] > cg[a])
+                    a = i;
+            int s2 = -1;
+            for (int i = 0; i < per; i++)
+                if (i != a && (s2 < 0 || cg[i] > cg[s2]))
+                    s2 = i;
+            gs[g] = s2 < 0 ? cg[a] : cg[a] + cg[s2];
+            taken[g] = 0;
+        }
+        for (int t = 0; t < TG; t++) {
+            int bg = -1;
+            for (int g = 0; g < G; g++)
+                if (!taken[g] && (bg < 0 || gs[g] > gs[bg]))
+                    bg = g;
+            taken[bg] = 1;
+        }
+        for (int e = 0; e < E; e++)
+            if (!taken[e / per])
+                c[e] = -INFINITY;
+    }
+    for (int e = 0; e < E; e++)
+        taken[e] = 0;
+    for (int j = 0; j < K; j++) {
+        int bi = -1;
+        for (int e = 0; e < E; e++)
+            if (!taken[e] && (bi < 0 || c[e] > c[bi]))
+                bi = e;
+        taken[bi] = 1;
+        sel[j] = bi;
+        w[j] = l[bi];
+    }
+    if (norm) {
+        float d = 0.0f;
+        for (int j = 0; j < K; j++)
+            d = d + w[j];
+        d = d + 1e-20f;
+        for (int j = 0; j < K; j++)
+            w[j] = w[j] / d;
+    }
+    for (int j = 0; j < K; j++)
+        w[j] = w[j] * scale;
+}
+
 /* ---- the pipe ------------------------------------------------------------ */
 
 static const float *vec(coli__gpu *g, int h)
@@ -143,6 +207,41 @@ static coli_status mm(coli__gpu *g, int h, const float *x, float *y, coli__err *
         return coli__fail(err, COLI_EINVAL, "mock pipe: no tensor %d", h);
     return coli__matmul(NULL, NULL, m, x, 1, y);
 }
+
+/* A resident f32 vector of at least n values (one row of a matrix), or a
+ * failure naming it. */
+static coli_status need_vec(coli__gpu *g, int h, size_t n, int l, const char *what, const float **out,
+                            coli__err *err)
+{
+    const coli__mat *m = mock_gpu_mat(g, h);
+    *out = NULL;
+    if (!m || m->dt != COLI_DT_F32 || !m->data)
+        return coli__fail(err, COLI_EINVAL, "mock pipe: layer %d's %s (tensor %d) is not a resident f32 vector", l,
+                          what, h);
+    if ((size_t)m->rows * (size_t)m->cols < n)
+        return coli__fail(err, COLI_EINVAL, "mock pipe: layer %d's %s (tensor %d) has %d x %d values, not %zu", l,
+                          what, h, m->rows, m->cols, n);
+    *out = (const float *)m->data;
+    return COLI_OK;
+}
+
+/* y = down(swiglu(gate x, up x)): a dense MLP, an expert, or the shared
+ * experts; f is the width the scratch g, u holds. */
+static coli_status swiglu_mlp(coli__gpu *g, int hg, int hu, int hd, int f, const float *x, float *sg, float *su,
+                              float *y, coli__err *err)
+{
+    const coli__mat *G = mock_gpu_mat(g, hg);
+    if (!G)
+        return coli__fail(err, COLI_EINVAL, "mock pipe: no tensor %d", hg);
+    if (G->rows > f)
+        return coli__fail(err, COLI_EINVAL, "mock pipe: an MLP of width %d beyond the scratch's %d", G->rows, f);
+    COLI_TRY(mm(g, hg, x, sg, err));
+    COLI_TRY(mm(g, hu, x, su, err));
+    for (int i = 0; i < G->rows; i++)
+        sg[i] = coli__swiglu(sg[i], su[i]);
+    return mm(g, hd, sg, y, err);
+}
+
 
 static uint64_t m_pipe_bytes(const coli__gpu_net *n, const coli__gpu_pipe_params *p)
 {
@@ -198,9 +297,10 @@ static coli_status m_pipe_create(coli__gpu *g, const coli__gpu_net *net, const c
 
 /* Scratch of one token. */
 typedef struct tok {
-    float *x, *xn, *q, *k, *v, *att, *o, *a, *rl, *g, *u, *y, *yh, *w;
+    float *x, *xn, *q, *k, *v, *att, *o, *a, *rl, *g, *u, *y, *yh, *w, *c, *gs;
     int *sel;
-    unsigned char *host;
+    unsigned char *host, *taken;
+    int f; /* width of g and u */
 } tok;
 
 static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, tok *s, const coli__gpu_host *host,
@@ -217,14 +317,32 @@ static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, to
     COLI_TRY(mm(pp->g, ly->wq, s->xn, s->q, err));
     COLI_TRY(mm(pp->g, ly->wk, s->xn, s->k, err));
     COLI_TRY(mm(pp->g, ly->wv, s->xn, s->v, err));
-    if (ly->qk_norm == 1) {
-        for (int h = 0; h < nh; h++)
-            rmsnorm(s->q + h * hd, s->q + h * hd, vec(pp->g, ly->q_norm), hd, n->eps);
-        for (int h = 0; h < nkv; h++)
-            rmsnorm(s->k + h * hd, s->k + h * hd, vec(pp->g, ly->k_norm), hd, n->eps);
-    } else if (ly->qk_norm == 2) {
-        rmsnorm(s->q, s->q, vec(pp->g, ly->q_norm), QD, n->eps);
-        rmsnorm(s->k, s->k, vec(pp->g, ly->k_norm), KVD, n->eps);
+    /* the biases, only where there are some (+0 would make -0 +0) */
+    const int bh[3] = {ly->bq, ly->bk, ly->bv}, bn[3] = {QD, KVD, KVD};
+    float *const bd[3] = {s->q, s->k, s->v};
+    static const char *const bname[3] = {"q bias", "k bias", "v bias"};
+    for (int t = 0; t < 3; t++) {
+        if (bh[t] < 0)
+            continue;
+        const float *b;
+        COLI_TRY(need_vec(pp->g, bh[t], (size_t)bn[t], l, bname[t], &b, err));
+        for (int i = 0; i < bn[t]; i++)
+            bd[t][i] = bd[t][i] + b[i];
+    }
+    if (ly->qk_norm == 1 || ly->qk_norm == 2) {
+        const int per = ly->qk_norm == 1;
+        const float *qn, *kn;
+        COLI_TRY(need_vec(pp->g, ly->q_norm, (size_t)(per ? hd : QD), l, "q norm", &qn, err));
+        COLI_TRY(need_vec(pp->g, ly->k_norm, (size_t)(per ? hd : KVD), l, "k norm", &kn, err));
+        if (per) {
+            for (int h = 0; h < nh; h++)
+                rmsnorm(s->q + h * hd, s->q + h * hd, qn, hd, n->eps);
+            for (int h = 0; h < nkv; h++)
+                rmsnorm(s->k + h * hd, s->k + h * hd, kn, hd, n->eps);
+        } else {
+            rmsnorm(s->q, s->q, qn, QD, n->eps);
+            rmsnorm(s->k, s->k, kn, KVD, n->eps);
+        }
     }
     if (ly->clip_qkv > 0) {
         const float c = ly->clip_qkv;
@@ -235,6 +353,8 @@ static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, to
             s->v[i] = s->v[i] < -c ? -c : s->v[i] > c ? c : s->v[i];
         }
     }
+    /* rotate-half over the first rot_dim dimensions of every head of q
+     * and k; rot_dim .. hd - 1 pass unchanged */
     for (int h = 0; h < nh + nkv; h++) {
         float *v = h < nh ? s->q + h * hd : s->k + (h - nh) * hd;
         for (int i = 0; i < half; i++) {
@@ -258,18 +378,29 @@ static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, to
         s->x[i] = s->x[i] + s->o[i];
     rmsnorm(s->xn, s->x, fn, H, n->eps);
     if (ly->router < 0) {
-        const coli__mat *G = mock_gpu_mat(pp->g, ly->gate);
-        COLI_TRY(mm(pp->g, ly->gate, s->xn, s->g, err));
-        COLI_TRY(mm(pp->g, ly->up, s->xn, s->u, err));
-        for (int i = 0; i < G->rows; i++)
-            s->g[i] = coli__swiglu(s->g[i], s->u[i]);
-        COLI_TRY(mm(pp->g, ly->down, s->g, s->o, err));
+        COLI_TRY(swiglu_mlp(pp->g, ly->gate, ly->up, ly->down, s->f, s->xn, s->g, s->u, s->o, err));
         for (int i = 0; i < H; i++)
             s->x[i] = s->x[i] + s->o[i];
         return COLI_OK;
     }
     COLI_TRY(mm(pp->g, ly->router, s->xn, s->rl, err));
-    route(s->rl, E, K, ly->norm_topk, s->sel, s->w);
+    const coli__gpu_route *rt = &ly->route;
+    if (rt->kind == 0) {
+        route(s->rl, E, K, rt->norm_topk, s->sel, s->w);
+    } else if (rt->kind == 1) {
+        const int G = rt->n_group > 1 ? rt->n_group : 1;
+        if (E % G != 0 || (G > 1 && (rt->topk_group < 1 || rt->topk_group > G)) || K > E)
+            return coli__fail(err, COLI_EINVAL,
+                              "mock pipe: layer %d's sigmoid router: %d experts, %d groups, %d kept, top %d", l, E,
+                              rt->n_group, rt->topk_group, K);
+        const float *b = NULL;
+        if (rt->bias >= 0)
+            COLI_TRY(need_vec(pp->g, rt->bias, (size_t)E, l, "router's correction bias", &b, err));
+        route_sigmoid(s->rl, b, E, K, G, rt->topk_group, rt->norm_topk, rt->scale, s->c, s->gs, s->taken, s->sel,
+                      s->w);
+    } else {
+        return coli__fail(err, COLI_EINVAL, "mock pipe: layer %d: no router of kind %d", l, rt->kind);
+    }
     int any = 0;
     for (int j = 0; j < K; j++) {
         const int *h = ly->experts + 3 * s->sel[j];
@@ -277,12 +408,7 @@ static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, to
         any |= s->host[j];
         if (s->host[j])
             continue;
-        const coli__mat *G = mock_gpu_mat(pp->g, h[0]);
-        COLI_TRY(mm(pp->g, h[0], s->xn, s->g, err));
-        COLI_TRY(mm(pp->g, h[1], s->xn, s->u, err));
-        for (int i = 0; i < G->rows; i++)
-            s->g[i] = coli__swiglu(s->g[i], s->u[i]);
-        COLI_TRY(mm(pp->g, h[2], s->g, s->y + (size_t)j * H, err));
+        COLI_TRY(swiglu_mlp(pp->g, h[0], h[1], h[2], s->f, s->xn, s->g, s->u, s->y + (size_t)j * H, err));
     }
     if (any) {
         if (!host || !host->run)
@@ -290,13 +416,27 @@ static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, to
         COLI_TRY(host->run(host->user, l, s->xn, 1, s->sel, s->host, s->yh, err));
         pp->st.host_syncs++;
     }
-    /* ascending expert order, from +0 */
+    /* the shared experts: one SwiGLU of width shared_inter on the same
+     * xn, into o (free since the attention's residual) */
+    const int shared = ly->s_gate >= 0;
+    if (shared) {
+        const coli__mat *SG = mock_gpu_mat(pp->g, ly->s_gate);
+        if (ly->s_up < 0 || ly->s_down < 0 || !SG || SG->rows != n->shared_inter)
+            return coli__fail(err, COLI_EINVAL,
+                              "mock pipe: layer %d's shared experts: gate %d, up %d, down %d, width %d, net says %d",
+                              l, ly->s_gate, ly->s_up, ly->s_down, SG ? SG->rows : -1, n->shared_inter);
+        COLI_TRY(swiglu_mlp(pp->g, ly->s_gate, ly->s_up, ly->s_down, s->f, s->xn, s->g, s->u, s->o, err));
+    }
+    /* ascending expert order, from +0; then the shared experts' output;
+     * then the residual */
     for (int i = 0; i < H; i++) {
         float o = 0.0f;
         for (int e = 0; e < E; e++)
             for (int j = 0; j < K; j++)
                 if (s->sel[j] == e)
                     o = fmaf(s->w[j], (s->host[j] ? s->yh : s->y)[(size_t)j * H + i], o);
+        if (shared)
+            o = o + s->o[i];
         s->x[i] = s->x[i] + o;
     }
     return COLI_OK;
@@ -312,15 +452,21 @@ static coli_status m_pipe_run(coli__gpu_pipe *pp, const int32_t *tokens, int n, 
     const int H = nt->hidden, QD = nt->n_heads * nt->head_dim, KVD = nt->n_kv_heads * nt->head_dim;
     const int K = nt->top_k > 0 ? nt->top_k : 1, E = nt->n_experts > 0 ? nt->n_experts : 1;
     int I = nt->inter > nt->moe_inter ? nt->inter : nt->moe_inter;
+    I = nt->shared_inter > I ? nt->shared_inter : I;
+    I = I > 0 ? I : 1;
     tok s;
-    size_t fl[] = {H, H, QD, KVD, KVD, QD, H, (size_t)pp->n_ctx, E, I, I, (size_t)K * H, (size_t)K * H, K};
-    float **dst[] = {&s.x, &s.xn, &s.q, &s.k, &s.v, &s.att, &s.o, &s.a, &s.rl, &s.g, &s.u, &s.y, &s.yh, &s.w};
+    s.f = I;
+    size_t fl[] = {H, H, QD, KVD, KVD, QD, H, (size_t)pp->n_ctx, E, I, I, (size_t)K * H, (size_t)K * H, K, E, E};
+    float **dst[] = {&s.x,  &s.xn, &s.q, &s.k, &s.v,  &s.att, &s.o, &s.a,
+                     &s.rl, &s.g,  &s.u, &s.y, &s.yh, &s.w,   &s.c, &s.gs};
     int ok = 1;
     for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++)
         ok &= (*dst[i] = malloc(fl[i] * sizeof(float))) != NULL;
     s.sel = malloc((size_t)K * sizeof(int));
     s.host = malloc((size_t)K);
-    coli_status st = ok && s.sel && s.host ? COLI_OK : coli__fail(err, COLI_ENOMEM, "mock pipe: out of memory");
+    s.taken = malloc((size_t)E);
+    coli_status st = ok && s.sel && s.host && s.taken ? COLI_OK
+                                                      : coli__fail(err, COLI_ENOMEM, "mock pipe: out of memory");
     const coli__mat *emb = mock_gpu_mat(pp->g, nt->embed);
     for (int t = 0; t < n && st == COLI_OK; t++) {
         const size_t row = (size_t)tokens[t] * (size_t)H;
@@ -338,6 +484,7 @@ static coli_status m_pipe_run(coli__gpu_pipe *pp, const int32_t *tokens, int n, 
         free(*dst[i]);
     free(s.sel);
     free(s.host);
+    free(s.taken);
     if (st == COLI_OK) {
         pp->st.steps++;
         pp->st.tokens += (uint64_t)n;

@@ -1286,7 +1286,80 @@ elif run 0 "make-synthetic (tiny)" "$synth" --out "$tmp/synthetic" --hidden 64 -
 	fi
 	rm -rf "$tmp/synthetic2"
 fi
+# The same for --arch glm4_moe: one dense layer (intermediate 96) and two MoE
+# layers with routed, shared experts and the router's correction bias.
+if [ -x "$synth" ] && run 0 "make-synthetic --arch glm4_moe (tiny)" "$synth" --arch glm4_moe \
+	--out "$tmp/synthetic_glm" --hidden 64 --layers 3 --experts 8 --active 2 --moe-inter 32 \
+	--heads 4 --kv-heads 2 --head-dim 16 --vocab 100 --dense-layers 1 --inter 96 --shared 1 \
+	--groups 4 --topk-groups 2 --seed 5; then
+	gdir=$tmp/synthetic_glm
+	# per layer: two norms H, q and o 2*H*heads*hd, k and v 2*H*kv*hd, q/k/v
+	# biases heads*hd + 2*kv*hd, q/k norms 2*hd; the dense layer 3*H*inter;
+	# a MoE layer router E*H, correction bias E, experts E*3*I*H, the shared
+	# expert 3*I*H.
+	want_params=$(awk 'BEGIN {
+		H = 64; L = 3; D = 1; E = 8; I = 32; nh = 4; kv = 2; hd = 16; V = 100; inter = 96
+		attn = 2 * H + 2 * H * nh * hd + 2 * H * kv * hd + nh * hd + 2 * kv * hd + 2 * hd
+		moe = E * H + E + E * 3 * I * H + 3 * I * H
+		printf "%d\n", 2 * V * H + H + L * attn + D * 3 * H * inter + (L - D) * moe
+	}')
+	hlen=$(od -An -tu1 -N8 "$gdir/model.safetensors" |
+		awk '{ for (i = NF; i >= 1; i--) v = v * 256 + $i } END { printf "%d\n", v }')
+	size=$(wc -c <"$gdir/model.safetensors" | tr -d ' ')
+	# the tensors of GLM-4.5 that Qwen3-MoE has not, each once a layer
+	names=$(dd if="$gdir/model.safetensors" bs="$((8 + hlen))" count=1 2>/dev/null |
+		tr ',{' '\n\n' | grep -c -E \
+		-e '^"model\.layers\.[0-9]+\.self_attn\.[qkv]_proj\.bias":' \
+		-e '^"model\.layers\.[12]\.mlp\.gate\.e_score_correction_bias":' \
+		-e '^"model\.layers\.[12]\.mlp\.shared_experts\.(gate|up|down)_proj\.weight":' \
+		-e '^"model\.layers\.0\.mlp\.(gate|up|down)_proj\.weight":')
+	if [ "$((size - 8 - hlen))" -eq "$((2 * want_params))" ] && [ "$names" -eq 20 ] &&
+		contains "$gdir/config.json" '"model_type": "glm4_moe"' &&
+		contains "$gdir/config.json" '"first_k_dense_replace": 1' &&
+		contains "$gdir/config.json" '"n_group": 4'; then
+		pass "make-synthetic --arch glm4_moe: GLM-4.5 tensors and config, $want_params parameters"
+	else
+		fail "make-synthetic --arch glm4_moe: file of $size bytes, header $hlen," \
+			"$names GLM-4.5 tensor names of 20, for $want_params parameters"
+	fi
+	if run 0 "info on the synthetic glm4_moe model" "$COLI" info --model "$gdir" --format json; then
+		ok=1
+		for kv in n_layers:3 n_moe_layers:2 hidden_size:64 n_heads:4 n_kv_heads:2 head_dim:16 \
+			vocab_size:100 n_experts:8 n_experts_active:2 moe_intermediate_size:32 \
+			n_params_total:"$want_params"; do
+			k=${kv%%:*}
+			want=${kv#*:}
+			got=$(json_int "$out" "$k")
+			[ "$got" = "$want" ] || { ok=0; fail "synthetic glm4_moe info: $k is '$got', expected $want"; }
+		done
+		contains "$out" '"architecture":"Glm4MoeForCausalLM"' ||
+			{ ok=0; fail "synthetic glm4_moe info: architecture"; }
+		[ "$ok" = 1 ] && pass "info reports the synthetic glm4_moe model's family, layers and parameters"
+	fi
+	for w in bf16 q8; do
+		if run 0 "generate on the synthetic glm4_moe model ($w)" "$COLI" generate --model "$gdir" \
+			--weights "$w" --prompt-ids 1,2,3 --max-tokens 4 --temperature 0 --format json; then
+			n=$(json_array "$out" tokens | wc -l)
+			bad=$(json_array "$out" tokens | awk '$1 < 0 || $1 >= 100' | wc -l)
+			if json_valid <"$out" && [ "$n" -ge 1 ] && [ "$n" -le 4 ] && [ "$bad" -eq 0 ]; then
+				pass "generate runs the synthetic glm4_moe model ($w)"
+			else
+				fail "generate on the synthetic glm4_moe model ($w): $(cat "$out")"
+			fi
+		fi
+	done
+	rm -rf "$gdir"
+fi
 usage_error "make-synthetic without --out" --out "$synth" --layers 2
+usage_error "make-synthetic: bad arch" glm5 "$synth" --out "$tmp/x" --arch glm5
+usage_error "make-synthetic: a glm4_moe option without --arch glm4_moe" --shared "$synth" \
+	--out "$tmp/x" --shared 2
+usage_error "make-synthetic: groups that do not divide the experts" --groups "$synth" \
+	--arch glm4_moe --out "$tmp/x" --experts 8 --groups 3
+usage_error "make-synthetic: top-k groups too few for the active experts" --topk-groups "$synth" \
+	--arch glm4_moe --out "$tmp/x" --experts 8 --active 4 --groups 4 --topk-groups 1
+usage_error "make-synthetic: more dense layers than layers" --dense-layers "$synth" \
+	--arch glm4_moe --out "$tmp/x" --layers 2 --dense-layers 3
 usage_error "make-synthetic: more active than experts" --active "$synth" --out "$tmp/x" \
 	--experts 2 --active 3
 usage_error "make-synthetic: bad dtype" f16 "$synth" --out "$tmp/x" --dtype f16

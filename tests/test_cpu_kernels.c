@@ -25,7 +25,7 @@
 #define PROMPT 11
 #define STEPS 4
 
-static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral"};
+static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe"};
 
 static const struct {
     coli_weight_format fmt;

@@ -95,7 +95,7 @@ static void same(const run *a, const run *b, const char *what)
     ck_assert_msg(memcmp(a->logits, b->logits, n * sizeof(float)) == 0, "%s: logits differ from the CPU's", what);
 }
 
-static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral"};
+static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe"};
 
 START_TEST(test_same_bits)
 {
@@ -212,7 +212,7 @@ int main(void)
     Suite *s = suite_create("device");
     TCase *tc = tcase_create("layers");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, test_same_bits, 0, 3);
+    tcase_add_loop_test(tc, test_same_bits, 0, (int)(sizeof FIXTURES / sizeof FIXTURES[0]));
     tcase_add_test(tc, test_fallback);
     tcase_add_test(tc, test_refused);
     suite_add_tcase(s, tc);

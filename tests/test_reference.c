@@ -182,7 +182,8 @@ static double check_dir(const char *dir, const ref *r, coli_weight_format fmt, i
     return check_dir_kv(dir, r, fmt, -1, threads, tol_logit, strict, tol_tok);
 }
 
-static const char *ARCHS[] = {"qwen3_moe", "olmoe", "mixtral"};
+static const char *ARCHS[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe"};
+#define N_ARCHS 4
 
 /* f32: logits within 1e-4 of the range, every greedy token equal. */
 START_TEST(test_f32_matches_transformers)
@@ -240,7 +241,11 @@ START_TEST(test_bf16_kv)
     char *dir = tu_path(tu_data_dir(), ARCHS[_i]);
     ref r;
     ref_load(dir, &r);
-    double e = check_dir_kv(dir, &r, COLI_WEIGHTS_F32, COLI_KV_BF16, 2, 1e-2, 0, 1e-2);
+    /* glm4_moe's logits move more with the rounding (3.3e-2 of range at
+     * worst, one prompt; the others stay under 9e-3), though its
+     * distribution does not: the KL bounds below hold it like the others */
+    const double tol = strcmp(ARCHS[_i], "glm4_moe") == 0 ? 5e-2 : 1e-2;
+    double e = check_dir_kv(dir, &r, COLI_WEIGHTS_F32, COLI_KV_BF16, 2, tol, 0, 1e-2);
     coli_model *m = open_model(dir, COLI_WEIGHTS_F32, 2);
     coli_options *o = NULL;
     ck_assert_int_eq(coli_options_create(&o), COLI_OK);
@@ -299,9 +304,9 @@ START_TEST(test_threads_and_batching_invariant)
 {
     static const coli_weight_format fmts[] = {COLI_WEIGHTS_F32, COLI_WEIGHTS_BF16, COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4,
                                               COLI_WEIGHTS_Q2};
-    const coli_weight_format fmt = fmts[_i % 15 / 3];
-    const int kv = _i < 15 ? COLI_KV_F32 : COLI_KV_BF16;
-    char *dir = tu_path(tu_data_dir(), ARCHS[_i % 3]);
+    const coli_weight_format fmt = fmts[_i % (5 * N_ARCHS) / N_ARCHS];
+    const int kv = _i < 5 * N_ARCHS ? COLI_KV_F32 : COLI_KV_BF16;
+    char *dir = tu_path(tu_data_dir(), ARCHS[_i % N_ARCHS]);
     ref r;
     ref_load(dir, &r);
     const ref_prompt *rp = &r.p[r.n_prompts - 1];
@@ -420,10 +425,10 @@ static Suite *suite(void)
     Suite *s = suite_create("reference");
     TCase *tc = tcase_create("transformers");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_f32_matches_transformers, 0, 3);
-    tcase_add_loop_test(tc, test_bf16_matches_transformers, 0, 3);
-    tcase_add_loop_test(tc, test_bf16_kv, 0, 3);
-    tcase_add_loop_test(tc, test_threads_and_batching_invariant, 0, 30);
+    tcase_add_loop_test(tc, test_f32_matches_transformers, 0, N_ARCHS);
+    tcase_add_loop_test(tc, test_bf16_matches_transformers, 0, N_ARCHS);
+    tcase_add_loop_test(tc, test_bf16_kv, 0, N_ARCHS);
+    tcase_add_loop_test(tc, test_threads_and_batching_invariant, 0, 10 * N_ARCHS);
     tcase_add_loop_test(tc, test_other_dtype_checkpoint, 0, 2);
     tcase_add_loop_test(tc, test_config_variants, 0, (int)(sizeof VARIANTS / sizeof VARIANTS[0]));
     suite_add_tcase(s, tc);

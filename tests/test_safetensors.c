@@ -673,8 +673,15 @@ START_TEST(test_family_rows)
         ck_assert_uint_lt((unsigned)f->mlp, COLI_MLP_KINDS);
         ck_assert_ptr_nonnull(f->names->layers);
         ck_assert_ptr_nonnull(f->names->experts);
+        /* the roles of optional pieces (biases, the sigmoid router's
+         * bias, shared experts) are named by the families that have them */
         for (int t = 0; t < COLI_T_COUNT; t++)
-            ck_assert_msg(f->names->name[t] != NULL, "%s: tensor role %d has no name", f->arch, t);
+            ck_assert_msg(f->names->name[t] != NULL || (t >= COLI_T_BQ && t <= COLI_T_S_DOWN),
+                          "%s: tensor role %d has no name", f->arch, t);
+        if (f->router == COLI_ROUTER_SIGMOID_GROUP)
+            ck_assert_ptr_nonnull(f->names->name[COLI_T_ROUTER_BIAS]);
+        if (f->moe == COLI_MOE_ROUTED_SHARED)
+            ck_assert_ptr_nonnull(f->names->name[COLI_T_S_DOWN]);
     }
     ck_assert_ptr_null(coli__family_find("GPTNeoXForCausalLM", NULL));
     ck_assert_ptr_null(coli__family_find(NULL, "gpt_neox"));
@@ -683,9 +690,10 @@ START_TEST(test_family_rows)
 }
 END_TEST
 
-static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral"};
+static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe"};
 /* what each fixture's config.json names in "architectures" */
-static const char *const FIXTURE_ARCH[] = {"Qwen3MoeForCausalLM", "OlmoeForCausalLM", "MixtralForCausalLM"};
+static const char *const FIXTURE_ARCH[] = {"Qwen3MoeForCausalLM", "OlmoeForCausalLM", "MixtralForCausalLM",
+                                           "Glm4MoeForCausalLM"};
 
 /* Each fixture's config.json picks its row, and the tensors the row names
  * for layer 0 and expert 0 are in its checkpoint. */
@@ -707,6 +715,12 @@ START_TEST(test_family_names_resolve)
             want = cfg.attn.qk_norm != COLI_QK_NORM_NONE;
         else if (t == COLI_T_GATE || t == COLI_T_UP || t == COLI_T_DOWN)
             want = !cfg.is_moe[0];
+        else if (t == COLI_T_BQ || t == COLI_T_BK || t == COLI_T_BV)
+            want = cfg.attn.qkv_bias;
+        else if (t == COLI_T_ROUTER_BIAS)
+            want = cfg.is_moe[0] && cfg.family->router == COLI_ROUTER_SIGMOID_GROUP;
+        else if (t >= COLI_T_S_GATE && t <= COLI_T_S_DOWN)
+            want = cfg.is_moe[0] && cfg.shared_inter > 0;
         else if (t >= COLI_T_ROUTER)
             want = cfg.is_moe[0];
         char name[256];

@@ -31,7 +31,7 @@
 #define STEPS 6 /* greedy tokens after the prompt */
 
 /* the last is the trained demo model (tied embeddings, 4 MoE layers) */
-static const char *const fixtures[] = {"qwen3_moe", "olmoe", "mixtral", "../../data/demo"};
+static const char *const fixtures[] = {"qwen3_moe", "olmoe", "mixtral", "../../data/demo", "glm4_moe"};
 static const coli_weight_format fmts[] = {COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q2, COLI_WEIGHTS_BF16};
 static const char *const fmt_names[] = {"q8", "q4", "q2", "bf16"};
 
@@ -830,7 +830,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_crc32c);
     tcase_add_test(tc, test_layout);
-    tcase_add_loop_test(tc, test_bits_every_budget, 0, 16);
+    tcase_add_loop_test(tc, test_bits_every_budget, 0, 4 * (int)(sizeof fixtures / sizeof fixtures[0]));
     tcase_add_test(tc, test_policy);
     tcase_add_test(tc, test_hot_set);
     tcase_add_test(tc, test_two_contexts);

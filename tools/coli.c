@@ -1284,12 +1284,18 @@ static int cmd_info(const args *a)
         json_string(stdout, arch, strlen(arch));
         printf(",\"n_layers\":%d,\"n_moe_layers\":%d,\"hidden_size\":%d,\"n_heads\":%d,"
                "\"n_kv_heads\":%d,\"head_dim\":%d,\"vocab_size\":%d,\"n_experts\":%d,"
-               "\"n_experts_active\":%d,\"moe_intermediate_size\":%d,\"max_positions\":%d,"
+               "\"n_experts_active\":%d,\"moe_intermediate_size\":%d,\"router\":\"%s\",\"n_expert_groups\":%d,"
+               "\"n_expert_groups_active\":%d,\"routed_scaling\":%.9g,\"shared_intermediate_size\":%d,"
+               "\"intermediate_size\":%d,\"rotary_dim\":%d,\"qkv_bias\":%s,\"n_mtp_layers\":%d,"
+               "\"max_positions\":%d,"
                "\"n_params_total\":%" PRId64 ",\"n_params_active\":%" PRId64
                ",\"weight_bytes\":%" PRIu64 ",\"weights\":",
                info.n_layers, info.n_moe_layers, info.hidden_size, info.n_heads,
                info.n_kv_heads, info.head_dim, info.vocab_size, info.n_experts,
-               info.n_experts_active, info.moe_intermediate_size, info.max_positions,
+               info.n_experts_active, info.moe_intermediate_size, info.router, info.n_expert_groups,
+               info.n_expert_groups_active, (double)info.routed_scaling, info.shared_intermediate_size,
+               info.intermediate_size, info.rotary_dim, info.qkv_bias ? "true" : "false", info.n_mtp_layers,
+               info.max_positions,
                info.n_params_total, info.n_params_active, info.weight_bytes);
         json_string(stdout, weights_label(&info), strlen(weights_label(&info)));
         if (info.weights_detail) {
@@ -1324,6 +1330,21 @@ static int cmd_info(const args *a)
         printf("experts:            %d per MoE layer, %d active per token\n", info.n_experts,
                info.n_experts_active);
         printf("moe intermediate:   %d\n", info.moe_intermediate_size);
+        printf("router:             %s", info.router);
+        if (info.n_expert_groups > 1)
+            printf(", best %d of %d expert groups", info.n_expert_groups_active, info.n_expert_groups);
+        if (info.routed_scaling != 1.0f)
+            printf(", weights scaled by %g", (double)info.routed_scaling);
+        printf("\n");
+        if (info.shared_intermediate_size > 0)
+            printf("shared experts:     intermediate %d, in every MoE layer\n", info.shared_intermediate_size);
+        if (info.intermediate_size > 0)
+            printf("dense layers:       %d, intermediate %d\n", info.n_layers - info.n_moe_layers,
+                   info.intermediate_size);
+        printf("rotary dimensions:  %d of %d%s\n", info.rotary_dim, info.head_dim,
+               info.qkv_bias ? "; q/k/v biases" : "");
+        if (info.n_mtp_layers > 0)
+            printf("MTP layers:         %d stored (not used)\n", info.n_mtp_layers);
         printf("max positions:      %d\n", info.max_positions);
         printf("parameters:         %" PRId64 " total, %" PRId64 " active per token\n",
                info.n_params_total, info.n_params_active);

@@ -3,7 +3,7 @@
 
 Usage: python3 tools/make-reference.py --corpus corpus/kjv.txt --out DIR
 
-For each architecture (qwen3_moe, olmoe, mixtral) this trains a small
+For each architecture (qwen3_moe, olmoe, mixtral, glm4_moe) this trains a small
 tokenizer on the corpus, builds a randomly initialised model with Hugging Face
 transformers, rounds every parameter to bfloat16, saves the checkpoint in
 bfloat16 with the per-expert tensor names of published checkpoints, reloads
@@ -211,6 +211,8 @@ def expert_naming(arch):
 
 
 def is_sparse_layer(arch, cfg, i):
+    if arch == "glm4_moe":
+        return i >= cfg.first_k_dense_replace
     if arch == "qwen3_moe":
         return (i not in (cfg.mlp_only_layers or []) and cfg.num_experts > 0
                 and (i + 1) % cfg.decoder_sparse_step == 0)
@@ -218,11 +220,13 @@ def is_sparse_layer(arch, cfg, i):
 
 
 def num_experts_of(arch, cfg):
+    if arch == "glm4_moe":
+        return cfg.n_routed_experts
     return cfg.num_local_experts if arch == "mixtral" else cfg.num_experts
 
 
 def expert_inter(arch, cfg):
-    return cfg.moe_intermediate_size if arch == "qwen3_moe" else cfg.intermediate_size
+    return cfg.moe_intermediate_size if arch in ("qwen3_moe", "glm4_moe") else cfg.intermediate_size
 
 
 def expected_keys(arch, cfg):
@@ -234,10 +238,15 @@ def expected_keys(arch, cfg):
         p = "model.layers.%d." % i
         keys |= {p + "input_layernorm.weight", p + "post_attention_layernorm.weight"}
         keys |= {p + "self_attn.%s_proj.weight" % n for n in "qkvo"}
-        if arch in ("qwen3_moe", "olmoe"):
+        if arch in ("qwen3_moe", "olmoe") or (arch == "glm4_moe" and cfg.use_qk_norm):
             keys |= {p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"}
+        if arch == "glm4_moe" and cfg.attention_bias:
+            keys |= {p + "self_attn.%s_proj.bias" % n for n in "qkv"}
         if is_sparse_layer(arch, cfg, i):
             keys.add(p + moe + ".gate.weight")
+            if arch == "glm4_moe":
+                keys.add(p + "mlp.gate.e_score_correction_bias")
+                keys |= {p + "mlp.shared_experts.%s.weight" % n for n in ("gate_proj", "up_proj", "down_proj")}
             for e in range(num_experts_of(arch, cfg)):
                 for n in (g, u, d):
                     keys.add(p + "%s.experts.%d.%s.weight" % (moe, e, n))
@@ -460,18 +469,31 @@ def round_params_bf16(model):
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(b.to(torch.bfloat16).to(torch.float32))
 
 
 def init_params(model, seed, std, gate_mult, head_mult, norm_jitter):
-    """Deterministic re-initialisation of every parameter (layout-agnostic)."""
+    """Deterministic re-initialisation of every parameter (layout-agnostic).
+    Biases draw around 0; a sigmoid router's correction bias (a buffer)
+    draws small non-negative values: transformers masks the groups it does
+    not keep with 0 where DeepSeek's code (and ours) uses -inf, and with
+    every biased score positive the two choose alike."""
     import torch
     g = torch.Generator().manual_seed(seed)
     seen = set()
     with torch.no_grad():
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.copy_((0.05 * torch.randn(b.shape, generator=g)).abs())
         for name, p in model.named_parameters():
             if id(p) in seen:
                 continue
             seen.add(id(p))
+            if name.endswith(".bias"):
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+                continue
             if p.dim() == 1:
                 p.copy_(1.0 + norm_jitter * torch.randn(p.shape, generator=g))
                 continue
@@ -499,7 +521,7 @@ def check_rope(model, cfg, theta, head_dim):
 # -------------------------------------------------------------- references
 
 def tokenizer_cases(arch):
-    if arch == "qwen3_moe":
+    if arch in ("qwen3_moe", "glm4_moe"):
         special = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>ok</think> done<|endoftext|>"
     elif arch == "olmoe":
         special = "<|endoftext|>hi there<|padding|><|padding|>"
@@ -539,7 +561,7 @@ def prompt_texts(arch):
     body = ("Blessed are the poor in spirit: for theirs is the kingdom of heaven. Blessed are they "
             "that mourn: for they shall be comforted. Blessed are the meek: for they shall inherit "
             "the earth. Blessed are they which do hunger and thirst after righteousness.")
-    if arch == "qwen3_moe":
+    if arch in ("qwen3_moe", "glm4_moe"):
         p2 = "<|im_start|>user\n" + body
     elif arch == "olmoe":
         p2 = "<|endoftext|>" + body
@@ -641,6 +663,22 @@ ARCHS = {
                  max_position_embeddings=512, hidden_act="silu", router_jitter_noise=0.0,
                  initializer_range=0.15),
         theta=1000000.0, head_dim=16),
+    # GLM-4.5's layout: a dense first layer, 4 groups of 2 experts of which
+    # 2 are kept, a shared expert, q/k/v biases, per-head q/k norm, RoPE on
+    # half of each head (rot 16 of 32: check_rope's head_dim is the rotary
+    # width). The router's weights are drawn smaller than the others'
+    # (gate_mult): a sigmoid saturates where a softmax only sharpens.
+    "glm4_moe": dict(
+        tok_kind="qwen", tok_vocab=1000,
+        seed=4004, gate_mult=1.5,
+        cfg=dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                 head_dim=32, partial_rotary_factor=0.5, n_routed_experts=8, num_experts_per_tok=3,
+                 moe_intermediate_size=32, intermediate_size=96, first_k_dense_replace=1,
+                 n_shared_experts=1, n_group=4, topk_group=2, norm_topk_prob=True,
+                 routed_scaling_factor=2.5, use_qk_norm=True, attention_bias=True,
+                 num_nextn_predict_layers=0, tie_word_embeddings=False, rms_norm_eps=1e-5,
+                 max_position_embeddings=512, hidden_act="silu", initializer_range=0.15),
+        theta=10000.0, head_dim=16),
 }
 
 
@@ -655,7 +693,7 @@ def build_arch(arch, corpus_lines, out_root):
     print("=== %s ===" % arch)
 
     tok = build_tokenizer(spec["tok_kind"], corpus_lines, spec["tok_vocab"])
-    if arch == "qwen3_moe":
+    if arch in ("qwen3_moe", "glm4_moe"):
         saved_tok = save_tokenizer_files(tok, d, bos=None, eos="<|endoftext|>", unk=None,
                                          pad="<|endoftext|>", extra_nonspecial=("<think>", "</think>"))
         bos = eos = tok.token_to_id("<|endoftext|>")
@@ -679,6 +717,8 @@ def build_arch(arch, corpus_lines, out_root):
     fields = dict(spec["cfg"])
     fields.update(vocab_size=V, bos_token_id=bos, eos_token_id=eos, pad_token_id=pad,
                   rope_parameters={"rope_type": "default", "rope_theta": spec["theta"]})
+    if "partial_rotary_factor" in fields:  # transformers 5 reads it from rope_parameters
+        fields["rope_parameters"]["partial_rotary_factor"] = fields["partial_rotary_factor"]
     cfg, model = None, None
     for rope_style in ("rope_parameters", "rope_theta"):
         f2 = dict(fields)
@@ -707,7 +747,8 @@ def build_arch(arch, corpus_lines, out_root):
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
     print("  lm_head tied to embed_tokens in memory: %s (config says %s)" % (tied, cfg.tie_word_embeddings))
     head_mult = 1.0 if cfg.tie_word_embeddings else 3.0
-    init_params(model, spec["seed"], std=0.15, gate_mult=8.0, head_mult=head_mult, norm_jitter=0.25)
+    init_params(model, spec["seed"], std=0.15, gate_mult=spec.get("gate_mult", 8.0), head_mult=head_mult,
+                norm_jitter=0.25)
     round_params_bf16(model)
     nparam = sum(p.numel() for p in model.parameters())
     print("  parameters: %d" % nparam)
@@ -758,7 +799,7 @@ def main():
     corpus_lines = read_corpus_lines(args.corpus)
     os.makedirs(args.out, exist_ok=True)
     failed = []
-    for arch in (args.arch or ["qwen3_moe", "olmoe", "mixtral"]):
+    for arch in (args.arch or ["qwen3_moe", "olmoe", "mixtral", "glm4_moe"]):
         try:
             build_arch(arch, corpus_lines, args.out)
         except Exception:

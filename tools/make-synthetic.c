@@ -1,14 +1,22 @@
 /*
- * make-synthetic.c - coli-make-synthetic(1): writes a random Qwen3-MoE
- * checkpoint in Hugging Face layout (config.json, generation_config.json,
- * model.safetensors), for benchmarks and tests that need a model of a given
- * shape but not a trained one.
+ * make-synthetic.c - coli-make-synthetic(1): writes a random Mixture-of-
+ * Experts checkpoint in Hugging Face layout (config.json,
+ * generation_config.json, model.safetensors), for benchmarks and tests that
+ * need a model of a given shape but not a trained one.
+ *
+ * --arch picks the layout: qwen3_moe (the default; transformers'
+ * Qwen3MoeForCausalLM) or glm4_moe (Glm4MoeForCausalLM, GLM-4.5's layout:
+ * q/k/v biases, per-head q/k norms, half-rotary heads, a sigmoid router with
+ * a score correction bias and expert groups, shared experts, and
+ * --dense-layers leading layers with a dense MLP instead of experts). The
+ * tensor names are those lib/io/families.c reads for each family.
  *
  * The values are deterministic for a given --seed: each tensor draws from
  * its own generator, seeded from the seed and the tensor's index. Matrices
  * are roughly normal with standard deviation 0.02 (the usual initializer
  * range), the router 0.5 (so that routing is not flat), norm weights
- * 1.0 +- 0.01.
+ * 1.0 +- 0.01, biases (glm4_moe's q/k/v biases and the router's score
+ * correction bias) 0.02 around 0.
  *
  * The safetensors file is written as a stream, one buffer at a time: a model
  * of a billion parameters never sits in memory. It is written under a
@@ -37,11 +45,13 @@
 
 static const char usage_text[] =
     "Usage: coli-make-synthetic --out DIR [OPTION]...\n"
-    "Write a random Qwen3-MoE checkpoint (config.json, generation_config.json,\n"
-    "model.safetensors) into DIR, which is created if it does not exist.\n"
-    "The defaults give the benchmark model: about 1B parameters, 2 GB in bf16.\n"
+    "Write a random Mixture-of-Experts checkpoint (config.json,\n"
+    "generation_config.json, model.safetensors) into DIR, which is created if it\n"
+    "does not exist. The defaults give the benchmark model: a Qwen3-MoE of about\n"
+    "1B parameters, 2 GB in bf16.\n"
     "\n"
     "  --out DIR          output directory (required)\n"
+    "  --arch NAME        qwen3_moe, or glm4_moe for GLM-4.5 (default qwen3_moe)\n"
     "  --hidden N         hidden size (default 1024)\n"
     "  --layers N         decoder layers (default 12)\n"
     "  --experts N        experts per layer (default 64)\n"
@@ -49,12 +59,24 @@ static const char usage_text[] =
     "  --moe-inter N      expert intermediate size (default 384)\n"
     "  --heads N          attention heads (default 16)\n"
     "  --kv-heads N       key/value heads (default 4)\n"
-    "  --head-dim N       dimension of a head, even (default 64)\n"
+    "  --head-dim N       dimension of a head, even; for glm4_moe a multiple of 4,\n"
+    "                       rotary on half of it (default 64; glm4_moe 128)\n"
     "  --vocab N          vocabulary size (default 32000)\n"
     "  --max-pos N        max_position_embeddings (default 4096)\n"
     "  --seed N           random seed (default 1)\n"
     "  --dtype TYPE       bf16 or f32 (default bf16)\n"
     "  -h, --help         show this help and exit\n"
+    "\n"
+    "Only with --arch glm4_moe:\n"
+    "  --dense-layers N   leading layers with a dense MLP, first_k_dense_replace\n"
+    "                       (default 1); at most --layers\n"
+    "  --inter N          intermediate size of the dense MLP\n"
+    "                       (default 8 * --moe-inter, GLM-4.5's ratio)\n"
+    "  --shared N         shared experts, n_shared_experts (default 1; 0 for none)\n"
+    "  --groups N         expert groups, n_group (default 4); divides --experts\n"
+    "  --topk-groups N    groups a token may route to, topk_group (default 2);\n"
+    "                       at most --groups, and these groups must hold at least\n"
+    "                       --active experts\n"
     "\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
 
@@ -80,12 +102,16 @@ static int usage_error(const char *fmt, ...)
 
 typedef struct shape {
     int64_t hidden, layers, experts, active, moe_inter, heads, kv_heads, head_dim, vocab, max_pos;
+    /* glm4_moe only: first_k_dense_replace, the dense intermediate_size,
+     * n_shared_experts, n_group, topk_group */
+    int64_t dense_layers, inter, shared, groups, topk_groups;
     uint64_t seed;
     int bf16; /* 1: BF16 tensors, 0: F32 */
+    int glm;  /* 1: glm4_moe, 0: qwen3_moe */
 } shape;
 
 /* How a tensor's values are drawn. */
-enum init_kind { INIT_MATRIX, INIT_ROUTER, INIT_NORM };
+enum init_kind { INIT_MATRIX, INIT_ROUTER, INIT_NORM, INIT_BIAS };
 
 typedef struct tensor {
     char name[96];
@@ -141,15 +167,26 @@ static uint64_t tensor_elems(const tensor *t)
     return t->ndim == 1 ? (uint64_t)t->dim[0] : (uint64_t)t->dim[0] * (uint64_t)t->dim[1];
 }
 
-/* Every tensor the Qwen3-MoE loader reads, in file order, with offsets. */
-static int build_tensors(const shape *s, tensor_list *l)
+/* The routed experts of layer n, gate, up and down of each in turn. */
+static int add_experts(tensor_list *l, const char *p, long long n, int64_t E, int64_t I, int64_t H)
+{
+    int rc = 0;
+
+    for (int64_t e = 0; e < E && rc == 0; e++) {
+        long long x = (long long)e;
+        rc |= add_tensor(l, INIT_MATRIX, I, H, "%s.%lld.mlp.experts.%lld.gate_proj.weight", p, n, x);
+        rc |= add_tensor(l, INIT_MATRIX, I, H, "%s.%lld.mlp.experts.%lld.up_proj.weight", p, n, x);
+        rc |= add_tensor(l, INIT_MATRIX, H, I, "%s.%lld.mlp.experts.%lld.down_proj.weight", p, n, x);
+    }
+    return rc;
+}
+
+/* Every tensor of a Qwen3-MoE layout (Qwen3MoeForCausalLM), in file order. */
+static int list_qwen3_moe(const shape *s, tensor_list *l)
 {
     const int64_t H = s->hidden, q = s->heads * s->head_dim, kv = s->kv_heads * s->head_dim;
     const int64_t I = s->moe_inter, E = s->experts;
-    const uint64_t esize = s->bf16 ? 2 : 4;
-    uint64_t off = 0;
-    int64_t layer, e;
-    size_t i;
+    int64_t layer;
     int rc = 0;
 
     rc |= add_tensor(l, INIT_MATRIX, s->vocab, H, "model.embed_tokens.weight");
@@ -166,19 +203,72 @@ static int build_tensors(const shape *s, tensor_list *l)
         rc |= add_tensor(l, INIT_NORM, s->head_dim, -1, "%s.%lld.self_attn.k_norm.weight", p, n);
         rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.post_attention_layernorm.weight", p, n);
         rc |= add_tensor(l, INIT_ROUTER, E, H, "%s.%lld.mlp.gate.weight", p, n);
-        for (e = 0; e < E && rc == 0; e++) {
-            long long x = (long long)e;
-            rc |= add_tensor(l, INIT_MATRIX, I, H, "%s.%lld.mlp.experts.%lld.gate_proj.weight", p,
-                             n, x);
-            rc |= add_tensor(l, INIT_MATRIX, I, H, "%s.%lld.mlp.experts.%lld.up_proj.weight", p,
-                             n, x);
-            rc |= add_tensor(l, INIT_MATRIX, H, I, "%s.%lld.mlp.experts.%lld.down_proj.weight", p,
-                             n, x);
+        rc |= add_experts(l, p, n, E, I, H);
+    }
+    rc |= add_tensor(l, INIT_NORM, H, -1, "model.norm.weight");
+    rc |= add_tensor(l, INIT_MATRIX, s->vocab, H, "lm_head.weight");
+    return rc != 0 ? -1 : 0;
+}
+
+/* Every tensor of a GLM-4.5 layout (transformers' Glm4MoeForCausalLM), in
+ * file order: a layer's attention has q/k/v biases and per-head q/k norms;
+ * its MLP is dense in the first dense_layers layers, else the router (with
+ * its score correction bias), the routed experts and the shared experts. */
+static int list_glm4_moe(const shape *s, tensor_list *l)
+{
+    const int64_t H = s->hidden, q = s->heads * s->head_dim, kv = s->kv_heads * s->head_dim;
+    const int64_t I = s->moe_inter, E = s->experts, S = s->moe_inter * s->shared;
+    int64_t layer;
+    int rc = 0;
+
+    rc |= add_tensor(l, INIT_MATRIX, s->vocab, H, "model.embed_tokens.weight");
+    for (layer = 0; layer < s->layers && rc == 0; layer++) {
+        const char *p = "model.layers";
+        long long n = (long long)layer;
+
+        rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.input_layernorm.weight", p, n);
+        rc |= add_tensor(l, INIT_MATRIX, q, H, "%s.%lld.self_attn.q_proj.weight", p, n);
+        rc |= add_tensor(l, INIT_BIAS, q, -1, "%s.%lld.self_attn.q_proj.bias", p, n);
+        rc |= add_tensor(l, INIT_MATRIX, kv, H, "%s.%lld.self_attn.k_proj.weight", p, n);
+        rc |= add_tensor(l, INIT_BIAS, kv, -1, "%s.%lld.self_attn.k_proj.bias", p, n);
+        rc |= add_tensor(l, INIT_MATRIX, kv, H, "%s.%lld.self_attn.v_proj.weight", p, n);
+        rc |= add_tensor(l, INIT_BIAS, kv, -1, "%s.%lld.self_attn.v_proj.bias", p, n);
+        rc |= add_tensor(l, INIT_MATRIX, H, q, "%s.%lld.self_attn.o_proj.weight", p, n);
+        rc |= add_tensor(l, INIT_NORM, s->head_dim, -1, "%s.%lld.self_attn.q_norm.weight", p, n);
+        rc |= add_tensor(l, INIT_NORM, s->head_dim, -1, "%s.%lld.self_attn.k_norm.weight", p, n);
+        rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.post_attention_layernorm.weight", p, n);
+        if (layer < s->dense_layers) {
+            rc |= add_tensor(l, INIT_MATRIX, s->inter, H, "%s.%lld.mlp.gate_proj.weight", p, n);
+            rc |= add_tensor(l, INIT_MATRIX, s->inter, H, "%s.%lld.mlp.up_proj.weight", p, n);
+            rc |= add_tensor(l, INIT_MATRIX, H, s->inter, "%s.%lld.mlp.down_proj.weight", p, n);
+            continue;
+        }
+        rc |= add_tensor(l, INIT_ROUTER, E, H, "%s.%lld.mlp.gate.weight", p, n);
+        rc |= add_tensor(l, INIT_BIAS, E, -1, "%s.%lld.mlp.gate.e_score_correction_bias", p, n);
+        rc |= add_experts(l, p, n, E, I, H);
+        if (S > 0) {
+            rc |= add_tensor(l, INIT_MATRIX, S, H, "%s.%lld.mlp.shared_experts.gate_proj.weight",
+                             p, n);
+            rc |= add_tensor(l, INIT_MATRIX, S, H, "%s.%lld.mlp.shared_experts.up_proj.weight", p,
+                             n);
+            rc |= add_tensor(l, INIT_MATRIX, H, S, "%s.%lld.mlp.shared_experts.down_proj.weight",
+                             p, n);
         }
     }
     rc |= add_tensor(l, INIT_NORM, H, -1, "model.norm.weight");
     rc |= add_tensor(l, INIT_MATRIX, s->vocab, H, "lm_head.weight");
-    if (rc != 0)
+    return rc != 0 ? -1 : 0;
+}
+
+/* Every tensor the loader reads for the shape's family, in file order, with
+ * offsets. */
+static int build_tensors(const shape *s, tensor_list *l)
+{
+    const uint64_t esize = s->bf16 ? 2 : 4;
+    uint64_t off = 0;
+    size_t i;
+
+    if ((s->glm ? list_glm4_moe(s, l) : list_qwen3_moe(s, l)) != 0)
         return -1;
     for (i = 0; i < l->n; i++) {
         l->v[i].begin = off;
@@ -375,6 +465,7 @@ static int write_tensor(FILE *f, const char *path, const shape *s, const tensor 
                         unsigned char *buf)
 {
     uint64_t left = tensor_elems(t);
+    /* INIT_MATRIX and INIT_BIAS: 0.02 around 0 */
     float scale = t->init == INIT_ROUTER ? 0.5f : t->init == INIT_NORM ? 0.01f : 0.02f;
     float bias = t->init == INIT_NORM ? 1.0f : 0.0f;
     size_t esize = s->bf16 ? 2 : 4;
@@ -464,14 +555,59 @@ done:
     return rc;
 }
 
-static int write_configs(const char *dir, const shape *s)
+/* config.json of a GLM-4.5 layout, with the keys transformers 4.54 writes
+ * for Glm4MoeConfig (sorted, as it sorts them). */
+static void glm4_moe_config(strbuf *b, const shape *s, int64_t bos, int64_t eos)
 {
-    char path[4096];
-    strbuf b = {0};
-    int64_t bos = s->vocab - 2, eos = s->vocab - 1;
-    int rc = -1;
+    sb_printf(b,
+              "{\n"
+              "  \"architectures\": [\n"
+              "    \"Glm4MoeForCausalLM\"\n"
+              "  ],\n"
+              "  \"attention_bias\": true,\n"
+              "  \"attention_dropout\": 0.0,\n"
+              "  \"bos_token_id\": %" PRId64 ",\n"
+              "  \"eos_token_id\": %" PRId64 ",\n"
+              "  \"first_k_dense_replace\": %" PRId64 ",\n"
+              "  \"head_dim\": %" PRId64 ",\n"
+              "  \"hidden_act\": \"silu\",\n"
+              "  \"hidden_size\": %" PRId64 ",\n"
+              "  \"initializer_range\": 0.02,\n"
+              "  \"intermediate_size\": %" PRId64 ",\n"
+              "  \"max_position_embeddings\": %" PRId64 ",\n"
+              "  \"model_type\": \"glm4_moe\",\n"
+              "  \"moe_intermediate_size\": %" PRId64 ",\n"
+              "  \"n_group\": %" PRId64 ",\n"
+              "  \"n_routed_experts\": %" PRId64 ",\n"
+              "  \"n_shared_experts\": %" PRId64 ",\n"
+              "  \"norm_topk_prob\": true,\n"
+              "  \"num_attention_heads\": %" PRId64 ",\n"
+              "  \"num_experts_per_tok\": %" PRId64 ",\n"
+              "  \"num_hidden_layers\": %" PRId64 ",\n"
+              "  \"num_key_value_heads\": %" PRId64 ",\n"
+              "  \"num_nextn_predict_layers\": 0,\n"
+              "  \"partial_rotary_factor\": 0.5,\n"
+              "  \"rms_norm_eps\": 1e-05,\n"
+              "  \"rope_scaling\": null,\n"
+              "  \"rope_theta\": 1000000.0,\n"
+              "  \"routed_scaling_factor\": 2.5,\n"
+              "  \"tie_word_embeddings\": false,\n"
+              "  \"topk_group\": %" PRId64 ",\n"
+              "  \"torch_dtype\": \"%s\",\n"
+              "  \"transformers_version\": \"4.54.0\",\n"
+              "  \"use_cache\": true,\n"
+              "  \"use_qk_norm\": true,\n"
+              "  \"vocab_size\": %" PRId64 "\n"
+              "}\n",
+              bos, eos, s->dense_layers, s->head_dim, s->hidden, s->inter, s->max_pos,
+              s->moe_inter, s->groups, s->experts, s->shared, s->heads, s->active, s->layers,
+              s->kv_heads, s->topk_groups, s->bf16 ? "bfloat16" : "float32", s->vocab);
+}
 
-    sb_printf(&b,
+/* config.json of a Qwen3-MoE layout. */
+static void qwen3_moe_config(strbuf *b, const shape *s, int64_t bos, int64_t eos)
+{
+    sb_printf(b,
               "{\n"
               "  \"architectures\": [\n"
               "    \"Qwen3MoeForCausalLM\"\n"
@@ -513,6 +649,19 @@ static int write_configs(const char *dir, const shape *s)
               bos, eos, s->head_dim, s->hidden, s->active * s->moe_inter, s->max_pos, s->layers,
               s->moe_inter, s->heads, s->experts, s->active, s->layers, s->kv_heads,
               s->bf16 ? "bfloat16" : "float32", s->vocab);
+}
+
+static int write_configs(const char *dir, const shape *s)
+{
+    char path[4096];
+    strbuf b = {0};
+    int64_t bos = s->vocab - 2, eos = s->vocab - 1;
+    int rc = -1;
+
+    if (s->glm)
+        glm4_moe_config(&b, s, bos, eos);
+    else
+        qwen3_moe_config(&b, s, bos, eos);
     if (b.failed) {
         fprintf(stderr, PROG ": out of memory\n");
         goto done;
@@ -585,24 +734,53 @@ static int make_dir(const char *dir)
 
 int main(int argc, char **argv)
 {
+    /* glm: the option is only for --arch glm4_moe */
     static const struct {
         const char *name;
         int64_t min, max;
         size_t offset;
+        int glm;
     } nums[] = {
-        {"--hidden", 1, 1 << 20, offsetof(shape, hidden)},
-        {"--layers", 1, 4096, offsetof(shape, layers)},
-        {"--experts", 1, 1 << 16, offsetof(shape, experts)},
-        {"--active", 1, 1 << 16, offsetof(shape, active)},
-        {"--moe-inter", 1, 1 << 20, offsetof(shape, moe_inter)},
-        {"--heads", 1, 4096, offsetof(shape, heads)},
-        {"--kv-heads", 1, 4096, offsetof(shape, kv_heads)},
-        {"--head-dim", 2, 65536, offsetof(shape, head_dim)},
-        {"--vocab", 2, 1 << 24, offsetof(shape, vocab)},
-        {"--max-pos", 1, 1 << 24, offsetof(shape, max_pos)},
+        {"--hidden", 1, 1 << 20, offsetof(shape, hidden), 0},
+        {"--layers", 1, 4096, offsetof(shape, layers), 0},
+        {"--experts", 1, 1 << 16, offsetof(shape, experts), 0},
+        {"--active", 1, 1 << 16, offsetof(shape, active), 0},
+        {"--moe-inter", 1, 1 << 20, offsetof(shape, moe_inter), 0},
+        {"--heads", 1, 4096, offsetof(shape, heads), 0},
+        {"--kv-heads", 1, 4096, offsetof(shape, kv_heads), 0},
+        {"--head-dim", 2, 65536, offsetof(shape, head_dim), 0},
+        {"--vocab", 2, 1 << 24, offsetof(shape, vocab), 0},
+        {"--max-pos", 1, 1 << 24, offsetof(shape, max_pos), 0},
+        {"--dense-layers", 0, 4096, offsetof(shape, dense_layers), 1},
+        {"--inter", 1, 1 << 20, offsetof(shape, inter), 1},
+        {"--shared", 0, 1024, offsetof(shape, shared), 1},
+        {"--groups", 1, 1 << 16, offsetof(shape, groups), 1},
+        {"--topk-groups", 1, 1 << 16, offsetof(shape, topk_groups), 1},
     };
-    shape s = {1024, 12, 64, 8, 384, 16, 4, 64, 32000, 4096, 1, 1};
-    const char *out = NULL;
+    shape s = {
+        .hidden = 1024,
+        .layers = 12,
+        .experts = 64,
+        .active = 8,
+        .moe_inter = 384,
+        .heads = 16,
+        .kv_heads = 4,
+        .head_dim = 64, /* glm4_moe: 128 unless given */
+        .vocab = 32000,
+        .max_pos = 4096,
+        .dense_layers = 1,
+        .inter = 0, /* glm4_moe: 8 * moe_inter unless given */
+        .shared = 1,
+        .groups = 4,
+        .topk_groups = 2,
+        .seed = 1,
+        .bf16 = 1,
+        .glm = 0,
+    };
+    /* given[j]: nums[j] was on the command line */
+    int given[sizeof nums / sizeof nums[0]] = {0};
+    const char *out = NULL, *glm_opt = NULL;
+    int head_dim_given = 0, inter_given = 0;
     tensor_list l = {0};
     uint64_t params = 0, bytes;
     size_t i, j;
@@ -622,7 +800,7 @@ int main(int argc, char **argv)
         for (j = 0; j < sizeof nums / sizeof nums[0]; j++)
             if (option_is(arg, name_len, nums[j].name))
                 num = (int)j;
-        if (num < 0 && !option_is(arg, name_len, "--out") &&
+        if (num < 0 && !option_is(arg, name_len, "--out") && !option_is(arg, name_len, "--arch") &&
             !option_is(arg, name_len, "--dtype") && !option_is(arg, name_len, "--seed"))
             return usage_error("unknown option '%.*s'", (int)name_len, arg);
         if (eq != NULL)
@@ -637,10 +815,21 @@ int main(int argc, char **argv)
             rc = parse_count(nums[num].name, val, nums[num].min, nums[num].max, dst);
             if (rc != 0)
                 return rc;
+            given[num] = 1;
+            if (nums[num].glm)
+                glm_opt = nums[num].name;
         } else if (option_is(arg, name_len, "--out")) {
             if (val[0] == '\0')
                 return usage_error("--out needs a directory");
             out = val;
+        } else if (option_is(arg, name_len, "--arch")) {
+            if (strcmp(val, "qwen3_moe") == 0)
+                s.glm = 0;
+            else if (strcmp(val, "glm4_moe") == 0)
+                s.glm = 1;
+            else
+                return usage_error("invalid value '%s' for --arch (expected qwen3_moe or glm4_moe)",
+                                   val);
         } else if (option_is(arg, name_len, "--dtype")) {
             if (strcmp(val, "bf16") == 0)
                 s.bf16 = 1;
@@ -662,6 +851,16 @@ int main(int argc, char **argv)
     }
     if (out == NULL)
         return usage_error("--out DIR is required");
+    for (j = 0; j < sizeof nums / sizeof nums[0]; j++) {
+        if (strcmp(nums[j].name, "--head-dim") == 0)
+            head_dim_given = given[j];
+        else if (strcmp(nums[j].name, "--inter") == 0)
+            inter_given = given[j];
+    }
+    if (!s.glm && glm_opt != NULL)
+        return usage_error("%s is only for --arch glm4_moe", glm_opt);
+    if (s.glm && !head_dim_given)
+        s.head_dim = 128;
     if (s.active > s.experts)
         return usage_error("--active (%" PRId64 ") exceeds --experts (%" PRId64 ")", s.active,
                            s.experts);
@@ -670,6 +869,34 @@ int main(int argc, char **argv)
                            s.heads, s.kv_heads);
     if (s.head_dim % 2 != 0)
         return usage_error("--head-dim must be even (rotary embeddings pair dimensions)");
+    if (s.glm) {
+        if (!inter_given && 8 * s.moe_inter > (1 << 20))
+            return usage_error("the default --inter, 8 * --moe-inter (%" PRId64
+                               "), exceeds %d: give --inter",
+                               8 * s.moe_inter, 1 << 20);
+        if (!inter_given)
+            s.inter = 8 * s.moe_inter;
+        if (s.head_dim % 4 != 0)
+            return usage_error("--head-dim (%" PRId64 ") must be a multiple of 4 for glm4_moe "
+                               "(rotary embeddings pair the dimensions of its first half)",
+                               s.head_dim);
+        if (s.dense_layers > s.layers)
+            return usage_error("--dense-layers (%" PRId64 ") exceeds --layers (%" PRId64 ")",
+                               s.dense_layers, s.layers);
+        if (s.moe_inter * s.shared > (1 << 20))
+            return usage_error("--moe-inter * --shared (%" PRId64 ") exceeds %d",
+                               s.moe_inter * s.shared, 1 << 20);
+        if (s.experts % s.groups != 0)
+            return usage_error("--groups (%" PRId64 ") does not divide --experts (%" PRId64 ")",
+                               s.groups, s.experts);
+        if (s.topk_groups > s.groups)
+            return usage_error("--topk-groups (%" PRId64 ") exceeds --groups (%" PRId64 ")",
+                               s.topk_groups, s.groups);
+        if (s.topk_groups * (s.experts / s.groups) < s.active)
+            return usage_error("--topk-groups (%" PRId64 ") groups of %" PRId64
+                               " experts hold fewer than --active (%" PRId64 ")",
+                               s.topk_groups, s.experts / s.groups, s.active);
+    }
 
     rc = 1;
     if (build_tensors(&s, &l) != 0)

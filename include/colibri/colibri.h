@@ -331,6 +331,16 @@ typedef struct coli_model_info {
     int64_t context_positions;   /* positions of a context created with the model's options */
     uint64_t kv_bytes;           /* its KV cache: context_positions x kv_bytes_per_position */
     coli_kv_type kv_type;        /* its KV cache's type (COLI_OPT_KV_TYPE, or COLI_KV_TYPE) */
+    /* Appended later still: the family's pieces (GLM-4.5 and the like) */
+    const char *router;          /* "softmax" or "sigmoid" (a correction bias for choosing) */
+    int n_expert_groups;         /* groups the sigmoid router splits experts into (1: none) */
+    int n_expert_groups_active;  /* of which it chooses among the best this many */
+    float routed_scaling;        /* factor of the routing weights (1 for softmax routers) */
+    int shared_intermediate_size; /* width of the always-on shared experts; 0: none */
+    int intermediate_size;       /* width of the dense layers' MLP; 0: no dense layer */
+    int rotary_dim;              /* dimensions of each head RoPE rotates (head_dim or fewer) */
+    int qkv_bias;                /* 1 when q, k and v have biases */
+    int n_mtp_layers;            /* multi-token-prediction layers the checkpoint stores */
 } coli_model_info;
 
 COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);

@@ -52,6 +52,12 @@ static inline COLI__HD float coli__exp_f32(float x)
     return p * two_n;
 }
 
+/* 1 / (1 + e^-x): the sigmoid router's score. */
+static inline COLI__HD float coli__sigmoid(float x)
+{
+    return 1.0f / (1.0f + coli__exp_f32(-x));
+}
+
 /* silu(g) * u, the SwiGLU of a gate and an up projection. */
 static inline COLI__HD float coli__swiglu(float g, float u)
 {

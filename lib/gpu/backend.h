@@ -74,6 +74,18 @@ typedef struct coli__gpu_expert {
 typedef struct coli__gpu coli__gpu; /* an initialised tier */
 typedef struct coli__gpu_pipe coli__gpu_pipe; /* one context's decoder on a device */
 
+/* How a MoE layer's router chooses (docs/formats.md): kind 0, the softmax
+ * and top-k (norm_topk); kind 1, the sigmoid router: a correction bias
+ * (handle of [1, n_experts] f32) for choosing, n_group groups of which the
+ * best topk_group are kept, norm_topk, then the weights times scale. */
+typedef struct coli__gpu_route {
+    int kind;
+    int norm_topk;
+    int bias;
+    int n_group, topk_group;
+    float scale;
+} coli__gpu_route;
+
 /* A decoder layer as the device runs it, in handles of resident tensors
  * (-1: none). Norm weights are f32 matrices of one row. The tier knows no
  * model family: a family is what these fields say. */
@@ -84,12 +96,14 @@ typedef struct coli__gpu_layer {
     int qk_norm;        /* 0 none, 1 per head, 2 over the whole projection */
     float clip_qkv;     /* > 0: q, k and v clipped to [-clip, clip] */
     int window;         /* > 0: sliding window of that many positions */
+    int bq, bk, bv;     /* -1, or the q/k/v biases [1, heads * head_dim], [1, kv_heads * head_dim] x 2 */
     int router;         /* -1: a dense SwiGLU MLP (gate, up, down) */
-    int norm_topk;
+    coli__gpu_route route; /* how the router chooses */
     int gate, up, down;
     /* [n_experts * 3]: gate, up, down of each routed expert; -1: the
      * host computes that expert (coli__gpu_host) */
     const int *experts;
+    int s_gate, s_up, s_down; /* -1, or the shared experts as one SwiGLU of width net.shared_inter */
 } coli__gpu_layer;
 
 /* A whole decoder. */
@@ -97,6 +111,7 @@ typedef struct coli__gpu_net {
     int dev; /* the device every layer, the cache and the scratch live on */
     int hidden, n_heads, n_kv_heads, head_dim, rot_dim, vocab, n_layers;
     int n_experts, top_k, moe_inter, inter;
+    int shared_inter; /* width of the shared experts (0: none) */
     float eps;
     int embed, final_norm, lm_head; /* embed: f32 or bf16 */
     const coli__gpu_layer *layers;

@@ -78,6 +78,21 @@ static inline hipError_t coli_graph_instantiate(hipGraphExec_t *exec, hipGraph_t
     return hipGraphInstantiate(exec, graph, NULL, NULL, 0);
 }
 
+/* Pinned host memory kernels can read and write (at *dev). */
+static inline hipError_t coli_host_alloc_mapped(void **host, void **dev, size_t n)
+{
+    void *h = NULL;
+    hipError_t e = hipHostMalloc(&h, n, hipHostMallocMapped);
+    if (e != hipSuccess)
+        return e;
+    e = hipHostGetDevicePointer(dev, h, 0);
+    if (e != hipSuccess)
+        (void)hipHostFree(h);
+    else
+        *host = h;
+    return e;
+}
+
 /* Programmatic dependent launch is NVIDIA's (sm_90): on AMD a launch
  * waits for the one before it, and the kernels' calls are empty. */
 static __device__ __forceinline__ void coli_pdl_wait(void)
@@ -227,6 +242,21 @@ static __device__ __forceinline__ int coli_dp4a(int a, int b, int c)
 static inline cudaError_t coli_graph_instantiate(cudaGraphExec_t *exec, cudaGraph_t graph)
 {
     return cudaGraphInstantiateWithFlags(exec, graph, 0);
+}
+
+/* Pinned host memory kernels can read and write (at *dev). */
+static inline cudaError_t coli_host_alloc_mapped(void **host, void **dev, size_t n)
+{
+    void *h = NULL;
+    cudaError_t e = cudaHostAlloc(&h, n, cudaHostAllocMapped);
+    if (e != cudaSuccess)
+        return e;
+    e = cudaHostGetDevicePointer(dev, h, 0);
+    if (e != cudaSuccess)
+        (void)cudaFreeHost(h);
+    else
+        *host = h;
+    return e;
 }
 
 static __device__ __forceinline__ void coli_syncwarp(void)

@@ -278,10 +278,11 @@ coli_status coli__k_norm(cudaStream_t st, float *x, const float *o, const float 
 coli_status coli__k_residual(cudaStream_t st, float *x, const float *o, int H, const int *S, int max_S,
                              coli__err *err);
 
-/* The step after the q, k, v products: q/k norm, clipping, RoPE, and the
- * keys and values into the cache at positions pos0 + t. */
+/* The step after the q, k, v products: their biases, q/k norm, clipping,
+ * RoPE, and the keys and values into the cache at positions pos0 + t. */
 typedef struct coli__qkv_args {
     float *q, *k, *v;         /* [S, nh*hd], [S, nkv*hd] */
+    const float *bq, *bk, *bv; /* NULL: no biases (else all three) */
     const float *q_norm, *k_norm; /* NULL: none */
     int qk_norm;              /* 0 none, 1 per head, 2 whole projection */
     float clip;
@@ -344,7 +345,7 @@ static __device__ __forceinline__ void coli__rotate_pair(float *hv, int i, int h
 }
 
 /* The q/k/v step of head h of token t (h < nh: a q head; else k head h -
- * nh with its v): loaded into hv (and vv), the per-head q/k norm, the
+ * nh with its v): loaded into hv (and vv) with their biases, the per-head q/k norm, the
  * clip, then RoPE, in k_qkv's order. One 32-lane group; hv, vv: hd
  * floats of shared memory each. */
 static __device__ inline void coli__head_prep(const coli__qkv_args &a, int h, int t, int lane, float *hv, float *vv)
@@ -353,10 +354,19 @@ static __device__ inline void coli__head_prep(const coli__qkv_args &a, int h, in
     const int is_q = h < a.nh, kh = h - a.nh;
     const float *src = is_q ? a.q + (size_t)t * QD + (size_t)h * hd : a.k + (size_t)t * KVD + (size_t)kh * hd;
     const float *vsrc = a.v + (size_t)t * KVD + (size_t)kh * hd;
-    for (int i = lane; i < hd; i += 32) {
-        hv[i] = src[i];
-        if (!is_q)
-            vv[i] = vsrc[i];
+    if (a.bq) { /* only then: x + 0 would turn -0 into +0 */
+        const float *b = is_q ? a.bq + (size_t)h * hd : a.bk + (size_t)kh * hd, *bv = a.bv + (size_t)kh * hd;
+        for (int i = lane; i < hd; i += 32) {
+            hv[i] = src[i] + b[i];
+            if (!is_q)
+                vv[i] = vsrc[i] + bv[i];
+        }
+    } else {
+        for (int i = lane; i < hd; i += 32) {
+            hv[i] = src[i];
+            if (!is_q)
+                vv[i] = vsrc[i];
+        }
     }
     coli_syncwarp();
     if (a.qk_norm == 1)
@@ -413,16 +423,34 @@ typedef struct coli__group_args {
     prod *t1, *t2;
     int slots;
     const int *S;
+    /* NULL, or (few tokens) where the host reads the routing: xn [S, H]
+     * from xn_src, sel and the host flags, written to mapped memory */
+    const float *xn_src;
+    float *x_xn;
+    int *x_sel;
+    unsigned char *x_host;
 } coli__group_args;
-coli_status coli__k_route_group(cudaStream_t st, const float *rl, int norm_topk, const coli__group_args *a, int max_S,
-                                coli__err *err);
-/* x += sum over each token's experts, ascending, of fma(w, y, .) from +0;
- * y from ye[row[pair]], or yh[pair] for the host's pairs. With next_norm,
- * xn = rmsnorm(x) follows (quantized with q). */
+/* How the router chooses (lib/gpu/backend.h's coli__gpu_route, with the
+ * bias as device memory). */
+typedef struct coli__route_dev {
+    int kind; /* 0 softmax, 1 sigmoid */
+    int norm_topk;
+    const float *bias;
+    int n_group, topk_group;
+    float scale;
+} coli__route_dev;
+#define COLI__ROUTE_MAX_GROUPS 64
+#define COLI__ROUTE_FEW 8 /* tokens the router's one-block kernel takes (it also groups them) */
+coli_status coli__k_route_group(cudaStream_t st, const float *rl, const coli__route_dev *r, const coli__group_args *a,
+                                int max_S, coli__err *err);
+/* x += sum over each token's experts, ascending, of fma(w, y, .) from +0
+ * (plus the shared experts' row after it, when shared is not NULL); y from
+ * ye[row[pair]], or yh[pair] for the host's pairs. With next_norm, xn =
+ * rmsnorm(x) follows (quantized with q). */
 coli_status coli__k_combine(cudaStream_t st, float *x, const float *ye, const float *yh, const int *row,
                             const unsigned char *host, const int *sel, const float *w, int K, int H, const int *S,
-                            int max_S, const float *next_norm, float eps, float *xn, const coli__qout *q,
-                            coli__err *err);
+                            int max_S, const float *shared, const float *next_norm, float eps, float *xn,
+                            const coli__qout *q, coli__err *err);
 
 /* pipeline.cu: the pipe operations of the table (lib/gpu/backend.h). */
 uint64_t coli__pipe_bytes(const coli__gpu_net *net, const coli__gpu_pipe_params *p);

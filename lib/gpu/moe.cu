@@ -1,5 +1,5 @@
 /* moe.cu - a MoE layer's routing on the device: the router's softmax and
- * top-k (docs/formats.md, "Router"), the routed pairs grouped by ascending
+ * top-k, or the sigmoid router's groups and top-k (docs/formats.md), the routed pairs grouped by ascending
  * expert with the product tables of the experts resident here, and the
  * combination of the experts' outputs in ascending expert order with the
  * residual after it. */
@@ -87,15 +87,128 @@ static __device__ void route_token(const float *rl, int E, int K, int norm_topk,
             wt[j] = wt[j] / sum;
 }
 
+/* The largest (v, i) of a 32-lane group: the larger v, the lower i among
+ * equals; i < 0 marks a lane without a candidate. */
+static __device__ __forceinline__ void warp_best(float &bv, int &bi)
+{
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        float ov = coli_shfl_xor(bv, off, 32);
+        int oi = coli_shfl_xor(bi, off, 32);
+        if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) {
+            bv = ov;
+            bi = oi;
+        }
+    }
+}
+
+/* The sigmoid router (docs/formats.md, "The sigmoid router") of token t by
+ * one 32-lane group: lane l holds the scores s and biased scores c of
+ * experts l + 32 i; lane g scores groups g and g + 32 (their two largest
+ * c, recomputed: the same bits); topk_group rounds keep the best groups,
+ * then K rounds take the largest c not taken, the lowest e among equals,
+ * as the CPU's scans do. Lane 0 writes the token's sel and w [K]. */
 template <int PL>
-static __global__ void k_route(const float *rl, int E, int K, int norm_topk, const int *S, int *sel, float *w)
+static __device__ void route_sigmoid_token(const float *rl, const coli__route_dev &r, int E, int K, int t, int lane,
+                                           int *sel, float *w)
+{
+    const float *l = rl + (size_t)t * E;
+    float sv[PL], cv[PL];
+#pragma unroll
+    for (int i = 0; i < PL; i++) {
+        const int e = lane + 32 * i;
+        sv[i] = e < E ? coli__sigmoid(l[e]) : 0.0f;
+        cv[i] = e < E ? sv[i] + r.bias[e] : -INFINITY;
+    }
+    if (r.topk_group < r.n_group) {
+        const int ng = r.n_group, per = E / ng;
+        float gs[2];
+        for (int k = 0; k < 2; k++) {
+            const int g = lane + 32 * k;
+            float a = -INFINITY, c = -INFINITY;
+            for (int j = 0; g < ng && j < per; j++) {
+                const int e = g * per + j;
+                const float x = coli__sigmoid(l[e]) + r.bias[e];
+                if (x > a) {
+                    c = a;
+                    a = x;
+                } else if (x > c) {
+                    c = x;
+                }
+            }
+            gs[k] = per > 1 ? a + c : a;
+        }
+        unsigned long long kept = 0;
+        for (int j = 0; j < r.topk_group; j++) {
+            float bv = -INFINITY;
+            int bi = -1;
+            for (int k = 0; k < 2; k++) {
+                const int g = lane + 32 * k;
+                if (g < ng && !((kept >> g) & 1) && (bi < 0 || gs[k] > bv)) {
+                    bv = gs[k];
+                    bi = g;
+                }
+            }
+            warp_best(bv, bi);
+            kept |= 1ull << bi;
+        }
+#pragma unroll
+        for (int i = 0; i < PL; i++) {
+            const int e = lane + 32 * i;
+            if (e < E && !((kept >> (e / per)) & 1))
+                cv[i] = -INFINITY;
+        }
+    }
+    unsigned taken = 0;
+    float sum = 0.0f;
+    for (int j = 0; j < K; j++) {
+        float bv = -INFINITY;
+        int bi = -1;
+#pragma unroll
+        for (int i = 0; i < PL; i++)
+            if (lane + 32 * i < E && !((taken >> i) & 1) && (bi < 0 || cv[i] > bv)) {
+                bv = cv[i];
+                bi = lane + 32 * i;
+            }
+        warp_best(bv, bi);
+        float mine = 0.0f;
+#pragma unroll
+        for (int i = 0; i < PL; i++)
+            if (lane + 32 * i == bi) {
+                mine = sv[i];
+                taken |= 1u << i;
+            }
+        const float wv = coli_shfl(mine, bi & 31, 32);
+        if (lane == 0) {
+            sel[j] = bi;
+            w[j] = wv;
+            sum = sum + wv;
+        }
+    }
+    if (lane == 0) {
+        if (r.norm_topk) {
+            const float d = sum + 1e-20f;
+            for (int j = 0; j < K; j++)
+                w[j] = w[j] / d;
+        }
+        for (int j = 0; j < K; j++)
+            w[j] = w[j] * r.scale;
+    }
+}
+
+template <int PL>
+static __global__ void k_route(const float *rl, coli__route_dev r, int E, int K, const int *S, int *sel, float *w)
 {
     coli_pdl_wait(); /* everything below reads the step */
     coli_pdl_release();
     const int lane = (int)(threadIdx.x % 32);
     const int t = (int)blockIdx.x * (int)(blockDim.x / 32) + (int)(threadIdx.x / 32);
-    if (t < *S)
-        route_token<PL>(rl, E, K, norm_topk, t, lane, sel, w);
+    if (t >= *S)
+        return;
+    if (r.kind)
+        route_sigmoid_token<PL>(rl, r, E, K, t, lane, sel + (size_t)t * K, w + (size_t)t * K);
+    else
+        route_token<PL>(rl, E, K, r.norm_topk, t, lane, sel, w);
 }
 
 
@@ -162,12 +275,16 @@ static __device__ void group_body(const coli__group_args &a, const int *sel, int
         if (e < 0) {
             a.row[q] = 0;
             a.host[q] = 0;
+            if (a.x_host)
+                a.x_host[q] = 0;
             continue;
         }
         const int at = off[e] + atomicAdd(&fill[e], 1);
         a.row_tok[at] = q / a.K;
         a.row[q] = at;
         a.host[q] = slot[e] < 0;
+        if (a.x_host)
+            a.x_host[q] = slot[e] < 0;
     }
     for (int u = n_used + (int)threadIdx.x; u < a.slots; u += (int)blockDim.x)
         a.t1[2 * u].n_tok = a.t1[2 * u + 1].n_tok = a.t2[u].n_tok = 0;
@@ -208,7 +325,7 @@ static __global__ void k_group(coli__group_args a)
     group_body(a, a.sel, n, sh);
 }
 
-/* Few tokens (at most ROUTE_FEW): the softmax (a warp a token) into
+/* Few tokens (at most COLI__ROUTE_FEW): the softmax (a warp a token) into
  * shared memory, then the top-k by ranks, every (token, expert) at once:
  * the rank of p_e is the count of experts before it in the order of
  * selection (larger p, or equal p and lower e), so the expert of rank j
@@ -216,25 +333,12 @@ static __global__ void k_group(coli__group_args a)
  * for a token with fewer than K candidates (-1) is what stays where no
  * rank lands. Then the sum in the order of selection, and the grouping,
  * in the same block, every intermediate in shared memory. */
-#define ROUTE_FEW 8
 
+/* The softmax's choice for the few tokens, into shared sel and ws. */
 template <int PL>
-static __global__ void k_route_group(const float *rl, int norm_topk, coli__group_args a)
+static __device__ void softmax_few(const float *rl, int norm_topk, int E, int K, int S, float *ps, int *sel, float *ws)
 {
-    extern __shared__ int sh[];
-    const int E = a.E, K = a.K;
-    float *ps = (float *)(void *)(sh + 4 * E);        /* [ROUTE_FEW][E] */
-    int *sel = (int *)(void *)(ps + ROUTE_FEW * E);   /* [ROUTE_FEW][K] */
-    float *ws = (float *)(void *)(sel + ROUTE_FEW * K); /* [ROUTE_FEW][K] */
-    group_start(a, sh);
-    for (int q = (int)threadIdx.x; q < ROUTE_FEW * K; q += (int)blockDim.x) {
-        sel[q] = -1;
-        ws[q] = -1.0f;
-    }
-    coli_pdl_wait(); /* everything below reads the step */
-    coli_pdl_release();
     const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
-    const int S = *a.S;
     for (int t = warp; t < S; t += (int)(blockDim.x / 32)) {
         float pv[PL];
         route_softmax<PL>(rl, E, t, lane, pv);
@@ -269,44 +373,81 @@ static __global__ void k_route_group(const float *rl, int norm_topk, coli__group
             for (int j = 0; j < K; j++)
                 wt[j] = wt[j] / sum;
         }
+}
+
+template <int PL>
+static __global__ void k_route_group(const float *rl, coli__route_dev r, coli__group_args a)
+{
+    extern __shared__ int sh[];
+    const int E = a.E, K = a.K;
+    float *ps = (float *)(void *)(sh + 4 * E);        /* [COLI__ROUTE_FEW][E] */
+    int *sel = (int *)(void *)(ps + COLI__ROUTE_FEW * E);   /* [COLI__ROUTE_FEW][K] */
+    float *ws = (float *)(void *)(sel + COLI__ROUTE_FEW * K); /* [COLI__ROUTE_FEW][K] */
+    group_start(a, sh);
+    for (int q = (int)threadIdx.x; q < COLI__ROUTE_FEW * K; q += (int)blockDim.x) {
+        sel[q] = -1;
+        ws[q] = -1.0f;
+    }
+    coli_pdl_wait(); /* everything below reads the step */
+    coli_pdl_release();
+    const int S = *a.S;
+    if (r.kind) { /* the sigmoid router: a warp a token, straight into shared memory */
+        const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
+        __syncthreads(); /* sel and ws start at -1 */
+        for (int t = warp; t < S; t += (int)(blockDim.x / 32))
+            route_sigmoid_token<PL>(rl, r, E, K, t, lane, sel + (size_t)t * K, ws + (size_t)t * K);
+        __syncthreads();
+    } else {
+        softmax_few<PL>(rl, r.norm_topk, E, K, S, ps, sel, ws);
+    }
     count_pairs(sel, S * K, sh);
     __syncthreads();
     for (int q = (int)threadIdx.x; q < S * K; q += (int)blockDim.x) {
         a.sel[q] = sel[q];
         a.w[q] = ws[q];
+        if (a.x_sel)
+            a.x_sel[q] = sel[q];
     }
+    if (a.x_xn) /* the host's copy of the experts' input, without a copy of its own */
+        for (int i = (int)threadIdx.x; i < S * a.H; i += (int)blockDim.x)
+            a.x_xn[i] = a.xn_src[i];
     group_body(a, sel, S * K, sh);
 }
 
-coli_status coli__k_route_group(cudaStream_t st, const float *rl, int norm_topk, const coli__group_args *a, int max_S,
-                                coli__err *err)
+coli_status coli__k_route_group(cudaStream_t st, const float *rl, const coli__route_dev *r, const coli__group_args *a,
+                                int max_S, coli__err *err)
 {
     if (a->E > 32 * ROUTE_PER_LANE)
         return coli__fail(err, COLI_EUNSUPPORTED, "GPU tier: a router over %d experts, at most %d", a->E,
                           32 * ROUTE_PER_LANE);
+    if (r->kind && (r->n_group < 1 || r->n_group > COLI__ROUTE_MAX_GROUPS || a->E % r->n_group || !r->bias))
+        return coli__fail(err, COLI_EUNSUPPORTED, "GPU tier: a sigmoid router of %d experts in %d groups", a->E,
+                          r->n_group);
     const size_t sh = (size_t)4 * (size_t)a->E * sizeof(int);
     const int pl = a->E <= 128 ? 4 : a->E <= 256 ? 8 : 16;
-    if (max_S <= ROUTE_FEW) {
-        const size_t shf = sh + (size_t)ROUTE_FEW * ((size_t)a->E * sizeof(float) + (size_t)a->K * 8);
+    if (a->x_xn && max_S > COLI__ROUTE_FEW)
+        return coli__fail(err, COLI_EINVAL, "GPU tier: the routing of %d tokens written to the host", max_S);
+    if (max_S <= COLI__ROUTE_FEW) {
+        const size_t shf = sh + (size_t)COLI__ROUTE_FEW * ((size_t)a->E * sizeof(float) + (size_t)a->K * 8);
         if (pl == 4)
-            (void)coli_launch(coli__gpu_pdl(), k_route_group<4>, 1, 256, shf, st, rl, norm_topk, *a);
+            (void)coli_launch(coli__gpu_pdl(), k_route_group<4>, 1, 256, shf, st, rl, *r, *a);
         else if (pl == 8)
-            (void)coli_launch(coli__gpu_pdl(), k_route_group<8>, 1, 256, shf, st, rl, norm_topk, *a);
+            (void)coli_launch(coli__gpu_pdl(), k_route_group<8>, 1, 256, shf, st, rl, *r, *a);
         else
-            (void)coli_launch(coli__gpu_pdl(), k_route_group<16>, 1, 256, shf, st, rl, norm_topk, *a);
+            (void)coli_launch(coli__gpu_pdl(), k_route_group<16>, 1, 256, shf, st, rl, *r, *a);
         CK_LAUNCH("the router kernel");
         return COLI_OK;
     }
     const unsigned nb = (unsigned)((max_S + 3) / 4);
     if (pl == 4)
-        (void)coli_launch(coli__gpu_pdl(), k_route<4>, nb, 128, 0, st, rl,
-                          a->E, a->K, norm_topk, a->S, a->sel, a->w);
+        (void)coli_launch(coli__gpu_pdl(), k_route<4>, nb, 128, 0, st, rl, *r, a->E, a->K, a->S, a->sel,
+                          a->w);
     else if (pl == 8)
-        (void)coli_launch(coli__gpu_pdl(), k_route<8>, nb, 128, 0, st, rl,
-                          a->E, a->K, norm_topk, a->S, a->sel, a->w);
+        (void)coli_launch(coli__gpu_pdl(), k_route<8>, nb, 128, 0, st, rl, *r, a->E, a->K, a->S, a->sel,
+                          a->w);
     else
-        (void)coli_launch(coli__gpu_pdl(), k_route<16>, nb, 128, 0, st, rl,
-                          a->E, a->K, norm_topk, a->S, a->sel, a->w);
+        (void)coli_launch(coli__gpu_pdl(), k_route<16>, nb, 128, 0, st, rl, *r, a->E, a->K, a->S, a->sel,
+                          a->w);
     CK_LAUNCH("the router kernel");
     (void)coli_launch(coli__gpu_pdl(), k_group, 1, 1024, sh, st, *a);
     CK_LAUNCH("the expert grouping kernel");
@@ -319,8 +460,8 @@ coli_status coli__k_route_group(cudaStream_t st, const float *rl, int norm_topk,
  * issued before their products. With nw, the next layer's norm of the
  * new row follows (coli__norm_row), quantized with q. */
 static __global__ void k_combine(float *x, const float *ye, const float *yh, const int *row, const unsigned char *host,
-                                 const int *sel, const float *w, int K, int H, const int *S, const float *nw,
-                                 float eps, float *xn, coli__qout q)
+                                 const int *sel, const float *w, int K, int H, const int *S, const float *shared,
+                                 const float *nw, float eps, float *xn, coli__qout q)
 {
     coli_pdl_wait(); /* everything below reads the step */
     coli_pdl_release();
@@ -358,6 +499,8 @@ static __global__ void k_combine(float *x, const float *ye, const float *yh, con
                 if (j0 + j < K)
                     o = fmaf(ws[j0 + j], y[j], o);
         }
+        if (shared)
+            o = o + shared[(size_t)t * H + i];
         float v = xr[i] + o;
         xr[i] = v;
         if (nw)
@@ -369,14 +512,14 @@ static __global__ void k_combine(float *x, const float *ye, const float *yh, con
 
 coli_status coli__k_combine(cudaStream_t st, float *x, const float *ye, const float *yh, const int *row,
                             const unsigned char *host, const int *sel, const float *w, int K, int H, const int *S,
-                            int max_S, const float *next_norm, float eps, float *xn, const coli__qout *q,
-                            coli__err *err)
+                            int max_S, const float *shared, const float *next_norm, float eps, float *xn,
+                            const coli__qout *q, coli__err *err)
 {
     if (K > 64)
         return coli__fail(err, COLI_EUNSUPPORTED, "GPU tier: %d experts per token, at most 64", K);
     coli__qout none = {NULL, NULL, NULL};
     (void)coli_launch(coli__gpu_pdl(), k_combine, max_S, 1024, next_norm ? (size_t)H * sizeof(float) : 0, st, x, ye, yh,
-                      row, host, sel, w, K, H, S, next_norm, eps, xn, q ? *q : none);
+                      row, host, sel, w, K, H, S, shared, next_norm, eps, xn, q ? *q : none);
     CK_LAUNCH("the expert combination kernel");
     return COLI_OK;
 }

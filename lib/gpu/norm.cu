@@ -113,11 +113,20 @@ static __global__ void k_qkv(coli__qkv_args a)
     float *gq = a.q + (size_t)t * QD, *gk = a.k + (size_t)t * KVD, *gv = a.v + (size_t)t * KVD;
     float *q = sm, *k = sm + QD, *v = sm + QD + KVD;
     const int tid = (int)threadIdx.x, nthr = (int)blockDim.x;
-    for (int i = tid; i < QD; i += nthr)
-        q[i] = gq[i];
-    for (int i = tid; i < KVD; i += nthr) {
-        k[i] = gk[i];
-        v[i] = gv[i];
+    if (a.bq) { /* only then: x + 0 would turn -0 into +0 */
+        for (int i = tid; i < QD; i += nthr)
+            q[i] = gq[i] + a.bq[i];
+        for (int i = tid; i < KVD; i += nthr) {
+            k[i] = gk[i] + a.bk[i];
+            v[i] = gv[i] + a.bv[i];
+        }
+    } else {
+        for (int i = tid; i < QD; i += nthr)
+            q[i] = gq[i];
+        for (int i = tid; i < KVD; i += nthr) {
+            k[i] = gk[i];
+            v[i] = gv[i];
+        }
     }
     __syncthreads();
     const int warp = tid / 32, lane = tid % 32, warps = nthr / 32;

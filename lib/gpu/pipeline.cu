@@ -6,10 +6,13 @@
  * the host while the device works on its own (coli__gpu_host), the
  * normalised hidden state crossing the bus once each way for such a layer.
  *
- * A decode step whose every layer is resident is captured once as a graph
- * and replayed: its kernels read the token count and position from a
- * device buffer the step copies in, so one graph serves every position of
- * an attention tile count (it is captured again when that grows).
+ * A decode step is captured once as graphs and replayed: its kernels read
+ * the token count and position from a device buffer the step copies in, so
+ * the graphs serve every position of an attention tile count (they are
+ * captured again when that grows). A step whose every layer is resident is
+ * one graph; one with experts on the host is cut where the host takes
+ * over, so that each layer costs two graph launches and not a launch per
+ * kernel, the host's share of the step.
  *
  * Every kernel keeps docs/formats.md's order: the logits have the CPU's
  * bits whatever runs where. */
@@ -27,11 +30,14 @@ typedef struct launch {
 
 typedef struct pl_layer {
     const float *attn_norm, *ffn_norm, *q_norm, *k_norm;
-    int qk_norm, window, norm_topk, moe;
+    const float *bq, *bk, *bv; /* NULL: no biases */
+    int qk_norm, window, moe;
+    coli__route_dev route;
     float clip;
     launch qkv[3];
     int n_qkv, qkv_quant; /* launches; 1 when one reads quantized xn */
-    launch wo, router, mlp_gu, mlp_down;
+    launch wo, router, mlp_gu, mlp_down; /* mlp_*: the dense MLP, or a MoE layer's shared experts */
+    int shared;   /* a MoE layer with shared experts */
     prod *views;  /* device [E * 3]: the experts' products (empty: the host's) */
     int dt1, dt2; /* formats of the resident experts' gate/up and down */
     int n_host;   /* experts of the layer the host computes */
@@ -69,13 +75,25 @@ struct coli__gpu_pipe {
     float *h_logits, *h_xn, *h_yh;
     int *h_sel;
     unsigned char *h_host;
+    /* the same, as kernels address them (mapped: a decode step's exchange
+     * with the host takes no copy); d_xn NULL: not mapped */
+    float *d_xn, *d_yh;
+    int *d_sel;
+    unsigned char *d_host;
     size_t in_bytes;
     cudaStream_t stream; /* its own: contexts run at once, and a capture sees only its step */
     cudaEvent_t ev_route, ev0, ev1;
     cudaEvent_t ph_ev[1 + 16 * 64]; /* phase timing: an event at each boundary */
     int ph_id[1 + 16 * 64], ph_n, ph_cap;
-    cudaGraphExec_t exec;
-    int graph_tiles; /* attention tiles the graph was captured for; 0: none */
+    /* the decode step's graphs, in order; after segment i, flags[i] says
+     * what the host does (SEG_*) for layer seg_layer[i] */
+    cudaGraphExec_t *seg;
+    unsigned char *seg_flags;
+    int *seg_layer;
+    int n_seg, cap_seg;
+    int rec;       /* capturing: a host point cuts the capture instead of running the host */
+    int capturing; /* the stream is in a capture */
+    int graph_tiles; /* attention tiles the graphs were captured for; 0: none */
     int any_host;
     int pdl; /* launches overlap their predecessor's end (coli__gpu_pdl_set) */
     coli__gpu_pipe_stats st;
@@ -112,6 +130,7 @@ static size_t layout(coli__gpu_pipe *pp, const coli__gpu_net *n, const coli__gpu
     const size_t K = n->top_k > 0 ? (size_t)n->top_k : 1, E = n->n_experts > 0 ? (size_t)n->n_experts : 1;
     const size_t CK = C * K, I = (size_t)(n->moe_inter > 0 ? n->moe_inter : 1);
     size_t GI = CK * I > C * (size_t)n->inter ? CK * I : C * (size_t)n->inter;
+    GI = GI > C * (size_t)n->shared_inter ? GI : C * (size_t)n->shared_inter;
     size_t qmax = C * H;
     qmax = C * QD > qmax ? C * QD : qmax;
     qmax = CK * H > qmax ? CK * H : qmax;
@@ -189,8 +208,8 @@ void coli__pipe_free(coli__gpu_pipe *pp)
     if (!pp)
         return;
     if (cudaSetDevice(pp->dv->ordinal) == cudaSuccess) {
-        if (pp->exec)
-            cudaGraphExecDestroy(pp->exec);
+        for (int i = 0; i < pp->n_seg; i++)
+            cudaGraphExecDestroy(pp->seg[i]);
         if (pp->ev_route)
             cudaEventDestroy(pp->ev_route);
         if (pp->stream)
@@ -214,6 +233,9 @@ void coli__pipe_free(coli__gpu_pipe *pp)
     }
     (void)cudaGetLastError();
     free(pp->L);
+    free(pp->seg);
+    free(pp->seg_flags);
+    free(pp->seg_layer);
     free(pp);
 }
 
@@ -296,7 +318,29 @@ static coli_status build_layer(coli__gpu_pipe *pp, prod *tab, int l, coli__err *
     }
     L->clip = ly->clip_qkv;
     L->window = ly->window;
-    L->norm_topk = ly->norm_topk;
+    if (ly->bq >= 0 || ly->bk >= 0 || ly->bv >= 0) {
+        snprintf(what, sizeof what, "layer %d's q bias", l);
+        COLI_TRY(vec(pp->g, pp->dev, ly->bq, pp->QD, what, &L->bq, err));
+        snprintf(what, sizeof what, "layer %d's k bias", l);
+        COLI_TRY(vec(pp->g, pp->dev, ly->bk, pp->KVD, what, &L->bk, err));
+        snprintf(what, sizeof what, "layer %d's v bias", l);
+        COLI_TRY(vec(pp->g, pp->dev, ly->bv, pp->KVD, what, &L->bv, err));
+        if (!L->bq || !L->bk || !L->bv)
+            return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d has some of the q/k/v biases, not all", l);
+    }
+    L->route.kind = ly->route.kind;
+    L->route.norm_topk = ly->route.norm_topk;
+    L->route.n_group = ly->route.n_group;
+    L->route.topk_group = ly->route.topk_group;
+    L->route.scale = ly->route.scale;
+    if (ly->route.kind) {
+        snprintf(what, sizeof what, "layer %d's router correction bias", l);
+        COLI_TRY(vec(pp->g, pp->dev, ly->route.bias, pp->E, what, &L->route.bias, err));
+        if (!L->route.bias || ly->route.n_group < 1 || ly->route.n_group > COLI__ROUTE_MAX_GROUPS ||
+            pp->E % ly->route.n_group || ly->route.topk_group < 1 || ly->route.topk_group > ly->route.n_group)
+            return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: layer %d's sigmoid router (%d groups, %d kept)", l,
+                              ly->route.n_group, ly->route.topk_group);
+    }
     const int b = 8 * l;
     snprintf(what, sizeof what, "layer %d's q projection", l);
     COLI_TRY(entry(pp, tab, b + 0, ly->wq, pp->QD, H, pp->q, pp->QD, what, err));
@@ -372,6 +416,21 @@ static coli_status build_layer(coli__gpu_pipe *pp, prod *tab, int l, coli__err *
         COLI_TRY(st);
         if (L->n_host)
             pp->any_host = 1;
+        if (ly->s_gate >= 0) { /* the shared experts: the dense MLP's table slots and launches */
+            const int SI = n->shared_inter;
+            snprintf(what, sizeof what, "layer %d's shared experts' gate", l);
+            COLI_TRY(entry(pp, tab, b + 5, ly->s_gate, SI, H, pp->gg, SI, what, err));
+            snprintf(what, sizeof what, "layer %d's shared experts' up", l);
+            COLI_TRY(entry(pp, tab, b + 6, ly->s_up, SI, H, pp->uu, SI, what, err));
+            snprintf(what, sizeof what, "layer %d's shared experts' down", l);
+            COLI_TRY(entry(pp, tab, b + 7, ly->s_down, H, SI, pp->o, H, what, err));
+            if (tab[b + 5].dt != tab[b + 6].dt)
+                return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: layer %d's shared gate and up differ in format",
+                                  l);
+            L->mlp_gu = (launch){tab[b + 5].dt, b + 5, 2, SI, H};
+            L->mlp_down = (launch){tab[b + 7].dt, b + 7, 1, H, SI};
+            L->shared = 1;
+        }
     } else {
         snprintf(what, sizeof what, "layer %d's MLP gate", l);
         COLI_TRY(entry(pp, tab, b + 5, ly->gate, n->inter, H, pp->gg, n->inter, what, err));
@@ -424,7 +483,12 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
     const int n_tab = n_tab_of(net);
     pp->L = (pl_layer *)calloc((size_t)net->n_layers, sizeof *pp->L);
     tab = (prod *)calloc((size_t)n_tab, sizeof *tab);
-    if (!pp->L || !tab) {
+    /* a decode step cuts at most twice a layer */
+    pp->cap_seg = 2 * net->n_layers + 1;
+    pp->seg = (cudaGraphExec_t *)calloc((size_t)pp->cap_seg, sizeof *pp->seg);
+    pp->seg_flags = (unsigned char *)calloc((size_t)pp->cap_seg, 1);
+    pp->seg_layer = (int *)calloc((size_t)pp->cap_seg, sizeof *pp->seg_layer);
+    if (!pp->L || !tab || !pp->seg || !pp->seg_flags || !pp->seg_layer) {
         free(tab);
         coli__pipe_free(pp);
         return coli__fail(err, COLI_ENOMEM, "GPU pipe: out of host memory");
@@ -508,7 +572,12 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
         if (pp->any_host)
             hb += coli__align256((size_t)pp->C * pp->H * 4) + coli__align256((size_t)pp->CK * pp->H * 4) +
                   coli__align256((size_t)pp->CK * 4) + coli__align256((size_t)pp->CK);
-        FAIL_IF(cudaMallocHost(&pp->pin, hb), "allocating pinned host memory");
+        void *dpin = NULL;
+        if (coli_host_alloc_mapped(&pp->pin, &dpin, hb) != cudaSuccess) { /* copies, then */
+            (void)cudaGetLastError();
+            dpin = NULL;
+            FAIL_IF(cudaMallocHost(&pp->pin, hb), "allocating pinned host memory");
+        }
         char *h = (char *)pp->pin;
         pp->h_step = (int *)(void *)h;
         h += coli__align256(pp->in_bytes);
@@ -522,6 +591,13 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
             pp->h_sel = (int *)(void *)h;
             h += coli__align256((size_t)pp->CK * 4);
             pp->h_host = (unsigned char *)h;
+            if (dpin) { /* the same offsets from the device's address */
+                char *d = (char *)dpin;
+                pp->d_xn = (float *)(void *)(d + ((char *)pp->h_xn - (char *)pp->pin));
+                pp->d_yh = (float *)(void *)(d + ((char *)pp->h_yh - (char *)pp->pin));
+                pp->d_sel = (int *)(void *)(d + ((char *)pp->h_sel - (char *)pp->pin));
+                pp->d_host = (unsigned char *)(d + ((char *)pp->h_host - (char *)pp->pin));
+            }
         }
     }
     FAIL_IF(cudaStreamCreate(&pp->stream), "cudaStreamCreate");
@@ -610,7 +686,8 @@ static coli__qout qout(coli__gpu_pipe *pp, int want)
 /* What reads layer l's feed-forward input: quantized by one of them? */
 static int ffn_quant(const pl_layer *L)
 {
-    return L->moe ? coli__is_quant(L->router.dt) || coli__is_quant(L->dt1) : coli__is_quant(L->mlp_gu.dt);
+    return L->moe ? coli__is_quant(L->router.dt) || coli__is_quant(L->dt1) || (L->shared && coli__is_quant(L->mlp_gu.dt))
+                  : coli__is_quant(L->mlp_gu.dt);
 }
 
 /* After layer l: the next layer's attention norm (quantized when its
@@ -626,6 +703,40 @@ static const float *next_norm(const coli__gpu_pipe *pp, int l, int *quant)
     return pp->L[l + 1].attn_norm;
 }
 
+/* What the host does after a segment of the decode step's graphs. */
+enum { SEG_RECORD = 1, /* record ev_route: the routing has reached pinned memory */
+       SEG_HOST = 2 };  /* wait for ev_route, then compute the layer's host experts */
+
+/* The host's share of layer l: waits for the routing, computes its
+ * experts into pinned memory (the device runs its own meanwhile). */
+static coli_status host_turn(coli__gpu_pipe *pp, const coli__gpu_host *host, int l, int S, coli__err *err)
+{
+    CK(cudaEventSynchronize(pp->ev_route), "waiting for the routing");
+    COLI_TRY(host->run(host->user, l, pp->h_xn, S, pp->h_sel, pp->h_host, pp->h_yh, err));
+    pp->st.host_syncs++;
+    return COLI_OK;
+}
+
+/* While capturing the decode step: ends the graph so far as the next
+ * segment, to be followed by flags for layer l, and starts the next. */
+static coli_status cut(coli__gpu_pipe *pp, cudaStream_t s, int flags, int l, coli__err *err)
+{
+    if (pp->n_seg >= pp->cap_seg)
+        return coli__fail(err, COLI_EINVAL, "GPU pipe: more than %d graphs for a decode step", pp->cap_seg);
+    cudaGraph_t graph = NULL;
+    pp->capturing = 0;
+    CK(cudaStreamEndCapture(s, &graph), "ending a graph capture");
+    cudaError_t ce = coli_graph_instantiate(&pp->seg[pp->n_seg], graph);
+    cudaGraphDestroy(graph);
+    CK(ce, "instantiating a decode graph");
+    pp->seg_flags[pp->n_seg] = (unsigned char)flags;
+    pp->seg_layer[pp->n_seg] = l;
+    pp->n_seg++;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "starting a graph capture");
+    pp->capturing = 1;
+    return COLI_OK;
+}
+
 /* The routed experts of layer l for S tokens, the host's share when the
  * layer has one; ends with the combination and the next layer's norm. */
 static coli_status moe(coli__gpu_pipe *pp, cudaStream_t s, int l, int S, const coli__gpu_host *host, coli__err *err)
@@ -634,21 +745,32 @@ static coli_status moe(coli__gpu_pipe *pp, cudaStream_t s, int l, int S, const c
     const int H = pp->H, K = pp->K, I = pp->I;
     /* xn (and its quantized copy) are the norm's, made just before */
     COLI_TRY(products(pp, s, &L->router, S, pp->xn, 0, err));
+    const int hosted = L->n_host > 0, dev_work = L->dt1 >= 0 || L->shared;
+    /* few tokens: the router's kernel writes what the host reads into
+     * mapped memory, and the combination reads the host's rows there: a
+     * graph node less each way (their latency, not their bytes, counts) */
+    const int mapped = hosted && pp->d_xn && S <= COLI__ROUTE_FEW;
     coli__group_args ga = {pp->sel,  pp->w,  L->views, pp->E,   K,        H,        I,         pp->gg,
                            pp->uu,   pp->ye, pp->row,  pp->row_tok, pp->host, pp->t1, pp->t2, pp->slots,
-                           pp->step};
-    COLI_TRY(coli__k_route_group(s, pp->rl, L->norm_topk, &ga, S, err));
+                           pp->step, mapped ? pp->xn : NULL, mapped ? pp->d_xn : NULL,
+                           mapped ? pp->d_sel : NULL, mapped ? pp->d_host : NULL};
+    COLI_TRY(coli__k_route_group(s, pp->rl, &L->route, &ga, S, err));
     mark(pp, s, PH_ROUTE);
-    const int hosted = L->n_host > 0;
     if (hosted) {
-        if (!host || !host->run)
+        if (!pp->rec && (!host || !host->run))
             return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d has experts on the host and no host to run them", l);
-        CK(cudaMemcpyAsync(pp->h_xn, pp->xn, (size_t)S * H * 4, cudaMemcpyDeviceToHost, s), "copying xn to the host");
-        CK(cudaMemcpyAsync(pp->h_sel, pp->sel, (size_t)S * K * 4, cudaMemcpyDeviceToHost, s),
-           "copying the routing to the host");
-        CK(cudaMemcpyAsync(pp->h_host, pp->host, (size_t)S * K, cudaMemcpyDeviceToHost, s),
-           "copying the routing to the host");
-        CK(cudaEventRecord(pp->ev_route, s), "cudaEventRecord");
+        if (!mapped) {
+            CK(cudaMemcpyAsync(pp->h_xn, pp->xn, (size_t)S * H * 4, cudaMemcpyDeviceToHost, s),
+               "copying xn to the host");
+            CK(cudaMemcpyAsync(pp->h_sel, pp->sel, (size_t)S * K * 4, cudaMemcpyDeviceToHost, s),
+               "copying the routing to the host");
+            CK(cudaMemcpyAsync(pp->h_host, pp->host, (size_t)S * K, cudaMemcpyDeviceToHost, s),
+               "copying the routing to the host");
+        }
+        if (pp->rec) /* no device work: the host starts after this segment */
+            COLI_TRY(cut(pp, s, dev_work ? SEG_RECORD : SEG_RECORD | SEG_HOST, l, err));
+        else
+            CK(cudaEventRecord(pp->ev_route, s), "cudaEventRecord");
     }
     const int slots = S * K < pp->E ? S * K : pp->E;
     if (L->dt1 >= 0) {
@@ -658,19 +780,35 @@ static coli_status moe(coli__gpu_pipe *pp, cudaStream_t s, int l, int S, const c
         COLI_TRY(coli__k_swiglu_q(s, pp->gg, pp->uu, pp->hh, S * K, I, &q, err));
         COLI_TRY(coli__k_products(s, L->dt2, pp->t2, slots, H, I, S, pp->qp, pp->qs_, pp->qps, pp->hh, 0, err));
     }
+    if (L->shared) {
+        /* the shared experts into o (free since the norm read it); the
+         * routed experts' SwiGLU overwrote the quantized xn */
+        if (coli__is_quant(L->mlp_gu.dt) && L->dt1 >= 0 && coli__is_quant(L->dt2))
+            COLI_TRY(quantize(pp, s, pp->xn, S, H, err));
+        COLI_TRY(products(pp, s, &L->mlp_gu, S, pp->xn, 0, err));
+        coli__qout qh = qout(pp, coli__is_quant(L->mlp_down.dt));
+        COLI_TRY(coli__k_swiglu_q(s, pp->gg, pp->uu, pp->hh, S, pp->net.shared_inter, &qh, err));
+        COLI_TRY(products(pp, s, &L->mlp_down, S, pp->hh, 0, err));
+    }
     mark(pp, s, PH_EXPERTS);
     if (hosted) {
         /* the device runs its experts meanwhile */
-        CK(cudaEventSynchronize(pp->ev_route), "waiting for the routing");
-        COLI_TRY(host->run(host->user, l, pp->h_xn, S, pp->h_sel, pp->h_host, pp->h_yh, err));
-        CK(cudaMemcpyAsync(pp->yh, pp->h_yh, (size_t)S * K * H * 4, cudaMemcpyHostToDevice, s),
-           "copying the host's experts to the device");
-        pp->st.host_syncs++;
+        if (pp->rec) {
+            if (dev_work)
+                COLI_TRY(cut(pp, s, SEG_HOST, l, err));
+        } else {
+            COLI_TRY(host_turn(pp, host, l, S, err));
+        }
+        if (!mapped)
+            CK(cudaMemcpyAsync(pp->yh, pp->h_yh, (size_t)S * K * H * 4, cudaMemcpyHostToDevice, s),
+               "copying the host's experts to the device");
     }
     int nq;
     const float *nw = next_norm(pp, l, &nq);
     coli__qout q = qout(pp, nq);
-    COLI_TRY(coli__k_combine(s, pp->x, pp->ye, pp->yh, pp->row, pp->host, pp->sel, pp->w, K, H, pp->step, S, nw,
+    COLI_TRY(coli__k_combine(s, pp->x, pp->ye, mapped ? pp->d_yh : pp->yh, pp->row, pp->host, pp->sel, pp->w, K, H,
+                             pp->step, S,
+                             L->shared ? pp->o : NULL, nw,
                              pp->net.eps, pp->xn, &q, err));
     mark(pp, s, PH_COMBINE);
     return COLI_OK;
@@ -693,9 +831,10 @@ static coli_status layers(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos
         /* xn: this layer's attention norm, quantized when wanted */
         for (int i = 0; i < L->n_qkv; i++)
             COLI_TRY(products(pp, s, &L->qkv[i], S, pp->xn, 0, err));
-        coli__qkv_args qa = {pp->q,   pp->k,  pp->v,      L->q_norm, L->k_norm, L->qk_norm, L->clip,
-                             n->n_heads, n->n_kv_heads, n->head_dim, pp->rot, n->eps, pp->rope, L->kc,
-                             L->vc,   pp->kv_bf16, pp->step};
+        coli__qkv_args qa = {pp->q,      pp->k,         pp->v,       L->bq,    L->bk,  L->bv,
+                             L->q_norm,  L->k_norm,     L->qk_norm,  L->clip,  n->n_heads, n->n_kv_heads,
+                             n->head_dim, pp->rot,      n->eps,      pp->rope, L->kc,  L->vc,
+                             pp->kv_bf16, pp->step};
         /* the output projection reads the heads quantized by the attention */
         coli__att_args aa = {pp->q,   L->kc,  L->vc,      pp->kv_bf16, n->n_heads, n->n_kv_heads,
                              n->head_dim, L->window, pp->sc_cap, pp->scores, pp->part, pp->att, pp->step,
@@ -757,35 +896,63 @@ static coli_status chunk(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos,
     return COLI_OK;
 }
 
-/* A decode step as a graph: captured for the current attention tile
- * count, replayed while it holds. */
-static coli_status decode_graph(coli__gpu_pipe *pp, cudaStream_t s, int pos, coli__err *err)
+static void drop_graphs(coli__gpu_pipe *pp)
+{
+    for (int i = 0; i < pp->n_seg; i++)
+        cudaGraphExecDestroy(pp->seg[i]);
+    pp->n_seg = 0;
+    pp->graph_tiles = 0;
+}
+
+/* Captures a decode step's graphs for `tiles` attention tiles. */
+static coli_status capture(coli__gpu_pipe *pp, cudaStream_t s, int tiles, coli__err *err)
+{
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "starting a graph capture");
+    pp->capturing = 1;
+    pp->rec = 1;
+    coli_status st = chunk(pp, s, 1, tiles * ATT_TILE - 1, 1, NULL, err);
+    pp->rec = 0;
+    if (st == COLI_OK)
+        st = cut(pp, s, 0, -1, err);
+    if (pp->capturing) { /* the one cut opened, or the capture a failure left */
+        cudaGraph_t graph = NULL;
+        (void)cudaStreamEndCapture(s, &graph);
+        if (graph)
+            cudaGraphDestroy(graph);
+        (void)cudaGetLastError();
+        pp->capturing = 0;
+    }
+    if (st != COLI_OK) {
+        drop_graphs(pp);
+        return st;
+    }
+    pp->graph_tiles = tiles;
+    pp->st.graph_captures++;
+    return COLI_OK;
+}
+
+/* A decode step from its graphs, captured for the current attention tile
+ * count and replayed while it holds; the host's experts between them. */
+static coli_status decode_graph(coli__gpu_pipe *pp, cudaStream_t s, int pos, const coli__gpu_host *host,
+                                coli__err *err)
 {
     int tiles = pos / ATT_TILE + 1;
-    if (pp->exec && pp->graph_tiles != tiles) {
-        cudaGraphExecDestroy(pp->exec);
-        pp->exec = NULL;
-    }
-    if (!pp->exec) {
-        cudaGraph_t graph = NULL;
-        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "starting a graph capture");
-        coli_status st = chunk(pp, s, 1, tiles * ATT_TILE - 1, 1, NULL, err);
-        cudaError_t ce = cudaStreamEndCapture(s, &graph);
-        if (st != COLI_OK) {
-            if (graph)
-                cudaGraphDestroy(graph);
-            (void)cudaGetLastError();
-            return st;
+    if (pp->n_seg && pp->graph_tiles != tiles)
+        drop_graphs(pp);
+    if (!pp->n_seg)
+        COLI_TRY(capture(pp, s, tiles, err));
+    for (int i = 0; i < pp->n_seg; i++) {
+        CK(cudaGraphLaunch(pp->seg[i], s), "launching a decode graph");
+        pp->st.graph_launches++;
+        if (pp->seg_flags[i] & SEG_RECORD)
+            CK(cudaEventRecord(pp->ev_route, s), "cudaEventRecord");
+        if (pp->seg_flags[i] & SEG_HOST) {
+            if (!host || !host->run)
+                return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d has experts on the host and no host to run them",
+                                  pp->seg_layer[i]);
+            COLI_TRY(host_turn(pp, host, pp->seg_layer[i], 1, err));
         }
-        CK(ce, "ending a graph capture");
-        ce = coli_graph_instantiate(&pp->exec, graph);
-        cudaGraphDestroy(graph);
-        CK(ce, "instantiating the decode graph");
-        pp->graph_tiles = tiles;
-        pp->st.graph_captures++;
     }
-    CK(cudaGraphLaunch(pp->exec, s), "launching the decode graph");
-    pp->st.graph_launches++;
     return COLI_OK;
 }
 
@@ -834,8 +1001,8 @@ static coli_status run_steps(coli__gpu_pipe *pp, const int32_t *tokens, int n, i
         memcpy(tk, tokens + done, (size_t)S * sizeof *tk);
         memcpy(tk + pp->C, rope + (size_t)done * pp->rot, (size_t)S * pp->rot * sizeof(float));
         coli_status st;
-        if (S == 1 && !pp->any_host && last && !pp->p.phases)
-            st = decode_graph(pp, s, pos0 + done, err);
+        if (S == 1 && last && !pp->p.phases)
+            st = decode_graph(pp, s, pos0 + done, host, err);
         else
             st = chunk(pp, s, S, pos0 + done + S - 1, last, host, err);
         if (st != COLI_OK) {

@@ -41,6 +41,26 @@ static const coli__tensor_names hf_moe = {
     },
 };
 
+/* GLM-4.5's: q/k/v biases, the router's correction bias, shared experts. */
+static const coli__tensor_names hf_glm4_moe = {
+    .layers = "model.layers",
+    .experts = "mlp.experts",
+    .name = {
+        HF_LLAMA_NAMES,
+        [COLI_T_ROUTER] = "mlp.gate.weight",
+        [COLI_T_BQ] = "self_attn.q_proj.bias",
+        [COLI_T_BK] = "self_attn.k_proj.bias",
+        [COLI_T_BV] = "self_attn.v_proj.bias",
+        [COLI_T_ROUTER_BIAS] = "mlp.gate.e_score_correction_bias",
+        [COLI_T_S_GATE] = "mlp.shared_experts.gate_proj.weight",
+        [COLI_T_S_UP] = "mlp.shared_experts.up_proj.weight",
+        [COLI_T_S_DOWN] = "mlp.shared_experts.down_proj.weight",
+        [COLI_T_E_GATE] = "gate_proj.weight",
+        [COLI_T_E_UP] = "up_proj.weight",
+        [COLI_T_E_DOWN] = "down_proj.weight",
+    },
+};
+
 /* Mixtral's block_sparse_moe with experts w1 (gate), w3 (up), w2 (down). */
 static const coli__tensor_names mixtral = {
     .layers = "model.layers",
@@ -81,6 +101,7 @@ static coli_status parse_qwen3_moe(coli__cfg_reader *r, coli__config *c)
     COLI_TRY(coli__cfg_int(r, "decoder_sparse_step", 0, 1, 0, 4096, &step));
     COLI_TRY(coli__cfg_bool(r, "norm_topk_prob", 0, &c->router.norm_topk_prob));
     COLI_TRY(coli__cfg_refuse_true(r, "use_sliding_window"));
+    COLI_TRY(coli__cfg_refuse_true(r, "attention_bias")); /* it would bias o_proj too */
     c->attn.qk_norm = COLI_QK_NORM_HEAD;
     for (int l = 0; l < c->n_layers; l++)
         c->is_moe[l] = c->n_experts > 0 && step > 0 && (l + 1) % step == 0;
@@ -107,6 +128,7 @@ static coli_status parse_olmoe(coli__cfg_reader *r, coli__config *c)
     COLI_TRY(coli__cfg_int(r, "intermediate_size", 1, 0, 1, COLI__DIM_MAX, &c->moe_inter));
     COLI_TRY(coli__cfg_bool(r, "norm_topk_prob", 0, &c->router.norm_topk_prob));
     COLI_TRY(coli__cfg_num(r, r->root, "clip_qkv", 0, &clip));
+    COLI_TRY(coli__cfg_refuse_true(r, "attention_bias"));
     if (clip < 0 || clip > FLT_MAX)
         return coli__fail(r->err, COLI_ERANGE, "%s: clip_qkv = %g is outside [0, FLT_MAX]", r->file, clip);
     c->attn.clip_qkv = (float)clip;
@@ -121,9 +143,56 @@ static coli_status parse_mixtral(coli__cfg_reader *r, coli__config *c)
     COLI_TRY(coli__cfg_int(r, "num_experts_per_tok", 1, 0, 1, 1 << 16, &c->top_k));
     COLI_TRY(coli__cfg_int(r, "intermediate_size", 1, 0, 1, COLI__DIM_MAX, &c->moe_inter));
     COLI_TRY(coli__cfg_int(r, "sliding_window", 0, 0, 0, 1 << 24, &c->attn.sliding_window));
+    COLI_TRY(coli__cfg_refuse_true(r, "attention_bias"));
     c->router.norm_topk_prob = 1;
     c->attn.qk_norm = COLI_QK_NORM_NONE;
     memset(c->is_moe, 1, (size_t)c->n_layers);
+    return COLI_OK;
+}
+
+/* GLM-4.5, 4.5-Air, 4.6, 4.7: DeepSeek-V3's MoE (sigmoid router with a
+ * correction bias and expert groups, shared experts, dense leading layers)
+ * with grouped-query attention (q/k/v biases, optional per-head q/k norm,
+ * RoPE on part of each head). The MTP layers at index num_hidden_layers
+ * are not part of the decoder: transformers skips them too. */
+static coli_status parse_glm4_moe(coli__cfg_reader *r, coli__config *c)
+{
+    int dense = 0, qk = 0, shared = 0;
+    double scale = 1.0;
+    COLI_TRY(coli__cfg_int(r, "n_routed_experts", 1, 0, 1, 1 << 16, &c->n_experts));
+    COLI_TRY(coli__cfg_int(r, "num_experts_per_tok", 1, 0, 1, 1 << 16, &c->top_k));
+    COLI_TRY(coli__cfg_int(r, "moe_intermediate_size", 1, 0, 1, COLI__DIM_MAX, &c->moe_inter));
+    COLI_TRY(coli__cfg_int(r, "intermediate_size", 0, 0, 0, COLI__DIM_MAX, &c->inter));
+    COLI_TRY(coli__cfg_int(r, "first_k_dense_replace", 0, 1, 0, c->n_layers, &dense));
+    COLI_TRY(coli__cfg_int(r, "n_shared_experts", 0, 1, 0, 1 << 10, &shared));
+    COLI_TRY(coli__cfg_int(r, "n_group", 0, 1, 1, c->n_experts, &c->router.n_group));
+    COLI_TRY(coli__cfg_int(r, "topk_group", 0, 1, 1, c->router.n_group, &c->router.topk_group));
+    COLI_TRY(coli__cfg_bool(r, "norm_topk_prob", 1, &c->router.norm_topk_prob));
+    COLI_TRY(coli__cfg_num(r, r->root, "routed_scaling_factor", 1.0, &scale));
+    COLI_TRY(coli__cfg_bool(r, "use_qk_norm", 0, &qk));
+    COLI_TRY(coli__cfg_bool(r, "attention_bias", 0, &c->attn.qkv_bias));
+    COLI_TRY(coli__cfg_int(r, "num_nextn_predict_layers", 0, 0, 0, 16, &c->n_mtp));
+    COLI_TRY(coli__cfg_refuse_true(r, "use_sliding_window"));
+    if (!coli__json_get(r->root, "head_dim")) /* not hidden / heads: GLM-4.5's 5120 / 96 is not whole */
+        return coli__fail(r->err, COLI_EFORMAT, "%s: head_dim is not given", r->file);
+    if (!(scale > 0 && scale <= FLT_MAX))
+        return coli__fail(r->err, COLI_ERANGE, "%s: routed_scaling_factor = %g must be positive and finite", r->file,
+                          scale);
+    const int ng = c->router.n_group, per = c->n_experts / ng;
+    if (c->n_experts % ng)
+        return coli__fail(r->err, COLI_EFORMAT, "%s: n_group (%d) does not divide n_routed_experts (%d)", r->file, ng,
+                          c->n_experts);
+    if ((int64_t)c->router.topk_group * per < c->top_k)
+        return coli__fail(r->err, COLI_EFORMAT,
+                          "%s: topk_group (%d) groups of %d experts leave fewer than num_experts_per_tok (%d)",
+                          r->file, c->router.topk_group, per, c->top_k);
+    if ((int64_t)c->moe_inter * shared > COLI__DIM_MAX)
+        return coli__fail(r->err, COLI_ERANGE, "%s: n_shared_experts (%d) is too large", r->file, shared);
+    c->router.scale = (float)scale;
+    c->shared_inter = c->moe_inter * shared;
+    c->attn.qk_norm = qk ? COLI_QK_NORM_HEAD : COLI_QK_NORM_NONE;
+    for (int l = 0; l < c->n_layers; l++)
+        c->is_moe[l] = l >= dense;
     return COLI_OK;
 }
 
@@ -152,6 +221,19 @@ const coli__family coli__families[] = {
         .attn = COLI_ATTN_GQA,
         .router = COLI_ROUTER_SOFTMAX_TOPK,
         .moe = COLI_MOE_ROUTED,
+        .mlp = COLI_MLP_SWIGLU,
+    },
+    {
+        .arch = "Glm4MoeForCausalLM",
+        .model_type = "glm4_moe",
+        .rms_eps = 1e-5,
+        .rope_theta = 10000.0,
+        .partial_rotary = 0.5,
+        .parse = parse_glm4_moe,
+        .names = &hf_glm4_moe,
+        .attn = COLI_ATTN_GQA,
+        .router = COLI_ROUTER_SIGMOID_GROUP,
+        .moe = COLI_MOE_ROUTED_SHARED,
         .mlp = COLI_MLP_SWIGLU,
     },
     {

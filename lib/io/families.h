@@ -20,12 +20,15 @@ typedef enum coli__attn_kind {
 /* How a MoE layer picks its experts. */
 typedef enum coli__router_kind {
     COLI_ROUTER_SOFTMAX_TOPK, /* softmax, top-k, optional renormalisation (lib/model/router.c) */
+    COLI_ROUTER_SIGMOID_GROUP, /* sigmoid, a correction bias for choosing, group-limited top-k, scaling
+                                  (lib/model/router_sigmoid.c) */
     COLI_ROUTER_KINDS
 } coli__router_kind;
 
 /* The feed-forward of a MoE layer. */
 typedef enum coli__moe_kind {
-    COLI_MOE_ROUTED, /* routed experts only (lib/model/ffn.c); shared experts would be a second kind */
+    COLI_MOE_ROUTED,        /* routed experts only (lib/model/ffn.c) */
+    COLI_MOE_ROUTED_SHARED, /* routed experts plus always-on shared experts (lib/model/ffn.c) */
     COLI_MOE_KINDS
 } coli__moe_kind;
 
@@ -54,6 +57,13 @@ typedef enum coli__tname {
     COLI_T_UP,
     COLI_T_DOWN,
     COLI_T_ROUTER,
+    COLI_T_BQ, /* q/k/v biases (config attn.qkv_bias) */
+    COLI_T_BK,
+    COLI_T_BV,
+    COLI_T_ROUTER_BIAS, /* the sigmoid router's correction bias */
+    COLI_T_S_GATE,      /* the shared experts, as one SwiGLU */
+    COLI_T_S_UP,
+    COLI_T_S_DOWN,
     /* of expert e of layer l: <layers>.<l>.<experts>.<e>.<name> */
     COLI_T_E_GATE,
     COLI_T_E_UP,
@@ -78,6 +88,7 @@ typedef struct coli__family {
     const char *model_type; /* its model_type, used when no architectures are given */
     double rms_eps;         /* rms_norm_eps and rope_theta when config.json omits them */
     double rope_theta;
+    double partial_rotary; /* partial_rotary_factor when config.json omits it; 0: 1 */
     /* Reads the family's own fields (experts, which layers are MoE, the
      * attention's and router's options) once the common ones are read and
      * cfg->is_moe is allocated. */

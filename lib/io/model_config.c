@@ -159,12 +159,11 @@ static coli_status parse_config(coli__cfg_reader *r, coli__config *c)
     c->rms_eps = (float)eps;
 
     COLI_TRY(coli__cfg_bool(r, "tie_word_embeddings", 0, &c->tie_embeddings));
-    /* no family has biases yet: one that does reads its own flag */
-    COLI_TRY(coli__cfg_refuse_true(r, "attention_bias"));
+    /* attention_bias means different things in each family: each reads it */
     COLI_TRY(coli__cfg_refuse_true(r, "mlp_bias"));
 
-    double partial = 1.0;
-    COLI_TRY(coli__cfg_num(r, root, "partial_rotary_factor", 1.0, &partial));
+    double partial = fam->partial_rotary > 0 ? fam->partial_rotary : 1.0;
+    COLI_TRY(coli__cfg_num(r, root, "partial_rotary_factor", partial, &partial));
     COLI_TRY(read_rope(r, fam->rope_theta, c, &partial));
     if (!(partial > 0 && partial <= 1))
         return coli__fail(r->err, COLI_ERANGE, "%s: partial_rotary_factor must be in (0, 1]", r->file);
@@ -174,6 +173,10 @@ static coli_status parse_config(coli__cfg_reader *r, coli__config *c)
         return coli__fail(r->err, COLI_ERANGE, "%s: partial_rotary_factor leaves no rotary dimensions",
                           r->file);
 
+    c->router.n_group = c->router.topk_group = 1;
+    c->router.scale = 1.0f;
+    c->router.n_group = c->router.topk_group = 1;
+    c->router.scale = 1.0f;
     c->is_moe = calloc((size_t)c->n_layers, 1);
     if (!c->is_moe)
         return coli__fail(r->err, COLI_ENOMEM, "%s: out of memory", r->file);

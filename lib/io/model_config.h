@@ -25,6 +25,7 @@ typedef enum coli__qk_norm {
  * family's parse function and applied by the piece. */
 typedef struct coli__attn_opts {
     coli__qk_norm qk_norm;
+    int qkv_bias;           /* q, k and v have biases (not o) */
     float clip_qkv;         /* 0: none */
     int sliding_window;     /* 0: none */
 } coli__attn_opts;
@@ -32,6 +33,8 @@ typedef struct coli__attn_opts {
 /* The options of the router piece (lib/model/router.c). */
 typedef struct coli__router_opts {
     int norm_topk_prob;     /* renormalise the chosen routing weights */
+    int n_group, topk_group; /* the sigmoid router: experts in n_group groups, the best topk_group kept */
+    float scale;            /* the sigmoid router: routed_scaling_factor */
 } coli__router_opts;
 
 #define COLI_MAX_EOS 8
@@ -49,6 +52,8 @@ typedef struct coli__config {
     int moe_inter;          /* expert intermediate size */
     int n_experts;
     int top_k;
+    int shared_inter;       /* intermediate size of the shared experts as one SwiGLU (0: none) */
+    int n_mtp;              /* num_nextn_predict_layers: MTP layers stored after the decoder's */
     int rot_dim;            /* rotated dimensions of each head (partial rotary) */
     double rope_theta;
     float rms_eps;

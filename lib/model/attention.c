@@ -1,5 +1,5 @@
-/* attention.c - grouped-query attention: q/k/v projections, the family's
- * q/k norm (per head or over the whole projection), clipping, RoPE, the
+/* attention.c - grouped-query attention: q/k/v projections and their
+ * biases, the family's q/k norm (per head or over the whole projection), clipping, RoPE, the
  * KV cache, causal softmax attention (optionally within a sliding window)
  * and the output projection, in the written order of docs/formats.md. Each
  * option is a field of the config's attn, not a branch elsewhere. */
@@ -174,6 +174,12 @@ static size_t scratch(const coli__config *c, int S, int last, int n_ctx, int thr
     return split > whole ? split : whole;
 }
 
+static void add(float *v, const float *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        v[i] += b[i];
+}
+
 static void clip(float *v, int n, float m)
 {
     for (int i = 0; i < n; i++)
@@ -214,6 +220,11 @@ static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__
     COLI_TRY(coli__pass_mm_multi(b, qkv, 3));
     for (int t = 0; t < S; t++) {
         float *q = b->q + (size_t)t * QD, *k = b->k + (size_t)t * KVD, *v = b->v + (size_t)t * KVD;
+        if (c->attn.qkv_bias) {
+            add(q, ly->bq, QD);
+            add(k, ly->bk, KVD);
+            add(v, ly->bv, KVD);
+        }
         qk_norm(b->m->cpuk, c, ly, q, k);
         if (c->attn.clip_qkv > 0) {
             clip(q, QD, c->attn.clip_qkv);

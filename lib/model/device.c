@@ -162,10 +162,31 @@ static void walk_model(const coli_model *m, walk *w, coli__gpu_layer *layers, in
         }
         gl->clip_qkv = c->attn.clip_qkv;
         gl->window = c->attn.sliding_window;
-        gl->norm_topk = c->router.norm_topk_prob;
+        gl->bq = gl->bk = gl->bv = -1;
+        if (c->attn.qkv_bias) {
+            put_vec(w, ly->bq, c->n_heads * hd, &gl->bq);
+            put_vec(w, ly->bk, c->n_kv_heads * hd, &gl->bk);
+            put_vec(w, ly->bv, c->n_kv_heads * hd, &gl->bv);
+        }
+        memset(&gl->route, 0, sizeof gl->route);
+        gl->route.norm_topk = c->router.norm_topk_prob;
+        gl->route.bias = -1;
+        gl->route.n_group = c->router.n_group;
+        gl->route.topk_group = c->router.topk_group;
+        gl->route.scale = c->router.scale;
         gl->router = gl->gate = gl->up = gl->down = -1;
+        gl->s_gate = gl->s_up = gl->s_down = -1;
         if (ly->is_moe) {
             put_mat(w, &ly->router, &gl->router);
+            if (c->family->router == COLI_ROUTER_SIGMOID_GROUP) {
+                gl->route.kind = 1;
+                put_vec(w, ly->router_bias, c->n_experts, &gl->route.bias);
+            }
+            if (c->shared_inter > 0) {
+                put_mat(w, &ly->s_gate, &gl->s_gate);
+                put_mat(w, &ly->s_up, &gl->s_up);
+                put_mat(w, &ly->s_down, &gl->s_down);
+            }
         } else {
             put_mat(w, &ly->gate, &gl->gate);
             put_mat(w, &ly->up, &gl->up);
@@ -191,6 +212,7 @@ static coli__gpu_net describe(const coli_model *m, int dev, const coli__gpu_laye
     n.top_k = c->top_k;
     n.moe_inter = c->moe_inter;
     n.inter = c->inter;
+    n.shared_inter = c->shared_inter;
     n.eps = c->rms_eps;
     n.embed = top ? top[0] : -1;
     n.final_norm = top ? top[1] : -1;

@@ -802,6 +802,18 @@ static coli_status run_cpu(moe_call *c, coli__pool *pool, coli__err *err)
         b.td[b.nt] = (coli__mm){&em[2], g, cnt, io->ye + (size_t)p0 * H, NULL, NULL};
         b.nt++;
     }
+    if (io->shared) { /* in the same two hand-outs as the last routed experts */
+        if (b.nt == COLI_MAX_ACTIVE) {
+            coli_status st = flush(pool, &b);
+            if (st != COLI_OK)
+                return coli__fail(err, st, "layer %d: %s", l, coli_strerror(st));
+        }
+        const coli__mat *sm = io->shared;
+        b.ref[b.nt] = -1;
+        b.tg[b.nt] = (coli__mm){&sm[0], io->xn, c->S, io->shared_g, &sm[1], io->shared_u};
+        b.td[b.nt] = (coli__mm){&sm[2], io->shared_g, c->S, io->shared_y, NULL, NULL};
+        b.nt++;
+    }
     coli_status st = flush(pool, &b);
     if (st != COLI_OK)
         return coli__fail(err, st, "layer %d: %s", l, coli_strerror(st));

@@ -36,6 +36,12 @@ typedef struct coli__moe_io {
     int pred_layer, n_pred;
     const int *pred;
     signed char *group; /* [n_experts] scratch: each routed expert's group */
+    /* NULL, or the layer's shared experts (gate, up, down), computed on
+     * the CPU in the routed experts' hand-outs from xn into shared_y [S,
+     * H] (not added to out); their gate and up rows go to shared_g and
+     * shared_u [S, shared_inter] */
+    const coli__mat *shared;
+    float *shared_g, *shared_u, *shared_y;
 } coli__moe_io;
 
 /* Runs the routed experts of MoE layer l and writes their weighted sum to

@@ -1,11 +1,13 @@
 /* ffn.c - the feed-forward pieces: a MoE layer's routed experts (where
- * each runs is lib/model/experts.c's business), and the SwiGLU MLP of
- * dense layers. */
+ * each runs is lib/model/experts.c's business), with or without shared
+ * experts, and the SwiGLU MLP of dense layers. */
 #include "model/experts.h"
 #include "model/norm.h"
 #include "model/pieces.h"
 
-static coli_status routed(coli__pass *b, const coli__layer *ly, int l)
+/* The routed experts' sum into b->o, and with shared (three matrices) the
+ * shared experts' output into b->sy, in the same hand-outs. */
+static coli_status run_experts(coli__pass *b, const coli__layer *ly, int l, const coli__mat *shared)
 {
     COLI_TRY(b->m->pieces.router->route(b, ly, b->sel, b->wts));
     coli__moe_io io = {
@@ -24,11 +26,20 @@ static coli_status routed(coli__pass *b, const coli__layer *ly, int l)
         .n_pred = b->n_pred,
         .pred = b->pred,
         .group = b->group,
+        .shared = shared,
+        .shared_g = b->g + (size_t)b->S * (size_t)b->m->cfg.top_k * (size_t)b->m->cfg.moe_inter,
+        .shared_u = b->u + (size_t)b->S * (size_t)b->m->cfg.top_k * (size_t)b->m->cfg.moe_inter,
+        .shared_y = b->sy,
     };
     b->n_pred = 0;
-    COLI_TRY(coli__experts_run(b->m, l, b->pool, &io, &b->read, b->counts, b->err));
-    /* shared experts, for a family that has them, add to b->o here */
-    return COLI_OK;
+    if (shared)
+        b->read += coli__mat_bytes(&shared[0]) + coli__mat_bytes(&shared[1]) + coli__mat_bytes(&shared[2]);
+    return coli__experts_run(b->m, l, b->pool, &io, &b->read, b->counts, b->err);
+}
+
+static coli_status routed(coli__pass *b, const coli__layer *ly, int l)
+{
+    return run_experts(b, ly, l, NULL);
 }
 
 /* Streaming experts: while layer l runs, guess the next MoE layer's
@@ -46,7 +57,7 @@ static coli_status lookahead(coli__pass *b, int l)
     while (next < c->n_layers && !c->is_moe[next])
         next++;
     /* scratch: xe is free until this layer's experts run */
-    if (b->S != 1 || next >= c->n_layers || (size_t)K * H < (size_t)H + (size_t)E)
+    if (b->S != 1 || next >= c->n_layers || (size_t)K * H < (size_t)H + 3 * (size_t)E)
         return COLI_OK;
     const coli__layer *ly = &m->w.layers[next];
     float *xn = b->xe, *rl = b->xe + H;
@@ -63,15 +74,38 @@ const coli__ffn_piece coli__moe_routed = {
     .run = routed,
 };
 
+/* down(silu(gate x) * up x) of b->xn into y. */
+static coli_status mlp(coli__pass *b, const coli__mat *gate, const coli__mat *up, const coli__mat *down, float *y)
+{
+    coli__mm t = {.w = gate, .x = b->xn, .n_tok = b->S, .y = b->g, .up = up, .y_up = b->u};
+    COLI_TRY(coli__pass_mm_multi(b, &t, 1));
+    return coli__pass_mm(b, down, b->g, b->S, y);
+}
+
 static coli_status swiglu(coli__pass *b, const coli__layer *ly, int l)
 {
     (void)l;
-    coli__mm t = {.w = &ly->gate, .x = b->xn, .n_tok = b->S, .y = b->g, .up = &ly->up, .y_up = b->u};
-    COLI_TRY(coli__pass_mm_multi(b, &t, 1));
-    return coli__pass_mm(b, &ly->down, b->g, b->S, b->o);
+    return mlp(b, &ly->gate, &ly->up, &ly->down, b->o);
 }
 
 const coli__ffn_piece coli__mlp_swiglu = {
     .prepare = NULL,
     .run = swiglu,
+};
+
+/* The routed experts' sum, then the shared experts' output added to it
+ * (docs/formats.md): transformers' routed + shared. The shared experts
+ * run in the routed experts' hand-outs to the threads. */
+static coli_status routed_shared(coli__pass *b, const coli__layer *ly, int l)
+{
+    const coli__mat shared[3] = {ly->s_gate, ly->s_up, ly->s_down};
+    COLI_TRY(run_experts(b, ly, l, shared));
+    for (size_t i = 0; i < (size_t)b->S * (size_t)b->m->cfg.hidden; i++)
+        b->o[i] += b->sy[i];
+    return COLI_OK;
+}
+
+const coli__ffn_piece coli__moe_routed_shared = {
+    .prepare = lookahead,
+    .run = routed_shared,
 };

@@ -47,9 +47,12 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t
     size_t E = (size_t)(c->n_experts > 0 ? c->n_experts : 1), K = (size_t)(c->top_k > 0 ? c->top_k : 1);
     /* the MoE buffers hold every routed (token, expert) pair: S * K rows */
     size_t GI = (size_t)c->inter > K * (size_t)c->moe_inter ? (size_t)c->inter : K * (size_t)c->moe_inter;
+    /* the shared experts' rows follow the routed pairs' (lib/model/ffn.c) */
+    GI = GI > K * (size_t)c->moe_inter + (size_t)c->shared_inter ? GI : K * (size_t)c->moe_inter + (size_t)c->shared_inter;
+    /* rl: the router's logits, then its scratch (lib/model/pieces.h) */
     size_t sizes[] = {
-        S * H, S * H, S * QD, S * KV, S * KV, S * QD, S * H, S * GI, S * GI, S * E, S * K * H, S * K * H,
-        scores, S * K, S * (size_t)c->head_dim, S * K, S * K, S * K, K, (E + 3) / 4,
+        S * H, S * H, S * QD, S * KV, S * KV, S * QD, S * H, S * GI, S * GI, S * E + 2 * E, S * K * H, S * K * H,
+        scores, S * K, S * (size_t)c->head_dim, S * H, S * K, S * K, S * K, K, (E + 3) / 4,
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
@@ -57,7 +60,7 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t
     COLI_TRY(grab(s, total, err));
     float *p = s->p;
     float **dst[] = {&b->x, &b->xn, &b->q, &b->k, &b->v, &b->att, &b->o, &b->g, &b->u, &b->rl,
-                     &b->xe, &b->ye, &b->scores, &b->wts, &b->rope};
+                     &b->xe, &b->ye, &b->scores, &b->wts, &b->rope, &b->sy};
     size_t i = 0;
     for (; i < sizeof dst / sizeof dst[0]; i++) {
         *dst[i] = p;

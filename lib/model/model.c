@@ -318,6 +318,15 @@ static void info_fill(const coli_model *m, coli_model_info *info)
     info->n_experts_active = c->top_k;
     info->moe_intermediate_size = c->moe_inter;
     info->max_positions = c->max_pos;
+    info->router = c->family->router == COLI_ROUTER_SIGMOID_GROUP ? "sigmoid" : "softmax";
+    info->n_expert_groups = c->router.n_group;
+    info->n_expert_groups_active = c->router.topk_group;
+    info->routed_scaling = c->router.scale;
+    info->shared_intermediate_size = c->shared_inter;
+    info->intermediate_size = c->n_moe_layers < c->n_layers ? c->inter : 0;
+    info->rotary_dim = c->rot_dim;
+    info->qkv_bias = c->attn.qkv_bias;
+    info->n_mtp_layers = c->n_mtp;
     info->kv_type = (coli_kv_type)m->opts.kv_type;
     info->kv_bytes_per_position = coli__kv_bytes_per_pos(c, coli__kv_dtype(m->opts.kv_type));
     info->context_positions = coli__kv_positions(c, m->opts.context);

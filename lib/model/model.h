@@ -23,9 +23,12 @@ typedef struct coli__layer {
     coli__mat wq, wk, wv, wo;
     float *attn_norm, *ffn_norm;     /* [hidden], widened to f32 */
     float *q_norm, *k_norm;          /* NULL when the architecture has none */
+    float *bq, *bk, *bv;             /* q/k/v biases, or NULL */
     int is_moe;
     coli__mat gate, up, down;        /* dense MLP */
     coli__mat router;                /* [n_experts, hidden] */
+    float *router_bias;              /* [n_experts]: the sigmoid router's correction bias, or NULL */
+    coli__mat s_gate, s_up, s_down;  /* the shared experts as one SwiGLU (data NULL: none) */
     coli__mat *e_gate, *e_up, *e_down; /* n_experts each */
 } coli__layer;
 

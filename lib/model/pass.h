@@ -22,6 +22,7 @@ typedef struct coli__pass {
     /* feed-forward: gate and up rows, router logits, experts' in and out
      * rows, routing weights */
     float *g, *u, *rl, *xe, *ye, *wts;
+    float *sy; /* [S, hidden]: the shared experts' output */
     int *sel, *rows, *pos, *pred;
     signed char *group; /* [n_experts] where each routed expert runs (lib/model/experts.c) */
     int pred_layer, n_pred; /* the lookahead's guess for the next MoE layer */

@@ -6,9 +6,11 @@ static const coli__attn_piece *const attn[COLI_ATTN_KINDS] = {
 };
 static const coli__router_piece *const router[COLI_ROUTER_KINDS] = {
     [COLI_ROUTER_SOFTMAX_TOPK] = &coli__router_softmax_topk,
+    [COLI_ROUTER_SIGMOID_GROUP] = &coli__router_sigmoid_group,
 };
 static const coli__ffn_piece *const moe[COLI_MOE_KINDS] = {
     [COLI_MOE_ROUTED] = &coli__moe_routed,
+    [COLI_MOE_ROUTED_SHARED] = &coli__moe_routed_shared,
 };
 static const coli__ffn_piece *const mlp[COLI_MLP_KINDS] = {
     [COLI_MLP_SWIGLU] = &coli__mlp_swiglu,

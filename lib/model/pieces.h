@@ -33,11 +33,12 @@ struct coli__attn_piece {
 struct coli__router_piece {
     /* The top_k experts and their weights of each of the chunk's tokens,
      * from b->xn: sel, w [S, top_k]. b->rl is scratch. The options are the
-     * config's router. */
+     * config's router. b->rl has 2 * n_experts floats of scratch past the
+     * chunk's logits. */
     coli_status (*route)(coli__pass *b, const coli__layer *ly, int *sel, float *w);
     /* The lookahead's guess at one token's top_k experts (their order is
      * free) from its normalised hidden state xn [hidden], on the threads of
-     * pool; rl [n_experts] and w [top_k] are scratch. Counts no reads: only
+     * pool; rl [3 * n_experts] and w [top_k] are scratch. Counts no reads: only
      * which experts are read early depends on it, never a value. */
     coli_status (*guess)(const coli_model *m, coli__pool *pool, const coli__layer *ly, const float *xn, float *rl,
                          int *sel, float *w);
@@ -54,7 +55,9 @@ struct coli__ffn_piece {
 
 extern const coli__attn_piece coli__attn_gqa;             /* lib/model/attention.c */
 extern const coli__router_piece coli__router_softmax_topk; /* lib/model/router.c */
+extern const coli__router_piece coli__router_sigmoid_group; /* lib/model/router_sigmoid.c */
 extern const coli__ffn_piece coli__moe_routed;             /* lib/model/ffn.c */
+extern const coli__ffn_piece coli__moe_routed_shared;      /* lib/model/ffn.c */
 extern const coli__ffn_piece coli__mlp_swiglu;             /* lib/model/ffn.c */
 
 /* The pieces of c's family, or COLI_EUNSUPPORTED naming the one missing

@@ -568,6 +568,11 @@ static coli_status load_layer(loader *L, int l)
         COLI_TRY(load_vec(L, &ly->q_norm, NAME(COLI_T_Q_NORM, l, 0), q));
         COLI_TRY(load_vec(L, &ly->k_norm, NAME(COLI_T_K_NORM, l, 0), kv));
     }
+    if (c->attn.qkv_bias) {
+        COLI_TRY(load_vec(L, &ly->bq, NAME(COLI_T_BQ, l, 0), q));
+        COLI_TRY(load_vec(L, &ly->bk, NAME(COLI_T_BK, l, 0), kv));
+        COLI_TRY(load_vec(L, &ly->bv, NAME(COLI_T_BV, l, 0), kv));
+    }
 
     ly->is_moe = c->is_moe[l];
     if (!ly->is_moe) {
@@ -578,6 +583,13 @@ static coli_status load_layer(loader *L, int l)
     }
     const int E = c->n_experts, I = c->moe_inter;
     COLI_TRY(load_mat(L, &ly->router, NAME(COLI_T_ROUTER, l, 0), E, H, KEEP, DENSE));
+    if (c->family->router == COLI_ROUTER_SIGMOID_GROUP)
+        COLI_TRY(load_vec(L, &ly->router_bias, NAME(COLI_T_ROUTER_BIAS, l, 0), E));
+    if (c->shared_inter > 0) { /* resident like the dense MLP: every token runs them */
+        COLI_TRY(load_mat(L, &ly->s_gate, NAME(COLI_T_S_GATE, l, 0), c->shared_inter, H, BIG, DENSE));
+        COLI_TRY(load_mat(L, &ly->s_up, NAME(COLI_T_S_UP, l, 0), c->shared_inter, H, BIG, DENSE));
+        COLI_TRY(load_mat(L, &ly->s_down, NAME(COLI_T_S_DOWN, l, 0), H, c->shared_inter, BIG, DENSE));
+    }
     ly->e_gate = calloc((size_t)E * 3, sizeof(coli__mat));
     if (!ly->e_gate)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory for layer %d experts", l);

@@ -1,0 +1,204 @@
+/* test_families.c - GLM-4.5's family row and its sigmoid router: the
+ * published config.json files of GLM-4.5, 4.5-Air, 4.6 and 4.7 read into
+ * the values their model cards give (../shared notes, table A.7), the
+ * refusals, and the router's choice against values worked out by hand. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/model_config.h"
+#include "model/router_sigmoid.h"
+#include "testutil.h"
+
+/* The fields the four releases share; the rest is each one's. */
+#define GLM_COMMON                                                                                              \
+    "\"architectures\": [\"Glm4MoeForCausalLM\"], \"model_type\": \"glm4_moe\", \"attention_bias\": true, "   \
+    "\"attention_dropout\": 0.0, \"pad_token_id\": 151329, \"eos_token_id\": [151329, 151336, 151338], "     \
+    "\"head_dim\": 128, \"hidden_act\": \"silu\", \"partial_rotary_factor\": 0.5, "                          \
+    "\"initializer_range\": 0.02, \"n_group\": 1, \"n_shared_experts\": 1, \"norm_topk_prob\": true, "       \
+    "\"num_attention_heads\": 96, \"num_experts_per_tok\": 8, \"num_key_value_heads\": 8, "                  \
+    "\"num_nextn_predict_layers\": 1, \"rms_norm_eps\": 1e-05, \"rope_scaling\": null, "                     \
+    "\"rope_theta\": 1000000, \"tie_word_embeddings\": false, \"topk_group\": 1, "                           \
+    "\"torch_dtype\": \"bfloat16\", \"use_cache\": true, \"vocab_size\": 151552, "
+
+static const struct release {
+    const char *name, *json;
+    int hidden, layers, dense, inter, moe_inter, experts, qk_norm, max_pos;
+    float scale;
+} releases[] = {
+    {"GLM-4.5",
+     "{" GLM_COMMON "\"hidden_size\": 5120, \"num_hidden_layers\": 92, \"first_k_dense_replace\": 3, "
+     "\"intermediate_size\": 12288, \"moe_intermediate_size\": 1536, \"n_routed_experts\": 160, "
+     "\"routed_scaling_factor\": 2.5, \"use_qk_norm\": true, \"max_position_embeddings\": 131072}",
+     5120, 92, 3, 12288, 1536, 160, 1, 131072, 2.5f},
+    {"GLM-4.5-Air",
+     "{" GLM_COMMON "\"hidden_size\": 4096, \"num_hidden_layers\": 46, \"first_k_dense_replace\": 1, "
+     "\"intermediate_size\": 10944, \"moe_intermediate_size\": 1408, \"n_routed_experts\": 128, "
+     "\"routed_scaling_factor\": 1.0, \"use_qk_norm\": false, \"max_position_embeddings\": 131072}",
+     4096, 46, 1, 10944, 1408, 128, 0, 131072, 1.0f},
+    {"GLM-4.6",
+     "{" GLM_COMMON "\"hidden_size\": 5120, \"num_hidden_layers\": 92, \"first_k_dense_replace\": 3, "
+     "\"intermediate_size\": 12288, \"moe_intermediate_size\": 1536, \"n_routed_experts\": 160, "
+     "\"routed_scaling_factor\": 2.5, \"use_qk_norm\": true, \"max_position_embeddings\": 202752}",
+     5120, 92, 3, 12288, 1536, 160, 1, 202752, 2.5f},
+    {"GLM-4.7",
+     "{" GLM_COMMON "\"hidden_size\": 5120, \"num_hidden_layers\": 92, \"first_k_dense_replace\": 3, "
+     "\"intermediate_size\": 12288, \"moe_intermediate_size\": 1536, \"n_routed_experts\": 160, "
+     "\"routed_scaling_factor\": 2.5, \"use_qk_norm\": true, \"max_position_embeddings\": 202752}",
+     5120, 92, 3, 12288, 1536, 160, 1, 202752, 2.5f},
+};
+
+/* config.json with text into a new directory; returns the directory. */
+static char *config_dir(const char *text)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_ptr_nonnull(dir);
+    char *path = tu_path(dir, "config.json");
+    ck_assert_int_eq(tu_write_file(path, text, strlen(text)), 0);
+    free(path);
+    return dir;
+}
+
+START_TEST(test_glm_releases_parse)
+{
+    const struct release *r = &releases[_i];
+    char *dir = config_dir(r->json);
+    coli__config c;
+    coli__err err;
+    coli__err_clear(&err);
+    ck_assert_msg(coli__config_load(dir, &c, &err) == COLI_OK, "%s: %s", r->name, err.msg);
+    ck_assert_str_eq(c.arch_name, "Glm4MoeForCausalLM");
+    ck_assert_int_eq(c.hidden, r->hidden);
+    ck_assert_int_eq(c.n_layers, r->layers);
+    ck_assert_int_eq(c.head_dim, 128); /* given: 5120 / 96 is not whole */
+    ck_assert_int_eq(c.rot_dim, 64);
+    ck_assert_int_eq(c.n_heads, 96);
+    ck_assert_int_eq(c.n_kv_heads, 8);
+    ck_assert_int_eq(c.inter, r->inter);
+    ck_assert_int_eq(c.moe_inter, r->moe_inter);
+    ck_assert_int_eq(c.shared_inter, r->moe_inter); /* one shared expert */
+    ck_assert_int_eq(c.n_experts, r->experts);
+    ck_assert_int_eq(c.top_k, 8);
+    ck_assert_int_eq(c.n_moe_layers, r->layers - r->dense);
+    for (int l = 0; l < c.n_layers; l++)
+        ck_assert_int_eq(c.is_moe[l], l >= r->dense);
+    ck_assert_int_eq(c.attn.qkv_bias, 1);
+    ck_assert_int_eq(c.attn.qk_norm, r->qk_norm ? COLI_QK_NORM_HEAD : COLI_QK_NORM_NONE);
+    ck_assert_int_eq(c.router.n_group, 1);
+    ck_assert_int_eq(c.router.topk_group, 1);
+    ck_assert_int_eq(c.router.norm_topk_prob, 1);
+    ck_assert(c.router.scale == r->scale);
+    ck_assert_int_eq(c.n_mtp, 1);
+    ck_assert(c.rope_theta == 1e6);
+    ck_assert(c.rms_eps == 1e-5f);
+    ck_assert_int_eq(c.max_pos, r->max_pos);
+    ck_assert_int_eq(c.vocab, 151552);
+    ck_assert_int_eq(c.n_eos, 3);
+    ck_assert_int_eq(c.eos[2], 151338);
+    ck_assert_int_eq(c.tie_embeddings, 0);
+    coli__config_free(&c);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* GLM-4.5 with one field changed: refused, the message naming it. */
+static void refused(const char *from, const char *to, const char *named)
+{
+    char *text = malloc(strlen(releases[0].json) + strlen(to) + 1);
+    const char *at = strstr(releases[0].json, from);
+    ck_assert_ptr_nonnull(at);
+    size_t pre = (size_t)(at - releases[0].json);
+    memcpy(text, releases[0].json, pre);
+    strcpy(text + pre, to);
+    strcat(text, at + strlen(from));
+    char *dir = config_dir(text);
+    coli__config c;
+    coli__err err;
+    coli__err_clear(&err);
+    ck_assert_int_ne(coli__config_load(dir, &c, &err), COLI_OK);
+    ck_assert_msg(strstr(err.msg, named) != NULL, "'%s' does not name %s", err.msg, named);
+    tu_rmtree(dir);
+    free(dir);
+    free(text);
+}
+
+START_TEST(test_glm_refusals)
+{
+    refused("\"n_group\": 1", "\"n_group\": 3", "n_group"); /* 160 experts in 3 groups */
+    refused("\"n_group\": 1", "\"n_group\": 32", "topk_group"); /* 1 group of 5 leaves fewer than 8 */
+    refused("\"head_dim\": 128, ", "", "head_dim");
+    refused("\"routed_scaling_factor\": 2.5", "\"routed_scaling_factor\": -1", "routed_scaling_factor");
+    refused("\"topk_group\": 1", "\"topk_group\": 2", "topk_group"); /* more groups than there are */
+    refused("\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}", "yarn");
+}
+END_TEST
+
+/* 8 experts in 4 groups of 2, 2 groups kept, 3 chosen. Biased scores c =
+ * s + b: .90 .10 | .70 .65 | .95 .05 | .50 .75; group scores 1.0, 1.35,
+ * 1.0, 1.25: groups 1 and 3 are kept, so expert 4 (the best score) and
+ * expert 0 are not chosen; then 7 (.75), 2 (.70), 3 (.65). Weights: the
+ * unbiased .45 .60 .55 over their sum 1.6, times 2.5. */
+START_TEST(test_sigmoid_groups)
+{
+    const float s[8] = {0.90f, 0.10f, 0.60f, 0.55f, 0.95f, 0.05f, 0.50f, 0.45f};
+    const float b[8] = {0, 0, 0.10f, 0.10f, 0, 0, 0, 0.30f};
+    float cv[8], w[3];
+    unsigned char taken[8];
+    int sel[3];
+    coli__router_opts o = {.norm_topk_prob = 1, .n_group = 4, .topk_group = 2, .scale = 2.5f};
+    coli__sigmoid_choose(&o, s, b, 8, 3, cv, taken, sel, w);
+    ck_assert_int_eq(sel[0], 7);
+    ck_assert_int_eq(sel[1], 2);
+    ck_assert_int_eq(sel[2], 3);
+    const double want[3] = {0.45 / 1.6 * 2.5, 0.60 / 1.6 * 2.5, 0.55 / 1.6 * 2.5};
+    for (int j = 0; j < 3; j++)
+        ck_assert_msg(fabs(w[j] - want[j]) < 1e-6, "w[%d] = %.9g, want %.9g", j, w[j], want[j]);
+
+    /* one group: the three best biased scores, 4 .95, 0 .90, 7 .75; not
+     * renormalised, the unbiased scores times 2.5 */
+    o.n_group = o.topk_group = 1;
+    o.norm_topk_prob = 0;
+    coli__sigmoid_choose(&o, s, b, 8, 3, cv, taken, sel, w);
+    ck_assert_int_eq(sel[0], 4);
+    ck_assert_int_eq(sel[1], 0);
+    ck_assert_int_eq(sel[2], 7);
+    ck_assert(w[0] == 0.95f * 2.5f && w[1] == 0.90f * 2.5f && w[2] == 0.45f * 2.5f);
+}
+END_TEST
+
+/* Every kept expert's biased score below 0: the other group stays out
+ * (docs/formats.md masks with -inf; a mask of 0 would pick experts 2, 3). */
+START_TEST(test_sigmoid_negative_kept)
+{
+    const float s[4] = {0.01f, 0.02f, 0.03f, 0.04f};
+    const float b[4] = {-0.1f, -0.1f, -0.5f, -0.5f};
+    float cv[4], w[2];
+    unsigned char taken[4];
+    int sel[2];
+    coli__router_opts o = {.norm_topk_prob = 1, .n_group = 2, .topk_group = 1, .scale = 1.0f};
+    coli__sigmoid_choose(&o, s, b, 4, 2, cv, taken, sel, w);
+    ck_assert_int_eq(sel[0], 1);
+    ck_assert_int_eq(sel[1], 0);
+    ck_assert(fabs(w[0] - 2.0 / 3.0) < 1e-6 && fabs(w[1] - 1.0 / 3.0) < 1e-6);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("families");
+    TCase *tc = tcase_create("glm4_moe");
+    tcase_add_loop_test(tc, test_glm_releases_parse, 0, (int)(sizeof releases / sizeof releases[0]));
+    tcase_add_test(tc, test_glm_refusals);
+    tcase_add_test(tc, test_sigmoid_groups);
+    tcase_add_test(tc, test_sigmoid_negative_kept);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run_suite(suite());
+}
