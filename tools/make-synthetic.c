@@ -181,11 +181,32 @@ static int add_experts(tensor_list *l, const char *p, long long n, int64_t E, in
     return rc;
 }
 
+/* Layer n's norms and attention, in file order; with bias, q/k/v biases
+ * each after its weight. */
+static int add_attention(tensor_list *l, const shape *s, const char *p, long long n, int bias)
+{
+    const int64_t H = s->hidden, q = s->heads * s->head_dim, kv = s->kv_heads * s->head_dim;
+    const int64_t rows[3] = {q, kv, kv};
+    const char qkv[3] = {'q', 'k', 'v'};
+    int rc = 0;
+
+    rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.input_layernorm.weight", p, n);
+    for (int i = 0; i < 3; i++) {
+        rc |= add_tensor(l, INIT_MATRIX, rows[i], H, "%s.%lld.self_attn.%c_proj.weight", p, n, qkv[i]);
+        if (bias)
+            rc |= add_tensor(l, INIT_BIAS, rows[i], -1, "%s.%lld.self_attn.%c_proj.bias", p, n, qkv[i]);
+    }
+    rc |= add_tensor(l, INIT_MATRIX, H, q, "%s.%lld.self_attn.o_proj.weight", p, n);
+    rc |= add_tensor(l, INIT_NORM, s->head_dim, -1, "%s.%lld.self_attn.q_norm.weight", p, n);
+    rc |= add_tensor(l, INIT_NORM, s->head_dim, -1, "%s.%lld.self_attn.k_norm.weight", p, n);
+    rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.post_attention_layernorm.weight", p, n);
+    return rc;
+}
+
 /* Every tensor of a Qwen3-MoE layout (Qwen3MoeForCausalLM), in file order. */
 static int list_qwen3_moe(const shape *s, tensor_list *l)
 {
-    const int64_t H = s->hidden, q = s->heads * s->head_dim, kv = s->kv_heads * s->head_dim;
-    const int64_t I = s->moe_inter, E = s->experts;
+    const int64_t H = s->hidden, I = s->moe_inter, E = s->experts;
     int64_t layer;
     int rc = 0;
 
@@ -194,14 +215,7 @@ static int list_qwen3_moe(const shape *s, tensor_list *l)
         const char *p = "model.layers";
         long long n = (long long)layer;
 
-        rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.input_layernorm.weight", p, n);
-        rc |= add_tensor(l, INIT_MATRIX, q, H, "%s.%lld.self_attn.q_proj.weight", p, n);
-        rc |= add_tensor(l, INIT_MATRIX, kv, H, "%s.%lld.self_attn.k_proj.weight", p, n);
-        rc |= add_tensor(l, INIT_MATRIX, kv, H, "%s.%lld.self_attn.v_proj.weight", p, n);
-        rc |= add_tensor(l, INIT_MATRIX, H, q, "%s.%lld.self_attn.o_proj.weight", p, n);
-        rc |= add_tensor(l, INIT_NORM, s->head_dim, -1, "%s.%lld.self_attn.q_norm.weight", p, n);
-        rc |= add_tensor(l, INIT_NORM, s->head_dim, -1, "%s.%lld.self_attn.k_norm.weight", p, n);
-        rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.post_attention_layernorm.weight", p, n);
+        rc |= add_attention(l, s, p, n, 0);
         rc |= add_tensor(l, INIT_ROUTER, E, H, "%s.%lld.mlp.gate.weight", p, n);
         rc |= add_experts(l, p, n, E, I, H);
     }
@@ -216,8 +230,7 @@ static int list_qwen3_moe(const shape *s, tensor_list *l)
  * its score correction bias), the routed experts and the shared experts. */
 static int list_glm4_moe(const shape *s, tensor_list *l)
 {
-    const int64_t H = s->hidden, q = s->heads * s->head_dim, kv = s->kv_heads * s->head_dim;
-    const int64_t I = s->moe_inter, E = s->experts, S = s->moe_inter * s->shared;
+    const int64_t H = s->hidden, I = s->moe_inter, E = s->experts, S = s->moe_inter * s->shared;
     int64_t layer;
     int rc = 0;
 
@@ -226,17 +239,7 @@ static int list_glm4_moe(const shape *s, tensor_list *l)
         const char *p = "model.layers";
         long long n = (long long)layer;
 
-        rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.input_layernorm.weight", p, n);
-        rc |= add_tensor(l, INIT_MATRIX, q, H, "%s.%lld.self_attn.q_proj.weight", p, n);
-        rc |= add_tensor(l, INIT_BIAS, q, -1, "%s.%lld.self_attn.q_proj.bias", p, n);
-        rc |= add_tensor(l, INIT_MATRIX, kv, H, "%s.%lld.self_attn.k_proj.weight", p, n);
-        rc |= add_tensor(l, INIT_BIAS, kv, -1, "%s.%lld.self_attn.k_proj.bias", p, n);
-        rc |= add_tensor(l, INIT_MATRIX, kv, H, "%s.%lld.self_attn.v_proj.weight", p, n);
-        rc |= add_tensor(l, INIT_BIAS, kv, -1, "%s.%lld.self_attn.v_proj.bias", p, n);
-        rc |= add_tensor(l, INIT_MATRIX, H, q, "%s.%lld.self_attn.o_proj.weight", p, n);
-        rc |= add_tensor(l, INIT_NORM, s->head_dim, -1, "%s.%lld.self_attn.q_norm.weight", p, n);
-        rc |= add_tensor(l, INIT_NORM, s->head_dim, -1, "%s.%lld.self_attn.k_norm.weight", p, n);
-        rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.post_attention_layernorm.weight", p, n);
+        rc |= add_attention(l, s, p, n, 1);
         if (layer < s->dense_layers) {
             rc |= add_tensor(l, INIT_MATRIX, s->inter, H, "%s.%lld.mlp.gate_proj.weight", p, n);
             rc |= add_tensor(l, INIT_MATRIX, s->inter, H, "%s.%lld.mlp.up_proj.weight", p, n);

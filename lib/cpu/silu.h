@@ -1,5 +1,6 @@
-/* silu.h - the SwiGLU activation of docs/formats.md, one definition for the
- * CPU and the GPU tier (internal).
+/* silu.h - the SwiGLU activation of docs/formats.md, and the sigmoid
+ * router's score and group score, one definition for the CPU and the GPU
+ * tier (internal).
  *
  * libm's expf and a device's __expf round differently, so an expert's
  * output would depend on where it ran. This exp uses only IEEE binary32
@@ -56,6 +57,28 @@ static inline COLI__HD float coli__exp_f32(float x)
 static inline COLI__HD float coli__sigmoid(float x)
 {
     return 1.0f / (1.0f + coli__exp_f32(-x));
+}
+
+/* A group's score for the sigmoid router: fed the group's biased scores
+ * in turn, it keeps the two largest; the score is their sum (the only one
+ * of a group of one expert). Starts as {-inf, -inf}. */
+typedef struct coli__top2 {
+    float a, c; /* the largest, the second */
+} coli__top2;
+
+static inline COLI__HD void coli__top2_add(coli__top2 *t, float x)
+{
+    if (x > t->a) {
+        t->c = t->a;
+        t->a = x;
+    } else if (x > t->c) {
+        t->c = x;
+    }
+}
+
+static inline COLI__HD float coli__top2_score(const coli__top2 *t, int n)
+{
+    return n > 1 ? t->a + t->c : t->a;
 }
 
 /* silu(g) * u, the SwiGLU of a gate and an up projection. */

@@ -125,18 +125,10 @@ static __device__ void route_sigmoid_token(const float *rl, const coli__route_de
         float gs[2];
         for (int k = 0; k < 2; k++) {
             const int g = lane + 32 * k;
-            float a = -INFINITY, c = -INFINITY;
-            for (int j = 0; g < ng && j < per; j++) {
-                const int e = g * per + j;
-                const float x = coli__sigmoid(l[e]) + r.bias[e];
-                if (x > a) {
-                    c = a;
-                    a = x;
-                } else if (x > c) {
-                    c = x;
-                }
-            }
-            gs[k] = per > 1 ? a + c : a;
+            coli__top2 t = {-INFINITY, -INFINITY};
+            for (int j = 0; g < ng && j < per; j++)
+                coli__top2_add(&t, coli__sigmoid(l[g * per + j]) + r.bias[g * per + j]);
+            gs[k] = coli__top2_score(&t, per);
         }
         unsigned long long kept = 0;
         for (int j = 0; j < r.topk_group; j++) {

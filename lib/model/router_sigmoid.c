@@ -39,17 +39,10 @@ void coli__sigmoid_choose(const coli__router_opts *o, const float *s, const floa
         unsigned char gtaken[COLI__MAX_GROUPS] = {0};
         for (int g = 0; g < ng; g++) {
             const float *v = s + (size_t)g * per, *b = bias + (size_t)g * per;
-            float a = -INFINITY, c = -INFINITY;
-            for (int i = 0; i < per; i++) {
-                float x = v[i] + b[i];
-                if (x > a) {
-                    c = a;
-                    a = x;
-                } else if (x > c) {
-                    c = x;
-                }
-            }
-            gs[g] = per > 1 ? a + c : a;
+            coli__top2 t = {-INFINITY, -INFINITY};
+            for (int i = 0; i < per; i++)
+                coli__top2_add(&t, v[i] + b[i]);
+            gs[g] = coli__top2_score(&t, per);
             kept[g] = 0;
         }
         for (int j = 0; j < o->topk_group; j++) {
