@@ -443,7 +443,7 @@ static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, to
 }
 
 static coli_status m_pipe_run(coli__gpu_pipe *pp, const int32_t *tokens, int n, int pos0, const float *rope,
-                              float *logits, const coli__gpu_host *host, coli__err *err)
+                              const coli__gpu_out *out, const coli__gpu_host *host, coli__err *err)
 {
     const coli__gpu_net *nt = &pp->net;
     if (n <= 0 || pos0 < 0 || pos0 + n > pp->n_ctx)
@@ -475,10 +475,14 @@ static coli_status m_pipe_run(coli__gpu_pipe *pp, const int32_t *tokens, int n, 
                                             : coli__bf16_bits_to_f32(((const uint16_t *)emb->data)[row + i]);
         for (int l = 0; l < nt->n_layers && st == COLI_OK; l++)
             st = layer(pp, l, pos0 + t, rope + (size_t)t * nt->rot_dim, &s, host, err);
-    }
-    if (st == COLI_OK) {
-        rmsnorm(s.xn, s.x, vec(pp->g, nt->final_norm), H, nt->eps);
-        st = mm(pp->g, nt->lm_head, s.xn, logits, err);
+        /* the final norm of every token wanted, then its logits */
+        if (st == COLI_OK && (t == n - 1 || out->all || out->hidden)) {
+            rmsnorm(s.xn, s.x, vec(pp->g, nt->final_norm), H, nt->eps);
+            if (out->hidden)
+                memcpy(out->hidden + (size_t)t * H, s.xn, (size_t)H * sizeof(float));
+            if (t == n - 1 || out->all)
+                st = mm(pp->g, nt->lm_head, s.xn, out->logits + (out->all ? (size_t)t * nt->vocab : 0), err);
+        }
     }
     for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++)
         free(*dst[i]);

@@ -1350,6 +1350,61 @@ if [ -x "$synth" ] && run 0 "make-synthetic --arch glm4_moe (tiny)" "$synth" --a
 	done
 	rm -rf "$gdir"
 fi
+# Multi-token prediction: the glm4_moe fixture's MTP layer drafts, and the
+# tokens are the ones without it; the statistics come in the JSON.
+glm=$data/glm4_moe
+if run 0 "generate on glm4_moe without --mtp" "$COLI" generate --model "$glm" --prompt-ids 40,77,258,818,264 \
+	--max-tokens 24 --temperature 0 --weights q8 --format json; then
+	json_array "$out" tokens >"$tmp/plain_ids"
+	for k in 1 3; do
+		if run 0 "generate --mtp --mtp-tokens $k" "$COLI" generate --model "$glm" --prompt-ids 40,77,258,818,264 \
+			--max-tokens 24 --temperature 0 --weights q8 --format json --mtp --mtp-tokens "$k" --no-mtp-guard; then
+			json_array "$out" tokens >"$tmp/mtp_ids"
+			steps=$(sed -n 's/.*"mtp":{[^}]*"steps":\([0-9]*\).*/\1/p' "$out")
+			per=$(sed -n 's/.*"mtp":{"drafts_per_step":\([0-9]*\).*/\1/p' "$out")
+			if json_valid <"$out" && cmp -s "$tmp/plain_ids" "$tmp/mtp_ids" && positive "$steps" && [ "$per" = "$k" ]; then
+				pass "generate --mtp --mtp-tokens $k: the same 24 tokens, $steps verifications in the JSON"
+			else
+				fail "generate --mtp --mtp-tokens $k: $(cat "$out")"
+			fi
+		fi
+	done
+	if run 0 "generate --mtp --stats" "$COLI" generate --model "$glm" --prompt-ids 40,77,258,818,264 \
+		--max-tokens 8 --temperature 0 --weights q8 --mtp --stats; then
+		if grep -q '^mtp: [0-9]* of [0-9]* drafts accepted' "$err"; then
+			pass "generate --mtp --stats prints the drafts accepted"
+		else
+			fail "generate --mtp --stats: no mtp line: $(cat "$err")"
+		fi
+	fi
+	if run 0 "generate without --mtp: no mtp statistics" "$COLI" generate --model "$glm" --prompt-ids 1,2 \
+		--max-tokens 2 --stats --format json && contains "$out" '"mtp":null' && ! grep -q '^mtp:' "$err"; then
+		pass "generate without --mtp reports no drafting"
+	fi
+fi
+if run 1 "generate --mtp on a model without an MTP layer" "$COLI" generate --model "$data/qwen3_moe" \
+	--prompt-ids 1,2 --max-tokens 2 --mtp; then
+	if contains "$err" "--mtp" && contains "$err" "num_nextn_predict_layers"; then
+		pass "generate --mtp on qwen3_moe: refused, naming --mtp"
+	else
+		fail "generate --mtp on qwen3_moe: $(cat "$err")"
+	fi
+fi
+if run 0 "bench --mtp" "$COLI" bench --model "$glm" --prompt-tokens 4 --gen-tokens 12 --repetitions 1 \
+	--no-probe --mtp --no-mtp-guard --format json; then
+	steps=$(sed -n 's/.*"mtp":{[^}]*"steps":\([0-9]*\).*/\1/p' "$out")
+	if json_valid <"$out" && positive "$steps"; then
+		pass "bench --mtp reports its verifications ($steps)"
+	else
+		fail "bench --mtp: $(cat "$out")"
+	fi
+fi
+usage_error "generate: --mtp-tokens without --mtp" --mtp "$COLI" generate --prompt-ids 1 --mtp-tokens 2
+usage_error "generate: --mtp-tokens 9" --mtp-tokens "$COLI" generate --prompt-ids 1 --mtp --mtp-tokens 9
+usage_error "generate: --mtp-tokens 0" --mtp-tokens "$COLI" generate --prompt-ids 1 --mtp --mtp-tokens 0
+usage_error "generate: --no-mtp-guard without --mtp" --mtp "$COLI" generate --prompt-ids 1 --no-mtp-guard
+usage_error "bench: --mtp with --random-decode" --random-decode "$COLI" bench --mtp --random-decode
+
 usage_error "make-synthetic without --out" --out "$synth" --layers 2
 usage_error "make-synthetic: bad arch" glm5 "$synth" --out "$tmp/x" --arch glm5
 usage_error "make-synthetic: a glm4_moe option without --arch glm4_moe" --shared "$synth" \

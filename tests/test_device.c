@@ -202,6 +202,99 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/* Multi-token prediction with the decoder on the device: its
+ * verifications give every position's logits and states, so the tokens,
+ * the last logits and the acceptance are the CPU's, with every expert on
+ * the device, about half of them, or experts only; and the context never
+ * falls back to the CPU. */
+typedef struct spec_run {
+    int32_t tok[48];
+    float logits[1005];
+    coli_stats st;
+} spec_run;
+
+static void spec_one(const char *dir, coli_weight_format fmt, const how *h, int mtp, spec_run *r)
+{
+    if (h->budget_gb)
+        setenv("CUDA_EXPERT_GB", h->budget_gb, 1);
+    else
+        unsetenv("CUDA_EXPERT_GB");
+    coli_options *o = opts_of(fmt, h);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_MTP, mtp), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_MTP_GUARD, 0), COLI_OK);
+    coli_model *m = NULL;
+    ck_assert_msg(coli_model_open(dir, o, &m) == COLI_OK, "%s: %s", dir, coli_model_errmsg(m));
+    coli_context *c = NULL;
+    ck_assert_msg(coli_context_create(m, o, &c) == COLI_OK, "%s", coli_model_errmsg(m));
+    coli_sampler *smp = NULL;
+    ck_assert_int_eq(coli_sampler_create(NULL, &smp), COLI_OK);
+    const int32_t prompt[] = {40, 77, 258, 818, 264};
+    size_t n = 0;
+    g_log[0] = '\0';
+    coli_status st = tu_generate(c, prompt, 5, 48, smp, NULL, NULL, r->tok, 48, &n);
+    ck_assert_msg(st == COLI_OK, "%s", coli_context_errmsg(c));
+    ck_assert_uint_eq(n, 48);
+    ck_assert_msg(strstr(g_log, "continues on the CPU") == NULL, "the device gave up: %s", g_log);
+    memcpy(r->logits, coli_context_logits(c), sizeof r->logits);
+    r->st.struct_size = sizeof r->st;
+    ck_assert_int_eq(coli_context_stats(c, &r->st), COLI_OK);
+    coli_sampler_free(smp);
+    coli_context_free(c);
+    coli_model_free(m);
+    coli_options_free(o);
+}
+
+static void spec_same(const spec_run *a, const spec_run *b, const char *what)
+{
+    ck_assert_msg(memcmp(a->tok, b->tok, sizeof a->tok) == 0, "%s: other tokens", what);
+    ck_assert_msg(memcmp(a->logits, b->logits, sizeof a->logits) == 0, "%s: other logits", what);
+    ck_assert_msg(a->st.mtp_steps == b->st.mtp_steps && a->st.mtp_accepted == b->st.mtp_accepted &&
+                      a->st.mtp_drafted == b->st.mtp_drafted,
+                  "%s: %llu of %llu drafts accepted in %llu steps, the CPU %llu of %llu in %llu", what,
+                  (unsigned long long)a->st.mtp_accepted, (unsigned long long)a->st.mtp_drafted,
+                  (unsigned long long)a->st.mtp_steps, (unsigned long long)b->st.mtp_accepted,
+                  (unsigned long long)b->st.mtp_drafted, (unsigned long long)b->st.mtp_steps);
+}
+
+START_TEST(test_mtp_same_acceptance)
+{
+    mock_gpu_setup(1, UINT64_C(1) << 30); /* the tests before may have shrunk it */
+    char *glm = tu_path(tu_data_dir(), "glm4_moe");
+    char *tmp = NULL, *dir = tu_mtp_echo_model(glm, &tmp);
+    ck_assert_ptr_nonnull(dir);
+    static const coli_weight_format fmts[] = {COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_BF16};
+    for (int f = 0; f < 3; f++) {
+        how h = {.gpu = 0, .layers = 1, .kv = 0, .budget_gb = NULL, .n_prompt = 5, .context = 512};
+        spec_run cpu, all, half, only, plain;
+        spec_one(dir, fmts[f], &h, 2, &cpu);
+        ck_assert_uint_gt(cpu.st.mtp_accepted, 0);
+        spec_one(dir, fmts[f], &h, 0, &plain);
+        ck_assert(memcmp(plain.tok, cpu.tok, sizeof plain.tok) == 0);
+        h.gpu = 1;
+        spec_one(dir, fmts[f], &h, 2, &all);
+        h.budget_gb = "0.0001";
+        spec_one(dir, fmts[f], &h, 2, &half);
+        h.budget_gb = NULL;
+        h.layers = 0;
+        spec_one(dir, fmts[f], &h, 2, &only);
+        char what[128];
+        snprintf(what, sizeof what, "format %d: layers and every expert on the device", (int)fmts[f]);
+        spec_same(&all, &cpu, what);
+        snprintf(what, sizeof what, "format %d: layers and some experts on the device", (int)fmts[f]);
+        spec_same(&half, &cpu, what);
+        snprintf(what, sizeof what, "format %d: experts only on the device", (int)fmts[f]);
+        spec_same(&only, &cpu, what);
+        printf("glm4_moe (MTP drafts the decoder's prediction) format %d: %llu of %llu drafts accepted on the CPU "
+               "and with every placement on the device\n",
+               (int)fmts[f], (unsigned long long)cpu.st.mtp_accepted, (unsigned long long)cpu.st.mtp_drafted);
+    }
+    tu_rmtree(tmp);
+    free(tmp);
+    free(dir);
+    free(glm);
+}
+END_TEST
+
 int main(void)
 {
     unsetenv("COLI_CUDA");
@@ -215,6 +308,7 @@ int main(void)
     tcase_add_loop_test(tc, test_same_bits, 0, (int)(sizeof FIXTURES / sizeof FIXTURES[0]));
     tcase_add_test(tc, test_fallback);
     tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_mtp_same_acceptance);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

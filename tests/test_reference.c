@@ -114,16 +114,6 @@ static coli_model *open_model(const char *dir, coli_weight_format fmt, int threa
     return open_model_kv(dir, fmt, threads, -1);
 }
 
-static float range_of(const float *v, int n)
-{
-    float lo = v[0], hi = v[0];
-    for (int i = 1; i < n; i++) {
-        lo = v[i] < lo ? v[i] : lo;
-        hi = v[i] > hi ? v[i] : hi;
-    }
-    return hi - lo;
-}
-
 /* Max |a-b| over the vocabulary, relative to the reference's range. */
 static double rel_err(const float *got, const float *want, int n)
 {
@@ -132,7 +122,7 @@ static double rel_err(const float *got, const float *want, int n)
         double d = fabs((double)got[i] - want[i]);
         e = d > e ? d : e;
     }
-    return e / range_of(want, n);
+    return e / tu_range(want, n);
 }
 
 /*
@@ -162,7 +152,7 @@ static double check_dir_kv(const char *dir, const ref *r, coli_weight_format fmt
         for (int i = 0; i < GREEDY; i++) {
             int tok = tu_argmax(coli_context_logits(c), r->vocab);
             if (tok != rp->greedy[i]) {
-                float range = range_of(rp->logits, r->vocab);
+                float range = tu_range(rp->logits, r->vocab);
                 ck_assert_msg(!strict && rp->greedy_margin[i] <= tol_tok * range,
                               "%s prompt %d step %d: token %d, transformers %d (margin %.3g)", dir, p, i, tok,
                               rp->greedy[i], rp->greedy_margin[i]);
@@ -271,7 +261,7 @@ START_TEST(test_bf16_kv)
             int ta = tu_argmax(a, r.vocab), tb = tu_argmax(b, r.vocab);
             if (ta != tb) { /* only a near-tie of the f32 cache may flip */
                 flips++;
-                float margin = a[ta] - a[tb], range = range_of(a, r.vocab);
+                float margin = a[ta] - a[tb], range = tu_range(a, r.vocab);
                 ck_assert_msg(margin <= 0.02f * range, "prompt %d position %d: top token %d, f32 cache %d, margin %.3g "
                               "of a range %.3g", p, i, tb, ta, (double)margin, (double)range);
             }

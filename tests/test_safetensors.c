@@ -676,12 +676,16 @@ START_TEST(test_family_rows)
         /* the roles of optional pieces (biases, the sigmoid router's
          * bias, shared experts) are named by the families that have them */
         for (int t = 0; t < COLI_T_COUNT; t++)
-            ck_assert_msg(f->names->name[t] != NULL || (t >= COLI_T_BQ && t <= COLI_T_S_DOWN),
+            ck_assert_msg(f->names->name[t] != NULL || (t >= COLI_T_BQ && t <= COLI_T_MTP_EMBED),
                           "%s: tensor role %d has no name", f->arch, t);
         if (f->router == COLI_ROUTER_SIGMOID_GROUP)
             ck_assert_ptr_nonnull(f->names->name[COLI_T_ROUTER_BIAS]);
         if (f->moe == COLI_MOE_ROUTED_SHARED)
             ck_assert_ptr_nonnull(f->names->name[COLI_T_S_DOWN]);
+        /* a family that reads num_nextn_predict_layers names its MTP tensors */
+        if (f->names->name[COLI_T_MTP_EH_PROJ])
+            for (int t = COLI_T_MTP_EH_PROJ; t <= COLI_T_MTP_EMBED; t++)
+                ck_assert_ptr_nonnull(f->names->name[t]);
     }
     ck_assert_ptr_null(coli__family_find("GPTNeoXForCausalLM", NULL));
     ck_assert_ptr_null(coli__family_find(NULL, "gpt_neox"));
@@ -721,6 +725,8 @@ START_TEST(test_family_names_resolve)
             want = cfg.is_moe[0] && cfg.family->router == COLI_ROUTER_SIGMOID_GROUP;
         else if (t >= COLI_T_S_GATE && t <= COLI_T_S_DOWN)
             want = cfg.is_moe[0] && cfg.shared_inter > 0;
+        else if (t >= COLI_T_MTP_EH_PROJ && t <= COLI_T_MTP_EMBED)
+            want = 0; /* the MTP layer's, below */
         else if (t >= COLI_T_ROUTER)
             want = cfg.is_moe[0];
         char name[256];
@@ -729,6 +735,13 @@ START_TEST(test_family_names_resolve)
             ck_assert_msg(coli__st_find(ts, name) != NULL, "%s: '%s' is not in the checkpoint", FIXTURES[_i],
                           name);
     }
+    /* the MTP layer's own tensors, at index num_hidden_layers */
+    for (int t = COLI_T_MTP_EH_PROJ; cfg.n_mtp > 0 && t <= COLI_T_MTP_EMBED; t++) {
+        char name[256];
+        coli__tensor_name(cfg.family, (coli__tname)t, cfg.n_trunk, 0, name, sizeof name);
+        ck_assert_msg(coli__st_find(ts, name) != NULL, "%s: '%s' is not in the checkpoint", FIXTURES[_i], name);
+    }
+    ck_assert_int_eq(cfg.n_mtp, _i == 3); /* only the glm4_moe fixture has an MTP layer */
     /* the layer and expert numbers land where the checkpoint has them */
     char name[256];
     int last = cfg.n_layers - 1;

@@ -391,14 +391,17 @@ int tu_st_write_raw_len(const char *path, uint64_t header_len, const char *heade
 
 /* One entry of a fixture's header: "name":{"dtype":"BF16","shape":[a,b],
  * "data_offsets":[x,y]}, the only form tu_st_write and the fixtures use. */
-int tu_st_rewrite(const char *path, const char *dtype, const char *patch, size_t first, size_t count,
-                  float value)
+/* Rewrites path (all BF16) with every tensor as dtype, fn seeing each
+ * one's values in f32 first (fn NULL: none); fn returns how many it
+ * changed. The count of changes, or -1. */
+static long st_walk(const char *path, const char *dtype, tu_st_edit_fn fn, void *user)
 {
     size_t n = 0;
     unsigned char *raw = (unsigned char *)tu_read_file(path, &n);
     char *hdr = NULL;
     tu_st *w = tu_st_new();
-    int patched = 0, n_tensors = 0, rc = -1;
+    long changed = 0, rc = -1;
+    int n_tensors = 0;
     uint64_t hl = 0;
     if (raw == NULL || w == NULL || n < 8)
         goto out;
@@ -445,11 +448,8 @@ int tu_st_rewrite(const char *path, const char *dtype, const char *patch, size_t
         }
         for (size_t i = 0; i < cnt; i++)
             f[i] = tu_bf16_to_f32((uint16_t)(data[b + 2 * i] | (data[b + 2 * i + 1] << 8)));
-        if (patch != NULL && strcmp(name, patch) == 0 && first <= cnt && count <= cnt - first) {
-            for (size_t i = first; i < first + count; i++)
-                f[i] = value;
-            patched = 1;
-        }
+        if (fn)
+            changed += fn(user, name, shape, nd, f, cnt);
         if (strcmp(dtype, "F32") == 0) {
             tu_st_add(w, name, "F32", nd, shape, f, cnt * sizeof(float));
         } else {
@@ -461,13 +461,134 @@ int tu_st_rewrite(const char *path, const char *dtype, const char *patch, size_t
         free(h);
         n_tensors++;
     }
-    if (n_tensors > 0 && (patch == NULL || patched))
-        rc = tu_st_write(w, path);
+    if (n_tensors > 0 && tu_st_write(w, path) == 0)
+        rc = changed;
 out:
     tu_st_free(w);
     free(hdr);
     free(raw);
     return rc;
+}
+
+typedef struct patch_job {
+    const char *name;
+    size_t first, count;
+    float value;
+} patch_job;
+
+static long patch_one(void *user, const char *name, const int64_t *shape, int nd, float *v, size_t n)
+{
+    (void)shape;
+    (void)nd;
+    const patch_job *j = user;
+    if (j->name == NULL || strcmp(name, j->name) != 0 || j->first > n || j->count > n - j->first)
+        return 0;
+    for (size_t i = j->first; i < j->first + j->count; i++)
+        v[i] = j->value;
+    return 1;
+}
+
+int tu_st_rewrite(const char *path, const char *dtype, const char *patch, size_t first, size_t count,
+                  float value)
+{
+    patch_job j = {patch, first, count, value};
+    long rc = st_walk(path, dtype, patch_one, &j);
+    return rc < 0 || (patch != NULL && rc == 0) ? -1 : 0;
+}
+
+long tu_st_edit(const char *path, tu_st_edit_fn fn, void *user)
+{
+    return st_walk(path, "BF16", fn, user);
+}
+
+/* ---- a glm4_moe model whose MTP drafts are often right ---------------------------
+ *
+ * The fixture's MTP layer is random, so its drafts are never accepted. In
+ * a copy, the MTP layer is made to repeat the decoder's prediction: o_proj
+ * and every down projection zero (the decoder layer passes its input
+ * through), eh_proj the identity on the hidden half, hnorm and the head's
+ * norm ones, and the head the model's lm_head. Its draft after token t is
+ * then the decoder's most likely token before t, i.e. t again: accepted
+ * wherever greedy text repeats itself. */
+
+typedef struct echo_job {
+    float *lm_head;
+    size_t n_head;
+} echo_job;
+
+static long take_head(void *user, const char *name, const int64_t *shape, int nd, float *v, size_t n)
+{
+    (void)shape;
+    (void)nd;
+    echo_job *j = user;
+    if (strcmp(name, "lm_head.weight") != 0)
+        return 0;
+    j->lm_head = malloc(n * sizeof(float));
+    memcpy(j->lm_head, v, n * sizeof(float));
+    j->n_head = n;
+    return 1;
+}
+
+static int echo_ends_with(const char *s, const char *tail)
+{
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
+static long make_echo(void *user, const char *name, const int64_t *shape, int nd, float *v, size_t n)
+{
+    echo_job *j = user;
+    const char *pre = "model.layers.3.";
+    if (strncmp(name, pre, strlen(pre)) != 0)
+        return 0;
+    const char *t = name + strlen(pre);
+    if (strcmp(t, "self_attn.o_proj.weight") == 0 || echo_ends_with(t, "down_proj.weight")) {
+        memset(v, 0, n * sizeof(float));
+    } else if (strcmp(t, "eh_proj.weight") == 0) {
+        if (nd != 2 || shape[1] != 2 * shape[0])
+            return -1000; /* not the shape the fixture has: the count tells */
+        memset(v, 0, n * sizeof(float));
+        for (int64_t r = 0; r < shape[0]; r++)
+            v[r * shape[1] + shape[0] + r] = 1.0f;
+    } else if (strcmp(t, "hnorm.weight") == 0 || strcmp(t, "shared_head.norm.weight") == 0) {
+        for (size_t i = 0; i < n; i++)
+            v[i] = 1.0f;
+    } else if (strcmp(t, "shared_head.head.weight") == 0) {
+        if (n != j->n_head)
+            return -1000;
+        memcpy(v, j->lm_head, n * sizeof(float));
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+char *tu_mtp_echo_model(const char *fixture, char **tmp)
+{
+    *tmp = tu_mkdtemp();
+    char *dir = *tmp ? tu_path(*tmp, "echo") : NULL;
+    char *st = dir ? tu_path(dir, "model.safetensors") : NULL;
+    echo_job j = {0};
+    /* o_proj, 8 experts' and the shared expert's down, eh_proj, 2 norms, the head */
+    int ok = st && tu_copy_dir(fixture, dir) == 0 && tu_st_edit(st, take_head, &j) == 1 &&
+             tu_st_edit(st, make_echo, &j) == 14;
+    free(j.lm_head);
+    free(st);
+    if (!ok) {
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
+float tu_range(const float *v, int n)
+{
+    float lo = v[0], hi = v[0];
+    for (int i = 1; i < n; i++) {
+        lo = v[i] < lo ? v[i] : lo;
+        hi = v[i] > hi ? v[i] : hi;
+    }
+    return hi - lo;
 }
 
 /* ---- floats ------------------------------------------------------------ */

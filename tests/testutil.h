@@ -76,8 +76,17 @@ int tu_st_write_raw_len(const char *path, uint64_t header_len, const char *heade
 int tu_st_rewrite(const char *path, const char *dtype, const char *patch, size_t first, size_t count,
                   float value);
 
+/* Rewrites the checkpoint file path (all BF16 tensors) as BF16 after
+ * fn(user, name, shape, ndim, values, n) has seen, and may have changed,
+ * each tensor's values in f32; fn returns how many tensors it changed.
+ * The sum of those, or -1 when the file cannot be read or written. */
+typedef long (*tu_st_edit_fn)(void *user, const char *name, const int64_t *shape, int ndim, float *v, size_t n);
+long tu_st_edit(const char *path, tu_st_edit_fn fn, void *user);
+
 /* ---- running a model ----------------------------------------------------- */
 
+/* max - min of v[0..n) (n >= 1, no NaN). */
+float tu_range(const float *v, int n);
 /* The index of the largest of v[0..n), the first of equals (NaN never wins). */
 int tu_argmax(const float *v, int n);
 /* Evaluates ids[0..n) on c in one call, then feeds steps greedy tokens one
@@ -94,6 +103,13 @@ coli_status tu_generate(coli_context *c, const int32_t *prompt, size_t n_prompt,
 /* The routed experts of the model in dir, MoE layers times experts (it
  * is opened with default options for that); -1 when it does not open. */
 int tu_n_experts(const char *dir);
+
+/* A copy of the glm4_moe fixture (its directory fixture) in a fresh
+ * directory under *tmp (the caller removes it and frees both strings),
+ * whose MTP layer repeats the model's prediction, so that its drafts are
+ * accepted wherever greedy text repeats itself (testutil.c says how);
+ * NULL when it cannot be made. */
+char *tu_mtp_echo_model(const char *fixture, char **tmp);
 
 /* ---- floats ------------------------------------------------------------ */
 

@@ -20,6 +20,7 @@
 #include "errors.h"
 #include "gpu_report.h"
 #include "jsonout.h"
+#include "mtp_report.h"
 #include "store_report.h"
 
 #include <errno.h>
@@ -350,6 +351,7 @@ typedef struct bench_result {
     double decode_disk_mb_s, disk_fraction;
     uint64_t rss_peak, rss_now;
     double depth_seconds;    /* filling the cache to the depth, once, untimed in the tests */
+    coli_stats mtp;          /* multi-token prediction, over the timed repetitions */
 } bench_result;
 
 /* Decode weight bytes per token: measured by the library when it counts
@@ -487,6 +489,8 @@ static void print_text(const bench_params *p, const coli_model_info *info,
     if (probe->done)
         printf(" (the peak includes the bandwidth probe's %" PRId64 " MiB)", probe->mib);
     putchar('\n');
+    fflush(stdout);
+    mtp_report_text(stdout, &r->mtp, p->mtp);
 }
 
 static void json_samples(const char *key, const double *v, int64_t n)
@@ -572,6 +576,7 @@ static void print_json(const bench_params *p, const coli_model_info *info,
     json_real(stdout, r->disk_fraction, "%.4f");
     store_report_json(stdout, &r->store);
     printf(",\"rss_peak_bytes\":%" PRIu64 ",\"rss_bytes\":%" PRIu64, r->rss_peak, r->rss_now);
+    mtp_report_json(stdout, &r->mtp, p->mtp);
     gpu_report_json(stdout, r->model, &r->gpu);
     printf("}\n");
 }
@@ -581,6 +586,26 @@ static int eval_tokens(coli_context *ctx, const int32_t *tokens, size_t n)
 {
     coli_status st = coli_eval(ctx, tokens, n);
 
+    if (st != COLI_OK)
+        return runtime_error(st, coli_context_errmsg(ctx));
+    return 0;
+}
+
+/* Decode by coli_generate from tok, greedy, n tokens past it, whatever
+ * they are: the path multi-token prediction takes. */
+static int generate_greedy(coli_context *ctx, int32_t tok, int64_t n)
+{
+    coli_sampler *s = NULL;
+    coli_generate_params gp;
+    coli_status st = coli_sampler_create(NULL, &s);
+
+    if (st != COLI_OK)
+        return runtime_error(st, "cannot create a sampler");
+    coli_generate_params_init(&gp, sizeof gp);
+    gp.max_tokens = (size_t)n;
+    gp.ignore_eos = 1;
+    st = coli_generate(ctx, &tok, 1, s, &gp, NULL, 0, NULL, NULL);
+    coli_sampler_free(s);
     if (st != COLI_OK)
         return runtime_error(st, coli_context_errmsg(ctx));
     return 0;
@@ -684,11 +709,17 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
             if (store_report_read(model, &s2) != 0)
                 goto done;
             t2 = now_seconds();
-            for (i = 0; i < p->gen_tokens; i++) {
-                if (eval_tokens(ctx, &tok, 1) != 0)
+            if (p->mtp > 0) {
+                /* the same gen_tokens evaluations: tok, then gen_tokens - 1 generated */
+                if (generate_greedy(ctx, tok, p->gen_tokens - 1) != 0)
                     goto done;
-                tok = p->random_decode ? (int32_t)(next_random(&state) % (uint64_t)info.vocab_size)
-                                       : logprob_argmax(coli_context_logits(ctx), info.vocab_size);
+            } else {
+                for (i = 0; i < p->gen_tokens; i++) {
+                    if (eval_tokens(ctx, &tok, 1) != 0)
+                        goto done;
+                    tok = p->random_decode ? (int32_t)(next_random(&state) % (uint64_t)info.vocab_size)
+                                           : logprob_argmax(coli_context_logits(ctx), info.vocab_size);
+                }
             }
             t3 = now_seconds();
             if (store_report_read(model, &s3) != 0)
@@ -715,6 +746,7 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
             r.decode_seconds += t3 - t2;
         }
         gpu_report_add_pairs(&gpu_pairs, &r.gpu);
+        mtp_report_add(&r.mtp, &stats);
         r.pp_samples[rep] = t1 > t0 ? (double)p->prompt_tokens / (t1 - t0) : NAN;
         r.tg_samples[rep] = t3 > t2 ? (double)p->gen_tokens / (t3 - t2) : NAN;
         pp_lib[rep] = stats.prefill_tok_s > 0 ? stats.prefill_tok_s : NAN;

@@ -31,6 +31,8 @@ typedef struct bench_params {
     int sizes_fitted;            /* 1: default sizes were shrunk to fit max_positions */
     const disk_probe *disk;      /* the disk probe (done 0 when not run) */
     int random_decode;           /* 1: decode feeds random ids, not the greedy token */
+    int64_t mtp;                 /* drafts per step of multi-token prediction (0: none); decode
+                                    then runs coli_generate, greedy */
 } bench_params;
 
 /* The result of the memory bandwidth probe. */

@@ -33,6 +33,7 @@
 #include "options.h"
 #include "perplexity.h"
 #include "store_report.h"
+#include "mtp_report.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -53,6 +54,8 @@ typedef struct model_args {
     const char *dir;
     int have_weights, have_threads, have_context, have_q4_group, have_cpu, have_kv_type;
     int64_t weights, threads, context, q4_group, cpu, kv_type;
+    int64_t mtp;   /* drafts per step; 0: no multi-token prediction */
+    int mtp_guard;
     int verbose;
     gpu_args gpu;
     store_args store;
@@ -159,6 +162,20 @@ static int parse_model_args(const args *a, model_args *m)
             return rc;
         m->have_kv_type = 1;
     }
+    m->mtp_guard = !a->given[O_NO_MTP_GUARD];
+    if (a->given[O_MTP])
+        m->mtp = 1;
+    if (a->value[O_MTP_TOKENS] != NULL) {
+        if (!a->given[O_MTP])
+            return usage_error("--mtp-tokens needs --mtp");
+        rc = option_in_bounds("--mtp-tokens", COLI_OPT_MTP, a->value[O_MTP_TOKENS], &m->mtp);
+        if (rc != 0)
+            return rc;
+        if (m->mtp < 1)
+            return usage_error("invalid value '%s' for --mtp-tokens (expected 1 to 8)", a->value[O_MTP_TOKENS]);
+    }
+    if (a->given[O_NO_MTP_GUARD] && !a->given[O_MTP])
+        return usage_error("--no-mtp-guard needs --mtp");
     if ((rc = gpu_args_parse(a, &m->gpu)) != 0)
         return rc;
     if ((rc = store_args_parse(a, &m->store)) != 0)
@@ -219,6 +236,11 @@ static int make_options(model_args *m, coli_options **out)
     }
     if (m->have_kv_type && (st = coli_options_set(opts, COLI_OPT_KV_TYPE, m->kv_type)) != COLI_OK) {
         runtime_error(st, "--kv-type");
+        goto fail;
+    }
+    if (m->mtp && ((st = coli_options_set(opts, COLI_OPT_MTP, m->mtp)) != COLI_OK ||
+                   (st = coli_options_set(opts, COLI_OPT_MTP_GUARD, m->mtp_guard)) != COLI_OK)) {
+        runtime_error(st, "--mtp");
         goto fail;
     }
     if (gpu_args_apply(&m->gpu, opts) != 0)
@@ -364,6 +386,12 @@ static int detokenize_ids(coli_model *model, const int32_t *ids, size_t n, int s
 #define H_CPU                                                                         \
     {O_CPU, "CPU kernel set: scalar, avx2 or avx512 (default:\nCOLI_CPU, else the best " \
             "this CPU has); every set\ngives the same logits"}
+#define H_MTP                                                                               \
+    {O_MTP, "multi-token prediction: the model's MTP layer\ndrafts tokens, one pass of the model " \
+            "verifies\nthem; the output does not change (GLM-4.5)"},                         \
+    {O_MTP_TOKENS, "drafts per step with --mtp, 1-8 (default 1)"},                            \
+    {O_NO_MTP_GUARD, "draft at every step, even where the measured cost\nsays drafting is " \
+                     "slower (default: it turns\nitself off then)"}
 #define H_KV_TYPE                                                                          \
     {O_KV_TYPE, "KV cache type: f32 or bf16 (default: COLI_KV_TYPE,\nelse f32); bf16 halves " \
                 "the cache and rounds each\nkey and value to bf16"}
@@ -427,6 +455,7 @@ static const opthelp generate_options[] = {
     H_CONTEXT,
     H_CPU,
     H_KV_TYPE,
+    H_MTP,
     H_GPU,
     H_STORE,
     {O_NO_SPECIAL, "do not add the tokenizer's special tokens to the\nprompt text"},
@@ -942,6 +971,7 @@ static int cmd_generate(const args *a)
                ",\"kv_type\":\"%s\",\"weight_bytes\":%" PRIu64,
                stats.context_positions, stats.context_used, stats.kv_bytes, kv_type_name(info.kv_type),
                info.weight_bytes);
+        mtp_report_json(stdout, &stats, m.mtp);
         store_report_json(stdout, &store);
         gpu_report_json(stdout, model, &gpu);
         printf("}\n");
@@ -970,6 +1000,7 @@ static int cmd_generate(const args *a)
         if (store.mode != COLI_STORE_RESIDENT) /* a converted model */
             store_report_text(stderr, 0, &store);
         gpu_report_text(stderr, 0, model, &gpu);
+        mtp_report_text(stderr, &stats, m.mtp);
     }
     rc = interrupted ? 130 : 0;
 done:
@@ -1286,7 +1317,7 @@ static int cmd_info(const args *a)
                "\"n_kv_heads\":%d,\"head_dim\":%d,\"vocab_size\":%d,\"n_experts\":%d,"
                "\"n_experts_active\":%d,\"moe_intermediate_size\":%d,\"router\":\"%s\",\"n_expert_groups\":%d,"
                "\"n_expert_groups_active\":%d,\"routed_scaling\":%.9g,\"shared_intermediate_size\":%d,"
-               "\"intermediate_size\":%d,\"rotary_dim\":%d,\"qkv_bias\":%s,\"n_mtp_layers\":%d,"
+               "\"intermediate_size\":%d,\"rotary_dim\":%d,\"qkv_bias\":%s,\"n_mtp_layers\":%d,\"mtp_loaded\":%s,"
                "\"max_positions\":%d,"
                "\"n_params_total\":%" PRId64 ",\"n_params_active\":%" PRId64
                ",\"weight_bytes\":%" PRIu64 ",\"weights\":",
@@ -1295,7 +1326,7 @@ static int cmd_info(const args *a)
                info.n_experts_active, info.moe_intermediate_size, info.router, info.n_expert_groups,
                info.n_expert_groups_active, (double)info.routed_scaling, info.shared_intermediate_size,
                info.intermediate_size, info.rotary_dim, info.qkv_bias ? "true" : "false", info.n_mtp_layers,
-               info.max_positions,
+               info.mtp_loaded ? "true" : "false", info.max_positions,
                info.n_params_total, info.n_params_active, info.weight_bytes);
         json_string(stdout, weights_label(&info), strlen(weights_label(&info)));
         if (info.weights_detail) {
@@ -1344,7 +1375,8 @@ static int cmd_info(const args *a)
         printf("rotary dimensions:  %d of %d%s\n", info.rotary_dim, info.head_dim,
                info.qkv_bias ? "; q/k/v biases" : "");
         if (info.n_mtp_layers > 0)
-            printf("MTP layers:         %d stored (not used)\n", info.n_mtp_layers);
+            printf("MTP layers:         %d stored, %s\n", info.n_mtp_layers,
+                   info.mtp_loaded ? "the first loaded (--mtp)" : "not loaded (--mtp drafts with the first)");
         printf("max positions:      %d\n", info.max_positions);
         printf("parameters:         %" PRId64 " total, %" PRId64 " active per token\n",
                info.n_params_total, info.n_params_active);
@@ -1399,6 +1431,7 @@ static const opthelp bench_options[] = {
     {O_THREADS, "worker threads, also used by the probe; 0 = all\nonline cores (default 0)"},
     H_CPU,
     H_KV_TYPE,
+    H_MTP,
     H_GPU,
     H_STORE_BUT_IO,
     {O_IO_THREADS, "threads reading experts from disk, also the\nreaders of --disk-probe, 1-64 "
@@ -1514,6 +1547,9 @@ static int cmd_bench(const args *a)
         return rc;
     if ((rc = parse_model_args(a, &m)) != 0)
         return rc;
+    p.mtp = m.mtp;
+    if (p.random_decode && p.mtp)
+        return usage_error("--random-decode and --mtp cannot be used together (drafts follow the text)");
     if (a->value[O_PROMPT_TOKENS] &&
         (rc = parse_int64("--prompt-tokens", a->value[O_PROMPT_TOKENS], 0, 1 << 20,
                           &p.prompt_tokens)) != 0)

@@ -30,6 +30,8 @@ static const struct {
     {"COLI_OPT_CPU_KERNELS", "--cpu"},
     {"COLI_OPT_GPU_LAYERS", "--gpu-experts-only"},
     {"COLI_OPT_KV_TYPE", "--kv-type"},
+    {"COLI_OPT_MTP_GUARD", "--no-mtp-guard"},
+    {"COLI_OPT_MTP", "--mtp"},
 };
 
 void print_translated(FILE *f, const char *msg)

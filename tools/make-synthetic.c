@@ -77,6 +77,8 @@ static const char usage_text[] =
     "  --topk-groups N    groups a token may route to, topk_group (default 2);\n"
     "                       at most --groups, and these groups must hold at least\n"
     "                       --active experts\n"
+    "  --mtp N            MTP layers after the decoder's, num_nextn_predict_layers:\n"
+    "                       0 or 1 (default 0); for coli generate --mtp\n"
     "\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
 
@@ -105,6 +107,7 @@ typedef struct shape {
     /* glm4_moe only: first_k_dense_replace, the dense intermediate_size,
      * n_shared_experts, n_group, topk_group */
     int64_t dense_layers, inter, shared, groups, topk_groups;
+    int64_t mtp; /* glm4_moe only: MTP layers after the decoder's, num_nextn_predict_layers */
     uint64_t seed;
     int bf16; /* 1: BF16 tensors, 0: F32 */
     int glm;  /* 1: glm4_moe, 0: qwen3_moe */
@@ -235,10 +238,18 @@ static int list_glm4_moe(const shape *s, tensor_list *l)
     int rc = 0;
 
     rc |= add_tensor(l, INIT_MATRIX, s->vocab, H, "model.embed_tokens.weight");
-    for (layer = 0; layer < s->layers && rc == 0; layer++) {
+    for (layer = 0; layer < s->layers + s->mtp && rc == 0; layer++) {
         const char *p = "model.layers";
         long long n = (long long)layer;
 
+        if (layer >= s->layers) {
+            /* an MTP layer's own tensors; its embedding and head are the
+             * model's (the checkpoints that store copies store the same) */
+            rc |= add_tensor(l, INIT_MATRIX, H, 2 * H, "%s.%lld.eh_proj.weight", p, n);
+            rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.enorm.weight", p, n);
+            rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.hnorm.weight", p, n);
+            rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.shared_head.norm.weight", p, n);
+        }
         rc |= add_attention(l, s, p, n, 1);
         if (layer < s->dense_layers) {
             rc |= add_tensor(l, INIT_MATRIX, s->inter, H, "%s.%lld.mlp.gate_proj.weight", p, n);
@@ -588,7 +599,7 @@ static void glm4_moe_config(strbuf *b, const shape *s, int64_t bos, int64_t eos)
               "  \"num_experts_per_tok\": %" PRId64 ",\n"
               "  \"num_hidden_layers\": %" PRId64 ",\n"
               "  \"num_key_value_heads\": %" PRId64 ",\n"
-              "  \"num_nextn_predict_layers\": 0,\n"
+              "  \"num_nextn_predict_layers\": %" PRId64 ",\n"
               "  \"partial_rotary_factor\": 0.5,\n"
               "  \"rms_norm_eps\": 1e-05,\n"
               "  \"rope_scaling\": null,\n"
@@ -604,7 +615,7 @@ static void glm4_moe_config(strbuf *b, const shape *s, int64_t bos, int64_t eos)
               "}\n",
               bos, eos, s->dense_layers, s->head_dim, s->hidden, s->inter, s->max_pos,
               s->moe_inter, s->groups, s->experts, s->shared, s->heads, s->active, s->layers,
-              s->kv_heads, s->topk_groups, s->bf16 ? "bfloat16" : "float32", s->vocab);
+              s->kv_heads, s->mtp, s->topk_groups, s->bf16 ? "bfloat16" : "float32", s->vocab);
 }
 
 /* config.json of a Qwen3-MoE layout. */
@@ -759,6 +770,7 @@ int main(int argc, char **argv)
         {"--shared", 0, 1024, offsetof(shape, shared), 1},
         {"--groups", 1, 1 << 16, offsetof(shape, groups), 1},
         {"--topk-groups", 1, 1 << 16, offsetof(shape, topk_groups), 1},
+        {"--mtp", 0, 1, offsetof(shape, mtp), 1},
     };
     shape s = {
         .hidden = 1024,

@@ -77,6 +77,9 @@ const optdef cli_opts[O_COUNT] = {
     [O_LOGPROBS] = {"--logprobs", 0, "N", 0},
     [O_KV_TYPE] = {"--kv-type", 0, "TYPE", 0},
     [O_DEPTH] = {"--depth", 0, "N", 0},
+    [O_MTP] = {"--mtp", 0, NULL, 0},
+    [O_MTP_TOKENS] = {"--mtp-tokens", 0, "K", 0},
+    [O_NO_MTP_GUARD] = {"--no-mtp-guard", 0, NULL, 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */

@@ -73,6 +73,9 @@ enum opt_id {
     O_LOGPROBS,
     O_KV_TYPE,
     O_DEPTH,
+    O_MTP,
+    O_MTP_TOKENS,
+    O_NO_MTP_GUARD,
     O_COUNT
 };
 

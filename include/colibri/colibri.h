@@ -187,10 +187,20 @@ typedef enum coli_option {
                                     COLI_KV_TYPE=f32|bf16, else COLI_KV_F32. A malformed
                                     variable makes coli_model_open (or coli_context_create)
                                     fail, naming it */
-    COLI_OPT_GPU_LAYERS = 15     /* with the GPU tier on: 1 (default) runs whole layers on the
+    COLI_OPT_GPU_LAYERS = 15,    /* with the GPU tier on: 1 (default) runs whole layers on the
                                     first device (dense weights and each context's KV cache
                                     there, placed before experts) when they fit; 0 keeps only
                                     experts (and the output projection) on the devices */
+    /* Multi-token prediction ("Multi-token prediction" below), for models
+     * that store an MTP layer (GLM-4.5: num_nextn_predict_layers). */
+    COLI_OPT_MTP = 16,           /* drafts per step, 0 (default) to 8. For coli_model_open, above
+                                    0 loads the MTP layer (a model without one is refused,
+                                    COLI_EUNSUPPORTED); for a context, 0 turns drafting off, and
+                                    above 0 needs a model opened with it */
+    COLI_OPT_MTP_GUARD = 17      /* 1 (default): drafting turns itself off while its measured
+                                    cost per token exceeds plain decoding's, and tries again
+                                    later; 0: always draft (acceptance then depends on nothing
+                                    but the model and the prompt) */
 } coli_option;
 
 COLI_API coli_status coli_options_create(coli_options **out);
@@ -341,6 +351,8 @@ typedef struct coli_model_info {
     int rotary_dim;              /* dimensions of each head RoPE rotates (head_dim or fewer) */
     int qkv_bias;                /* 1 when q, k and v have biases */
     int n_mtp_layers;            /* multi-token-prediction layers the checkpoint stores */
+    int mtp_loaded;              /* 1: the first of them is loaded (COLI_OPT_MTP), its weights
+                                    counted in weight_bytes and n_params_total */
 } coli_model_info;
 
 COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);
@@ -530,9 +542,32 @@ typedef struct coli_stats {
     uint64_t context_positions;   /* positions the context holds (coli_context_capacity) */
     uint64_t context_used;        /* of them, filled (coli_context_position) */
     uint64_t kv_bytes;            /* bytes of its KV cache (the pages used grow with context_used) */
+    /* Appended later: multi-token prediction (COLI_OPT_MTP). A step drafts,
+     * then verifies the drafts with one pass of the decoder; its tokens
+     * count in decode_tokens, its time in decode_seconds. */
+    uint64_t mtp_steps;           /* verification passes */
+    uint64_t mtp_drafted;         /* tokens drafted by the MTP layer */
+    uint64_t mtp_accepted;        /* of them, accepted */
+    uint64_t mtp_tokens;          /* tokens the verification passes gave: accepted drafts plus one each */
+    uint64_t mtp_plain_tokens;    /* tokens decoded without drafts while drafting was on: turned off by
+                                     the guard, its measurements, or no room left to draft */
+    uint64_t mtp_extra_experts;   /* routed experts the verification passes read beyond those one token
+                                     each would (the union of the drafts' experts; CPU tiers) */
+    uint64_t mtp_guard_offs;      /* times the guard found drafting slower and turned it off */
+    double mtp_accept_rate;       /* mtp_accepted / mtp_drafted, 0 without drafts */
+    double mtp_tokens_per_step;   /* mtp_tokens / mtp_steps, 0 without steps */
+    int mtp_drafts;               /* drafts per step now: COLI_OPT_MTP, fewer where a draft position is
+                                     rarely accepted, 0 while the guard has drafting off or MTP is off */
 } coli_stats;
 
 COLI_API coli_status coli_context_stats(const coli_context *ctx, coli_stats *stats);
+
+/* The MTP layer's logits [vocab] for the token after next, where next is
+ * the token that follows the positions evaluated: what a step would draft
+ * from (the most likely of them). Needs a context with COLI_OPT_MTP above
+ * 0 and at least one position evaluated (COLI_ESTATE otherwise). Nothing
+ * is evaluated by the decoder; the context's logits stay as they are. */
+COLI_API coli_status coli_context_mtp_logits(coli_context *ctx, int32_t next, float *logits);
 /* Also resets the context's counts in coli_gpu_stats. */
 COLI_API void coli_context_stats_reset(coli_context *ctx);
 

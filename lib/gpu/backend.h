@@ -162,6 +162,19 @@ typedef struct coli__gpu_params {
     int64_t fail_after;
 } coli__gpu_params;
 
+/* Rows of logits a pipe run gives at most: a verification of
+ * multi-token prediction (lib/model/speculate.c), its drafts and one. */
+#define COLI__GPU_ALL_ROWS 9
+
+/* What a pipe run gives back: the last token's logits [vocab], or with
+ * all every token's [n, vocab] (n at most COLI__GPU_ALL_ROWS); with
+ * hidden, every token's state after the final norm [n, hidden]. */
+typedef struct coli__gpu_out {
+    float *logits;
+    int all;
+    float *hidden;
+} coli__gpu_out;
+
 typedef struct coli__gpu_ops {
     /* "none", or the vendor and targets compiled in ("cuda sm_90",
      * "hip gfx1030,gfx90a"). Never fails. */
@@ -207,10 +220,10 @@ typedef struct coli__gpu_ops {
                                coli__gpu_pipe **out, coli__err *err);
     void (*pipe_free)(coli__gpu_pipe *pipe);
     /* n tokens at positions pos0 .. pos0 + n - 1: rope [n, rot_dim] the
-     * host's tables (cos, then sin) of each position; the last token's
-     * logits [vocab] out. Same bits as the CPU (docs/formats.md). */
+     * host's tables (cos, then sin) of each position; out says what comes
+     * back. Same bits as the CPU (docs/formats.md). */
     coli_status (*pipe_run)(coli__gpu_pipe *pipe, const int32_t *tokens, int n, int pos0, const float *rope,
-                            float *logits, const coli__gpu_host *host, coli__err *err);
+                            const coli__gpu_out *out, const coli__gpu_host *host, coli__err *err);
     void (*pipe_stats)(const coli__gpu_pipe *pipe, coli__gpu_pipe_stats *out);
 } coli__gpu_ops;
 

@@ -458,7 +458,7 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
                               coli__gpu_pipe **out, coli__err *err);
 void coli__pipe_free(coli__gpu_pipe *pipe);
 coli_status coli__pipe_run(coli__gpu_pipe *pipe, const int32_t *tokens, int n, int pos0, const float *rope,
-                           float *logits, const coli__gpu_host *host, coli__err *err);
+                           const coli__gpu_out *out, const coli__gpu_host *host, coli__err *err);
 void coli__pipe_stats(const coli__gpu_pipe *pipe, coli__gpu_pipe_stats *out);
 
 #endif

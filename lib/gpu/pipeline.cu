@@ -54,7 +54,9 @@ struct coli__gpu_pipe {
     pl_layer *L;
     tensor *embed;
     const float *final_norm;
-    launch lm;
+    launch lm;     /* the last token's row of xn */
+    launch lm_all; /* every row of xn, up to COLI__GPU_ALL_ROWS */
+    float *out_hidden; /* the run's destination of the states after the final norm, or NULL */
     /* device memory: one allocation for the KV cache, one for the rest */
     void *kv_mem, *mem;
     uint64_t kv_bytes, mem_bytes;
@@ -178,7 +180,7 @@ static size_t layout(coli__gpu_pipe *pp, const coli__gpu_net *n, const coli__gpu
     TAKE(qps, int32_t, qmax / QK);
     TAKE(scores, float, (size_t)n->n_heads * sc);
     TAKE(part, float, (size_t)n->n_heads * (sc / ATT_TILE) * (size_t)(n->head_dim + 2));
-    TAKE(logits, float, (size_t)n->vocab);
+    TAKE(logits, float, (size_t)n->vocab * COLI__GPU_ALL_ROWS);
 #undef TAKE
     return off;
 }
@@ -190,10 +192,10 @@ static size_t kv_bytes_of(const coli__gpu_net *n, const coli__gpu_pipe_params *p
 }
 
 /* static table entries: per layer q, k, v, o, router, gate, up, down; the
- * output projection */
+ * output projection of the last row, then of every row */
 static int n_tab_of(const coli__gpu_net *n)
 {
-    return 8 * n->n_layers + 1;
+    return 8 * n->n_layers + 2;
 }
 
 uint64_t coli__pipe_bytes(const coli__gpu_net *net, const coli__gpu_pipe_params *p)
@@ -556,19 +558,25 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
     for (int l = 0; l < net->n_layers && st == COLI_OK; l++)
         st = build_layer(pp, tab, l, err);
     if (st == COLI_OK)
+        st = entry(pp, tab, n_tab - 2, net->lm_head, net->vocab, pp->H, pp->logits, net->vocab,
+                   "the output projection", err);
+    if (st == COLI_OK)
         st = entry(pp, tab, n_tab - 1, net->lm_head, net->vocab, pp->H, pp->logits, net->vocab,
                    "the output projection", err);
     if (st != COLI_OK)
         goto fail;
-    tab[n_tab - 1].n_tok = 1; /* the last token's row, normalised into xn[0] */
-    tab[n_tab - 1].live = NULL;
-    pp->lm = (launch){tab[n_tab - 1].dt, n_tab - 1, 1, net->vocab, net->hidden};
+    tab[n_tab - 2].n_tok = 1; /* the last token's row, normalised into xn[0] */
+    tab[n_tab - 2].live = NULL;
+    pp->lm = (launch){tab[n_tab - 2].dt, n_tab - 2, 1, net->vocab, net->hidden};
+    /* every row (a verification's): the step's count caps it */
+    tab[n_tab - 1].n_tok = pp->C < COLI__GPU_ALL_ROWS ? pp->C : COLI__GPU_ALL_ROWS;
+    pp->lm_all = (launch){tab[n_tab - 1].dt, n_tab - 1, 1, net->vocab, net->hidden};
     FAIL_IF(cudaMemcpy(pp->tab, tab, (size_t)n_tab * sizeof *tab, cudaMemcpyHostToDevice),
             "copying the product tables to the device");
     {
         /* pinned: the step's input, then logits, xn and the host's y, sel, host flags */
         pp->in_bytes = 2 * sizeof(int) + (size_t)pp->C * sizeof(int32_t) + (size_t)pp->C * pp->rot * sizeof(float);
-        size_t hb = coli__align256(pp->in_bytes) + coli__align256((size_t)net->vocab * 4);
+        size_t hb = coli__align256(pp->in_bytes) + coli__align256((size_t)net->vocab * 4 * COLI__GPU_ALL_ROWS);
         if (pp->any_host)
             hb += coli__align256((size_t)pp->C * pp->H * 4) + coli__align256((size_t)pp->CK * pp->H * 4) +
                   coli__align256((size_t)pp->CK * 4) + coli__align256((size_t)pp->CK);
@@ -582,7 +590,7 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
         pp->h_step = (int *)(void *)h;
         h += coli__align256(pp->in_bytes);
         pp->h_logits = (float *)(void *)h;
-        h += coli__align256((size_t)net->vocab * 4);
+        h += coli__align256((size_t)net->vocab * 4 * COLI__GPU_ALL_ROWS);
         if (pp->any_host) {
             pp->h_xn = (float *)(void *)h;
             h += coli__align256((size_t)pp->C * pp->H * 4);
@@ -816,8 +824,8 @@ static coli_status moe(coli__gpu_pipe *pp, cudaStream_t s, int l, int S, const c
 
 /* Everything of a chunk of S tokens after its input is on the device, up
  * to the logits in device memory. max_pos: the last position. */
-static coli_status layers(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos, const coli__gpu_host *host,
-                          coli__err *err)
+static coli_status layers(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos, int all,
+                          const coli__gpu_host *host, coli__err *err)
 {
     const coli__gpu_net *n = &pp->net;
     const int H = pp->H;
@@ -874,24 +882,36 @@ static coli_status layers(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos
             mark(pp, s, PH_COMBINE);
         }
     }
-    coli__qout ql = qout(pp, coli__is_quant(pp->lm.dt));
-    COLI_TRY(coli__k_norm(s, pp->x, NULL, pp->final_norm, H, n->eps, pp->step, S, 1, pp->xn, &ql, err));
-    COLI_TRY(products(pp, s, &pp->lm, 1, pp->xn, 0, err));
+    coli__qout ql = qout(pp, coli__is_quant(pp->lm.dt)), none = qout(pp, 0);
+    if (all || pp->out_hidden) { /* every row's state: the same bits as the last row's alone */
+        COLI_TRY(coli__k_norm(s, pp->x, NULL, pp->final_norm, H, n->eps, pp->step, S, 0, pp->xn, all ? &ql : &none,
+                              err));
+        if (pp->out_hidden)
+            CK(cudaMemcpyAsync(pp->out_hidden, pp->xn, (size_t)S * H * sizeof(float), cudaMemcpyDeviceToHost, s),
+               "copying the states out");
+    }
+    if (all) {
+        COLI_TRY(products(pp, s, &pp->lm_all, S, pp->xn, 0, err));
+    } else {
+        COLI_TRY(coli__k_norm(s, pp->x, NULL, pp->final_norm, H, n->eps, pp->step, S, 1, pp->xn, &ql, err));
+        COLI_TRY(products(pp, s, &pp->lm, 1, pp->xn, 0, err));
+    }
     mark(pp, s, PH_OUTPUT);
     return COLI_OK;
 }
 
 /* One chunk: input in, the layers, logits out (when wanted). */
-static coli_status chunk(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos, int want_logits,
+static coli_status chunk(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos, int want_logits, int all,
                          const coli__gpu_host *host, coli__err *err)
 {
     /* the header, the token slots and the S rows of RoPE in use: a decode
      * step copies one row, not the chunk's (264 KB at 512 x 128) */
     size_t in = pp->in_bytes - (size_t)(pp->C - S) * pp->rot * sizeof(float);
     CK(cudaMemcpyAsync(pp->step, pp->h_step, in, cudaMemcpyHostToDevice, s), "copying the tokens in");
-    COLI_TRY(layers(pp, s, S, max_pos, host, err));
+    COLI_TRY(layers(pp, s, S, max_pos, all, host, err));
     if (want_logits)
-        CK(cudaMemcpyAsync(pp->h_logits, pp->logits, (size_t)pp->net.vocab * 4, cudaMemcpyDeviceToHost, s),
+        CK(cudaMemcpyAsync(pp->h_logits, pp->logits, (size_t)pp->net.vocab * 4 * (all ? S : 1), cudaMemcpyDeviceToHost,
+                           s),
            "copying the logits out");
     return COLI_OK;
 }
@@ -910,7 +930,7 @@ static coli_status capture(coli__gpu_pipe *pp, cudaStream_t s, int tiles, coli__
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "starting a graph capture");
     pp->capturing = 1;
     pp->rec = 1;
-    coli_status st = chunk(pp, s, 1, tiles * ATT_TILE - 1, 1, NULL, err);
+    coli_status st = chunk(pp, s, 1, tiles * ATT_TILE - 1, 1, 0, NULL, err);
     pp->rec = 0;
     if (st == COLI_OK)
         st = cut(pp, s, 0, -1, err);
@@ -967,24 +987,29 @@ static uint64_t ns_between(cudaEvent_t a, cudaEvent_t b)
 }
 
 static coli_status run_steps(coli__gpu_pipe *pp, const int32_t *tokens, int n, int pos0, const float *rope,
-                             float *logits, const coli__gpu_host *host, coli__err *err);
+                             const coli__gpu_out *out, const coli__gpu_host *host, coli__err *err);
 
 coli_status coli__pipe_run(coli__gpu_pipe *pp, const int32_t *tokens, int n, int pos0, const float *rope,
-                            float *logits, const coli__gpu_host *host, coli__err *err)
+                            const coli__gpu_out *out, const coli__gpu_host *host, coli__err *err)
 {
     /* the launches of this thread overlap only while the pipe runs */
     coli__gpu_pdl_set(pp ? pp->pdl : 0);
-    coli_status st = run_steps(pp, tokens, n, pos0, rope, logits, host, err);
+    coli_status st = run_steps(pp, tokens, n, pos0, rope, out, host, err);
     coli__gpu_pdl_set(0);
+    if (pp)
+        pp->out_hidden = NULL;
     return st;
 }
 
 static coli_status run_steps(coli__gpu_pipe *pp, const int32_t *tokens, int n, int pos0, const float *rope,
-                             float *logits, const coli__gpu_host *host, coli__err *err)
+                             const coli__gpu_out *out, const coli__gpu_host *host, coli__err *err)
 {
-    if (!pp || n < 0 || (n > 0 && (!tokens || !rope)) || pos0 < 0 || pos0 + n > pp->p.n_ctx)
+    if (!pp || !out || !out->logits || n < 0 || (n > 0 && (!tokens || !rope)) || pos0 < 0 || pos0 + n > pp->p.n_ctx)
         return coli__fail(err, COLI_EINVAL, "GPU pipe: %d tokens at position %d do not fit a context of %d", n, pos0,
                           pp ? pp->p.n_ctx : 0);
+    if (out->all && (n > COLI__GPU_ALL_ROWS || n > pp->C))
+        return coli__fail(err, COLI_EINVAL, "GPU pipe: the logits of %d tokens asked for; at most %d", n,
+                          COLI__GPU_ALL_ROWS < pp->C ? COLI__GPU_ALL_ROWS : pp->C);
     if (n == 0)
         return COLI_OK;
     COLI_TRY(coli__gpu_injected(pp->g, err));
@@ -1000,11 +1025,22 @@ static coli_status run_steps(coli__gpu_pipe *pp, const int32_t *tokens, int n, i
         int32_t *tk = (int32_t *)(pp->h_step + 2);
         memcpy(tk, tokens + done, (size_t)S * sizeof *tk);
         memcpy(tk + pp->C, rope + (size_t)done * pp->rot, (size_t)S * pp->rot * sizeof(float));
+        pp->out_hidden = out->hidden ? out->hidden + (size_t)done * pp->H : NULL;
         coli_status st;
-        if (S == 1 && last && !pp->p.phases)
+        if (S == 1 && last && !pp->p.phases) {
+            /* one row: the graph's last-row norm is every row's */
             st = decode_graph(pp, s, pos0 + done, host, err);
-        else
-            st = chunk(pp, s, S, pos0 + done + S - 1, last, host, err);
+            if (st == COLI_OK && pp->out_hidden) {
+                cudaError_t e = cudaMemcpyAsync(pp->out_hidden, pp->xn, (size_t)pp->H * sizeof(float),
+                                                cudaMemcpyDeviceToHost, s);
+                if (e != cudaSuccess) {
+                    (void)cudaGetLastError();
+                    st = coli__cuda_fail(err, e, "copying the state out");
+                }
+            }
+        } else {
+            st = chunk(pp, s, S, pos0 + done + S - 1, last, out->all, host, err);
+        }
         if (st != COLI_OK) {
             (void)cudaStreamSynchronize(s);
             (void)cudaGetLastError();
@@ -1017,14 +1053,15 @@ static coli_status run_steps(coli__gpu_pipe *pp, const int32_t *tokens, int n, i
     }
     CK(cudaEventRecord(pp->ev1, s), "cudaEventRecord");
     CK(cudaEventSynchronize(pp->ev1), "running a step");
-    memcpy(logits, pp->h_logits, (size_t)pp->net.vocab * sizeof(float));
+    memcpy(out->logits, pp->h_logits, (size_t)pp->net.vocab * sizeof(float) * (out->all ? (size_t)n : 1));
     pp->st.steps++;
     pp->st.tokens += (uint64_t)n;
     pp->st.step_ns += ns_between(pp->ev0, pp->ev1);
     dv->st.calls++;
     dv->st.rows += (uint64_t)n;
     dv->st.h2d_bytes += (uint64_t)n * (sizeof(int32_t) + (size_t)pp->rot * 4);
-    dv->st.d2h_bytes += (uint64_t)pp->net.vocab * 4;
+    dv->st.d2h_bytes += (uint64_t)pp->net.vocab * 4 * (out->all ? (uint64_t)n : 1) +
+                        (out->hidden ? (uint64_t)n * (uint64_t)pp->H * 4 : 0);
     return COLI_OK;
 }
 

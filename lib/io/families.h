@@ -64,6 +64,14 @@ typedef enum coli__tname {
     COLI_T_S_GATE,      /* the shared experts, as one SwiGLU */
     COLI_T_S_UP,
     COLI_T_S_DOWN,
+    /* the MTP (NextN) layer's own, beside its decoder layer's
+     * (lib/model/mtp.c) */
+    COLI_T_MTP_EH_PROJ,   /* [hidden, 2 hidden]: [embedding ; hidden state] to hidden */
+    COLI_T_MTP_ENORM,     /* RMSNorm of the embedding */
+    COLI_T_MTP_HNORM,     /* RMSNorm of the trunk's hidden state */
+    COLI_T_MTP_HEAD_NORM, /* the MTP's own final norm */
+    COLI_T_MTP_HEAD,      /* its output projection (optional: the model's) */
+    COLI_T_MTP_EMBED,     /* its embedding (optional: the model's) */
     /* of expert e of layer l: <layers>.<l>.<experts>.<e>.<name> */
     COLI_T_E_GATE,
     COLI_T_E_UP,

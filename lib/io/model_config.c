@@ -132,6 +132,7 @@ static coli_status parse_config(coli__cfg_reader *r, coli__config *c)
 
     COLI_TRY(coli__cfg_int(r, "hidden_size", 1, 0, 1, COLI__DIM_MAX, &c->hidden));
     COLI_TRY(coli__cfg_int(r, "num_hidden_layers", 1, 0, 1, 4096, &c->n_layers));
+    c->n_trunk = c->n_layers;
     COLI_TRY(coli__cfg_int(r, "num_attention_heads", 1, 0, 1, 4096, &c->n_heads));
     COLI_TRY(coli__cfg_int(r, "num_key_value_heads", 0, c->n_heads, 1, 4096, &c->n_kv_heads));
     COLI_TRY(coli__cfg_int(r, "vocab_size", 1, 0, 1, 1 << 24, &c->vocab));
@@ -173,8 +174,6 @@ static coli_status parse_config(coli__cfg_reader *r, coli__config *c)
         return coli__fail(r->err, COLI_ERANGE, "%s: partial_rotary_factor leaves no rotary dimensions",
                           r->file);
 
-    c->router.n_group = c->router.topk_group = 1;
-    c->router.scale = 1.0f;
     c->router.n_group = c->router.topk_group = 1;
     c->router.scale = 1.0f;
     c->is_moe = calloc((size_t)c->n_layers, 1);
@@ -244,6 +243,25 @@ coli_status coli__config_load(const char *dir, coli__config *cfg, coli__err *err
     if (st != COLI_OK)
         coli__config_free(cfg);
     return st;
+}
+
+coli_status coli__config_add_mtp(coli__config *cfg, const char *dir, coli__err *err)
+{
+    if (cfg->n_layers > cfg->n_trunk)
+        return COLI_OK;
+    if (cfg->n_mtp < 1 || cfg->n_experts < 1)
+        return coli__fail(err, COLI_EUNSUPPORTED,
+                          "%s/config.json: the model has no MTP layer (num_nextn_predict_layers is %d)", dir,
+                          cfg->n_mtp);
+    unsigned char *f = realloc(cfg->is_moe, (size_t)cfg->n_trunk + 1);
+    if (!f)
+        return coli__fail(err, COLI_ENOMEM, "out of memory");
+    cfg->is_moe = f;
+    /* past first_k_dense_replace, so a MoE layer like the ones before it */
+    f[cfg->n_trunk] = 1;
+    cfg->n_layers = cfg->n_trunk + 1;
+    cfg->n_moe_layers++;
+    return COLI_OK;
 }
 
 void coli__config_free(coli__config *cfg)

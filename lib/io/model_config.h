@@ -43,7 +43,8 @@ typedef struct coli__config {
     const coli__family *family; /* its row in lib/io/families.c */
     const char *arch_name;  /* static string, e.g. "Qwen3MoeForCausalLM" */
     int hidden;
-    int n_layers;
+    int n_layers;           /* layers loaded: the decoder's, then the MTP layer when it is used */
+    int n_trunk;            /* the decoder's: num_hidden_layers */
     int n_heads;
     int n_kv_heads;
     int head_dim;
@@ -72,6 +73,9 @@ typedef struct coli__config {
  * bos/eos ids. Unknown architectures and unsupported options are refused
  * with COLI_EUNSUPPORTED naming them. */
 coli_status coli__config_load(const char *dir, coli__config *cfg, coli__err *err);
+/* Adds the first MTP layer (index n_trunk, a MoE layer) to the layers to
+ * load; COLI_EUNSUPPORTED naming the file when the config has none. */
+coli_status coli__config_add_mtp(coli__config *cfg, const char *dir, coli__err *err);
 void coli__config_free(coli__config *cfg);
 
 /* Joins dir and name into a malloc'd path, or NULL. */

@@ -4,26 +4,11 @@
 #include <time.h>
 
 #include "base/sized.h"
-#include "model/device.h"
+#include "model/context.h"
+#include "model/step.h"
 #include "model/finite.h"
-#include "model/forward.h"
 #include "model/sampler.h"
-
-struct coli_context {
-    coli_model *m;
-    coli__err err;
-    coli__opts opts;
-    coli__pool *pool;
-    coli__kv kv;
-    coli__scratch scratch;
-    size_t pos;
-    float *logits;
-    int has_logits;
-    coli_stats stats;
-    coli__experts_counts gpu_counts;
-    coli__device_ctx *dev; /* the layers on a device; NULL: on the CPU */
-    int32_t *hist;         /* with dev: every token evaluated, to rebuild the CPU's cache */
-};
+#include "model/speculate.h"
 
 static double now_s(void)
 {
@@ -57,8 +42,13 @@ COLI_API coli_status coli_context_create(coli_model *m, const coli_options *opts
         st = coli__fail(err, COLI_ENOMEM, "out of memory for the logits of %d tokens", m->cfg.vocab);
     if (st == COLI_OK)
         st = coli__device_ctx_create(m, (int)n_ctx, c->kv.dt == COLI_DT_BF16, &c->dev, err);
-    if (st == COLI_OK && c->dev && !(c->hist = malloc((size_t)n_ctx * sizeof *c->hist)))
+    if (st == COLI_OK && (c->dev || c->opts.mtp > 0) && !(c->hist = malloc((size_t)n_ctx * sizeof *c->hist)))
         st = coli__fail(err, COLI_ENOMEM, "out of memory for a context's token history");
+    if (st == COLI_OK && c->opts.mtp > 0) {
+        st = coli__mtp_create(c, (int)c->opts.mtp, (int)c->opts.mtp_guard);
+        if (st != COLI_OK)
+            coli__fail(err, st, "%s", c->err.msg);
+    }
     if (st != COLI_OK) {
         coli__log(&m->opts.log, COLI_LOG_ERROR, "%s", err->msg);
         coli_context_free(c);
@@ -73,6 +63,7 @@ COLI_API void coli_context_free(coli_context *c)
     if (!c)
         return;
     coli__device_ctx_free(c->dev);
+    coli__mtp_free(c->mtp);
     free(c->hist);
     coli__pool_free(c->pool);
     coli__kv_free(&c->kv);
@@ -92,31 +83,12 @@ static coli_status ctx_fail(coli_context *c, coli_status st)
     return st;
 }
 
-/* The device's step, or the CPU's. A device that fails hands the context
- * to the CPU for good: the history is evaluated there first to rebuild the
- * CPU's cache, which gives the same bits as the device's. */
 static coli_status run(coli_context *c, const int32_t *tokens, size_t n, uint64_t *read)
 {
-    if (c->dev) {
-        coli_status st = coli__device_forward(c->dev, c->pool, tokens, (int)n, (int)c->pos, c->logits,
-                                              &c->gpu_counts, &c->err);
-        if (st == COLI_OK) {
-            memcpy(c->hist + c->pos, tokens, n * sizeof *tokens);
-            return COLI_OK;
-        }
-        coli__log(&c->opts.log, COLI_LOG_WARN, "GPU: a step on the device failed (%s); this context continues on "
-                  "the CPU, re-reading its %zu tokens", c->err.msg, c->pos);
-        coli__device_ctx_free(c->dev);
-        c->dev = NULL;
-        coli__err_clear(&c->err);
-        if (c->pos > 0) {
-            uint64_t r = 0;
-            COLI_TRY(coli__forward(c->m, &c->kv, &c->scratch, c->pool, c->hist, (int)c->pos, 0, c->logits, &r,
-                                   &c->gpu_counts, &c->err));
-        }
-    }
-    return coli__forward(c->m, &c->kv, &c->scratch, c->pool, tokens, (int)n, (int)c->pos, c->logits, read,
-                         &c->gpu_counts, &c->err);
+    if (c->mtp)
+        return coli__mtp_eval(c, tokens, n, read);
+    const coli__fwd f = {.tokens = tokens, .n = (int)n, .pos0 = (int)c->pos, .logits = c->logits};
+    return coli__ctx_forward(c, &f, read, NULL);
 }
 
 /* Runs n tokens; prefill says how the statistics count them (a prompt is
@@ -146,12 +118,14 @@ static coli_status eval_tokens(coli_context *c, const int32_t *tokens, size_t n,
     if (st != COLI_OK) {
         /* Positions written partly are forgotten; earlier ones stay valid. */
         c->has_logits = 0;
+        coli__mtp_truncate(c, c->pos);
         return ctx_fail(c, st);
     }
     /* Overflowing weights or activations: a NaN or infinity is no token. */
     size_t bad = coli__first_nonfinite(COLI_DT_F32, c->logits, (size_t)vocab);
     if (bad < (size_t)vocab) {
         c->has_logits = 0;
+        coli__mtp_truncate(c, c->pos);
         return ctx_fail(c, coli__fail(&c->err, COLI_ERANGE,
                                       "coli_eval: non-finite logit at position %zu (token id %zu: %g)",
                                       c->pos + n - 1, bad, (double)c->logits[bad]));
@@ -201,6 +175,7 @@ COLI_API coli_status coli_context_truncate(coli_context *c, size_t n)
     if (n < c->pos)
         c->has_logits = 0;
     c->pos = n;
+    coli__mtp_truncate(c, n);
     return COLI_OK;
 }
 
@@ -209,6 +184,7 @@ COLI_API void coli_context_reset(coli_context *c)
     if (c) {
         c->pos = 0;
         c->has_logits = 0;
+        coli__mtp_truncate(c, 0);
     }
 }
 
@@ -419,6 +395,77 @@ COLI_API void coli_generate_params_init(coli_generate_params *p, size_t struct_s
 /* The first version of coli_generate_params is the whole of this one. */
 #define COLI__GENERATE_PARAMS_V1 (offsetof(coli_generate_params, user) + sizeof(void *))
 
+/* One call of coli_generate: what its steps share. */
+typedef struct gen_run {
+    coli_context *c;
+    gen_text *g;
+    const coli_generate_params *p;
+    coli_sampler *sampler;
+    int32_t *out;
+    size_t cap, count, max;
+    coli_stop_reason why;
+} gen_run;
+
+/* After a token: generation goes on (the token is evaluated next), ends
+ * once the token is evaluated (the length is reached: a later call
+ * continues from it), or ends there. */
+enum { GEN_ON, GEN_EVAL_END, GEN_END };
+
+/* Samples the token that follows logits, records and reports it; at: the
+ * position it would be evaluated at. *next: a GEN_ value. */
+static coli_status take(gen_run *r, const float *logits, size_t at, int32_t *tok, int *next)
+{
+    coli_context *c = r->c;
+    COLI_TRY(coli__sample_logits(r->sampler, logits, (size_t)c->m->cfg.vocab, tok, &c->err));
+    if (r->out && r->count < r->cap)
+        r->out[r->count] = *tok;
+    r->count++;
+    int eos = !r->p->ignore_eos && coli_model_is_eos(c->m, *tok);
+    int full = at >= (size_t)c->kv.n_ctx; /* no room to evaluate tok */
+    int last = r->count == r->max;
+    int stop = 0, hit = 0;
+    COLI_TRY(emit(c, r->g, *tok, eos || full || last, r->p->on_token, r->p->user, &stop, &hit));
+    *next = GEN_ON;
+    if (hit || stop || eos || (full && !last)) {
+        r->why = hit ? COLI_STOP_STRING : stop ? COLI_STOP_CALLBACK : eos ? COLI_STOP_EOS : COLI_STOP_CONTEXT;
+        *next = GEN_END;
+    } else if (full) {
+        *next = GEN_END; /* the length is reached too: LENGTH, tok is not evaluated */
+    } else if (last) {
+        *next = GEN_EVAL_END;
+    }
+    return COLI_OK;
+}
+
+/* A step of multi-token prediction after tok (sampled, not evaluated): k
+ * drafts, one pass of the decoder over tok and them, then a token sampled
+ * from each position's logits as long as it is the draft that position
+ * took as input. So the tokens are those of one step at a time, with the
+ * sampler drawing in the same order: for a greedy draft this is the
+ * speculative sampling rule (accept with the target's probability of the
+ * draft, else a token from the rest), and the output does not change
+ * (docs/formats.md, "Multi-token prediction"). */
+static coli_status spec_step(gen_run *r, int32_t *tok, int k, int *next)
+{
+    coli_context *c = r->c;
+    double t0 = now_s();
+    uint64_t read = 0;
+    COLI_TRY(coli__mtp_propose(c, *tok, k, &read));
+    coli_status st = COLI_OK;
+    int j = 0;
+    for (;; j++) {
+        st = take(r, coli__mtp_logits(c, j), c->pos + (size_t)j + 1, tok, next);
+        if (st != COLI_OK || *next != GEN_ON || j == k || *tok != coli__mtp_draft(c, j + 1))
+            break;
+    }
+    double dt = now_s() - t0;
+    coli__mtp_commit(c, j, dt);
+    c->stats.decode_tokens += (uint64_t)j + 1;
+    c->stats.decode_seconds += dt;
+    c->stats.decode_weight_bytes += read;
+    return st;
+}
+
 COLI_API coli_status coli_generate(coli_context *c, const int32_t *prompt, size_t n_prompt, coli_sampler *sampler,
                                    const coli_generate_params *params_in, int32_t *out, size_t cap, size_t *n_out,
                                    coli_stop_reason *reason)
@@ -458,36 +505,39 @@ COLI_API coli_status coli_generate(coli_context *c, const int32_t *prompt, size_
     g.stop = params->stop;
     g.n_stop = params->n_stop;
     coli_status st = COLI_OK;
-    coli_stop_reason why = COLI_STOP_LENGTH;
-    size_t count = 0, max_tokens = params->max_tokens;
+    gen_run r = {.c = c, .g = &g, .p = params, .sampler = sampler, .out = out, .cap = cap,
+                 .max = params->max_tokens, .why = COLI_STOP_LENGTH};
     /* the last prompt tokens give the decoders their left context */
     for (size_t i = n_prompt > STREAM_CTX ? n_prompt - STREAM_CTX : 0; i < n_prompt && st == COLI_OK; i++)
         st = push_id(c, &g.ids, prompt[i]);
     g.base = g.ids.n;
-    for (size_t i = 0; i < max_tokens && st == COLI_OK; i++) {
-        int32_t tok;
-        st = coli__sample_logits(sampler, c->logits, (size_t)c->m->cfg.vocab, &tok, &c->err);
-        if (st != COLI_OK)
-            break;
-        if (out && count < cap)
-            out[count] = tok;
-        count++;
-        int eos = !params->ignore_eos && coli_model_is_eos(c->m, tok);
-        int full = c->pos >= (size_t)c->kv.n_ctx; /* no room to evaluate tok */
-        int last = i + 1 == max_tokens;
-        int stop = 0, hit = 0;
-        st = emit(c, &g, tok, eos || full || last, params->on_token, params->user, &stop, &hit);
-        if (st != COLI_OK)
-            break;
-        if (hit || stop || eos || (full && !last)) {
-            why = hit ? COLI_STOP_STRING : stop ? COLI_STOP_CALLBACK : eos ? COLI_STOP_EOS : COLI_STOP_CONTEXT;
-            break;
+    int32_t tok = 0;
+    int next = r.max ? GEN_ON : GEN_END;
+    if (st == COLI_OK && next == GEN_ON)
+        st = take(&r, c->logits, c->pos, &tok, &next);
+    while (st == COLI_OK && next != GEN_END) {
+        int k = 0;
+        if (c->mtp && next == GEN_ON) {
+            /* room to evaluate every draft, and no more drafts than tokens wanted */
+            size_t most = (size_t)c->kv.n_ctx - c->pos - 1, want = r.max - r.count - 1;
+            most = most < want ? most : want;
+            k = coli__mtp_plan(c, most < COLI__MTP_MAX ? (int)most : COLI__MTP_MAX);
         }
-        if (full)
-            break; /* the length is reached too: LENGTH, tok is not evaluated */
+        if (k > 0) {
+            st = spec_step(&r, &tok, k, &next);
+            continue;
+        }
         /* the last token is evaluated too, so that a later call continues */
+        double t0 = now_s();
         st = eval_tokens(c, &tok, 1, 0);
+        if (st != COLI_OK || next == GEN_EVAL_END)
+            break;
+        if (c->mtp)
+            coli__mtp_note_plain(c, now_s() - t0);
+        st = take(&r, c->logits, c->pos, &tok, &next);
     }
+    size_t count = r.count;
+    coli_stop_reason why = r.why;
     coli__ids_free(&g.ids);
     coli__buf_free(&g.prev);
     coli__buf_free(&g.full);
@@ -511,8 +561,32 @@ COLI_API coli_status coli_context_stats(const coli_context *c, coli_stats *s)
     full.context_positions = (uint64_t)c->kv.n_ctx;
     full.context_used = c->pos;
     full.kv_bytes = coli__kv_bytes_per_pos(&c->m->cfg, c->kv.dt) * (uint64_t)c->kv.n_ctx;
+    full.mtp_accept_rate = full.mtp_drafted ? (double)full.mtp_accepted / (double)full.mtp_drafted : 0;
+    full.mtp_tokens_per_step = full.mtp_steps ? (double)full.mtp_tokens / (double)full.mtp_steps : 0;
+    full.mtp_drafts = coli__mtp_drafts_now(c);
     coli__sized_out(s, &full, sizeof full);
     return COLI_OK;
+}
+
+COLI_API coli_status coli_context_mtp_logits(coli_context *c, int32_t next, float *logits)
+{
+    if (!c)
+        return COLI_EINVAL;
+    coli__err_clear(&c->err);
+    if (!logits)
+        return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL, "coli_context_mtp_logits: logits is NULL"));
+    if (!c->mtp)
+        return ctx_fail(c, coli__fail(&c->err, COLI_ESTATE,
+                                      "coli_context_mtp_logits: the context has no MTP (COLI_OPT_MTP is 0)"));
+    if (c->pos == 0)
+        return ctx_fail(c, coli__fail(&c->err, COLI_ESTATE,
+                                      "coli_context_mtp_logits: no position evaluated to draft after"));
+    if (next < 0 || next >= c->m->cfg.vocab)
+        return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL,
+                                      "coli_context_mtp_logits: token id %ld is outside the vocabulary [0, %d)",
+                                      (long)next, c->m->cfg.vocab));
+    coli_status st = coli__mtp_peek(c, next, logits);
+    return st == COLI_OK ? COLI_OK : ctx_fail(c, st);
 }
 
 COLI_API void coli_context_stats_reset(coli_context *c)

@@ -66,6 +66,12 @@ static coli_status convert(const coli_convert_params *p, const char *src, const 
     coli_status st = coli__config_load(src, &cfg, err);
     if (st == COLI_OK)
         st = coli__st_open_dir(src, &ts, err);
+    /* the MTP layer goes in when the checkpoint has one: a model opened
+     * from the container with COLI_OPT_MTP uses it, others skip it */
+    char name[256];
+    if (st == COLI_OK && cfg.n_mtp > 0 &&
+        coli__st_find(ts, coli__tensor_name(cfg.family, COLI_T_MTP_EH_PROJ, cfg.n_trunk, 0, name, sizeof name)))
+        st = coli__config_add_mtp(&cfg, src, err);
     if (st == COLI_OK) {
         coli__conv_job job = {
             .src_dir = src,

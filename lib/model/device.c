@@ -145,7 +145,7 @@ static void walk_model(const coli_model *m, walk *w, coli__gpu_layer *layers, in
     put_mat(w, &m->w.embed, top ? &top[0] : &scratch[0]);
     put_vec(w, m->w.final_norm, H, top ? &top[1] : &scratch[1]);
     put_mat(w, &m->w.lm_head, top ? &top[2] : &scratch[2]);
-    for (int l = 0; l < c->n_layers && w->ok; l++) {
+    for (int l = 0; l < c->n_trunk && w->ok; l++) { /* the MTP layer runs on the CPU */
         const coli__layer *ly = &m->w.layers[l];
         coli__gpu_layer tmp, *gl = layers ? &layers[l] : &tmp;
         put_vec(w, ly->attn_norm, H, &gl->attn_norm);
@@ -207,7 +207,7 @@ static coli__gpu_net describe(const coli_model *m, int dev, const coli__gpu_laye
     n.head_dim = c->head_dim;
     n.rot_dim = c->rot_dim;
     n.vocab = c->vocab;
-    n.n_layers = c->n_layers;
+    n.n_layers = c->n_trunk;
     n.n_experts = c->n_experts;
     n.top_k = c->top_k;
     n.moe_inter = c->moe_inter;
@@ -303,7 +303,7 @@ coli_status coli__device_open(coli_model *m, const coli__expert_source *src)
     if (!g)
         return COLI_OK; /* the tier is off: it said why */
     struct coli__device *d = calloc(1, sizeof *d);
-    const int L = m->cfg.n_layers, E = m->cfg.n_experts > 0 ? m->cfg.n_experts : 1;
+    const int L = m->cfg.n_trunk, E = m->cfg.n_experts > 0 ? m->cfg.n_experts : 1;
     if (d) {
         d->layers = calloc((size_t)L, sizeof *d->layers);
         d->experts = malloc((size_t)L * E * 3 * sizeof *d->experts);
@@ -462,10 +462,17 @@ static coli_status host_run(void *user, int layer, const float *xn, int S, const
     return coli__experts_host(c->m, layer, c->pool, &io, y, c->counts, err);
 }
 
-coli_status coli__device_forward(coli__device_ctx *c, coli__pool *pool, const int32_t *tokens, int n, int pos0,
-                                 float *logits, coli__experts_counts *counts, coli__err *err)
+coli_status coli__device_forward(coli__device_ctx *c, coli__pool *pool, const coli__fwd *f,
+                                 coli__experts_counts *counts, coli__err *err)
 {
     const coli__config *cf = &c->m->cfg;
+    const int32_t *tokens = f->tokens;
+    const int n = f->n, pos0 = f->pos0;
+    if (f->h_in)
+        return coli__fail(err, COLI_EINVAL, "the device runs the decoder, not the MTP layer");
+    if (f->all_logits && n > COLI__GPU_ALL_ROWS)
+        return coli__fail(err, COLI_EINVAL, "the device gives the logits of at most %d tokens at once, %d asked for",
+                          COLI__GPU_ALL_ROWS, n);
     const int rot = cf->rot_dim;
     float cs[2048];
     if (rot > (int)(sizeof cs / sizeof cs[0]))
@@ -480,11 +487,14 @@ coli_status coli__device_forward(coli__device_ctx *c, coli__pool *pool, const in
             coli__rope_table(cs, rot, pos0 + done + t, cf->rope_theta);
             memcpy(c->rope + (size_t)t * rot, cs, (size_t)rot * sizeof(float));
         }
-        COLI_TRY(c->d->ops->pipe_run(c->pipe, tokens + done, S, pos0 + done, c->rope, logits, &host, err));
+        const coli__gpu_out out = {.logits = f->logits, .all = f->all_logits,
+                                   .hidden = f->hidden ? f->hidden + (size_t)done * cf->hidden : NULL};
+        COLI_TRY(c->d->ops->pipe_run(c->pipe, tokens + done, S, pos0 + done, c->rope, &out, &host, err));
         done += S;
     }
     if (counts) {
-        uint64_t pairs = (uint64_t)n * (uint64_t)cf->top_k * (uint64_t)cf->n_moe_layers;
+        /* the decoder's MoE layers: the MTP layer, when loaded, is MoE and not here */
+        uint64_t pairs = (uint64_t)n * (uint64_t)cf->top_k * (uint64_t)(cf->n_moe_layers - (cf->n_layers - cf->n_trunk));
         counts->pairs += pairs;
         counts->dev_pairs[c->d->dev] += pairs - c->host_pairs;
     }

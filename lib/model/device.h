@@ -12,6 +12,7 @@
 #define COLI_DEVICE_H
 
 #include "model/experts.h"
+#include "model/forward.h"
 #include "model/model.h"
 
 /* Opens the GPU tier (coli__experts_open), placing the device decoder
@@ -31,9 +32,9 @@ coli_status coli__device_ctx_create(const coli_model *m, int n_ctx, int kv_bf16,
                                     coli__err *err);
 void coli__device_ctx_free(coli__device_ctx *d);
 
-/* n tokens at positions pos0 ..: the last one's logits. */
-coli_status coli__device_forward(coli__device_ctx *d, coli__pool *pool, const int32_t *tokens, int n, int pos0,
-                                 float *logits, coli__experts_counts *counts, coli__err *err);
+/* A pass of the decoder (lib/model/forward.h) on the device. */
+coli_status coli__device_forward(coli__device_ctx *d, coli__pool *pool, const coli__fwd *f,
+                                 coli__experts_counts *counts, coli__err *err);
 
 /* Adds the decoder's part to a device's statistics. */
 void coli__device_ctx_stats(const coli__device_ctx *d, int dev, coli_gpu_stats *s);

@@ -633,6 +633,8 @@ static void order_pairs(moe_call *c, uint64_t *read, coli__experts_counts *count
         if (n > n0 && read)
             *read += coli__mat_bytes(&ly->e_gate[e]) + coli__mat_bytes(&ly->e_up[e]) +
                      coli__mat_bytes(&ly->e_down[e]);
+        if (n > n0 && counts)
+            counts->experts++;
     }
     c->n = n;
     if (counts)
@@ -922,15 +924,18 @@ int coli__experts_lookahead(const coli_model *m)
     return m->store && coli__store_streams(m->store) && m->opts.prefetch != 0;
 }
 
-coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const float *x, float *logits)
+coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const coli__mat *head, const float *x, int n,
+                                 float *logits)
 {
     struct coli__tier *t = m->gpu;
-    if (t && t->out_h >= 0 && !atomic_load(&t->disabled[t->out_dev])) {
+    /* the device holds the model's: the MTP layer's own stays on the CPU */
+    if (t && t->out_h >= 0 && !atomic_load(&t->disabled[t->out_dev]) &&
+        coli__mat_base(head) == coli__mat_base(&m->w.lm_head) && head->dt == m->w.lm_head.dt) {
         int d = t->out_dev;
         coli__err err;
         coli__err_clear(&err);
         pthread_mutex_lock(&t->dev_mu[d]);
-        coli_status st = t->ops->matmul(t->g, t->out_h, x, 1, logits, &err);
+        coli_status st = t->ops->matmul(t->g, t->out_h, x, n, logits, &err);
         pthread_mutex_unlock(&t->dev_mu[d]);
         if (st == COLI_OK) {
             note_success(t, d);
@@ -938,7 +943,7 @@ coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const fl
         }
         note_failure(m, t, d, st, err.msg[0] ? err.msg : coli_strerror(st));
     }
-    return coli__matmul(m->cpuk, pool, &m->w.lm_head, x, 1, logits);
+    return coli__matmul(m->cpuk, pool, head, x, n, logits);
 }
 
 const signed char *coli__experts_placement(const coli_model *m)

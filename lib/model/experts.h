@@ -16,6 +16,7 @@
  * last coli_context_stats_reset). */
 typedef struct coli__experts_counts {
     uint64_t pairs;                               /* routed (token, expert) pairs */
+    uint64_t experts;                             /* experts read: distinct ones per layer and pass */
     uint64_t dev_pairs[COLI_GPU_MAX_DEVICES];     /* of them, served by device d */
     uint64_t dev_fallback[COLI_GPU_MAX_DEVICES];  /* placed on d, computed on the CPU */
 } coli__experts_counts;
@@ -56,10 +57,12 @@ coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli
  * hidden state) and hands them to coli__experts_run in io->pred. */
 int coli__experts_lookahead(const coli_model *m);
 
-/* The output projection of one position, x [H] to logits [vocab]: on the
- * device that holds it (when every expert fit, room was left for it), else
- * on the CPU; same bits in the quantized formats. */
-coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const float *x, float *logits);
+/* The output projection head of n positions, x [n, H] to logits
+ * [n, vocab]: the model's on the device that holds it (when every expert
+ * fit, room was left for it), else on the CPU; same bits in the quantized
+ * formats. */
+coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const coli__mat *head, const float *x, int n,
+                                 float *logits);
 
 /* Checks the GPU options and their environment variables, as
  * coli__experts_open will read them: called before the weights load, so

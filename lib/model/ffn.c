@@ -54,10 +54,10 @@ static coli_status lookahead(coli__pass *b, int l)
     if (!coli__experts_lookahead(m))
         return COLI_OK;
     int next = l + 1;
-    while (next < c->n_layers && !c->is_moe[next])
+    while (next < b->end && !c->is_moe[next])
         next++;
     /* scratch: xe is free until this layer's experts run */
-    if (b->S != 1 || next >= c->n_layers || (size_t)K * H < (size_t)H + 3 * (size_t)E)
+    if (b->S != 1 || next >= b->end || (size_t)K * H < (size_t)H + 3 * (size_t)E)
         return COLI_OK;
     const coli__layer *ly = &m->w.layers[next];
     float *xn = b->xe, *rl = b->xe + H;

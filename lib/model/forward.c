@@ -11,6 +11,7 @@
  * are processed in chunks; within a chunk every weight row is loaded once and
  * applied to all tokens. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/forward.h"
 #include "model/norm.h"
@@ -39,7 +40,7 @@ static coli_status grab(coli__scratch *s, size_t floats, coli__err *err)
     return COLI_OK;
 }
 
-static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t scores, coli__pass *b,
+static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t scores, int mtp, coli__pass *b,
                           coli__err *err)
 {
     const size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
@@ -52,7 +53,7 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t
     /* rl: the router's logits, then its scratch (lib/model/pieces.h) */
     size_t sizes[] = {
         S * H, S * H, S * QD, S * KV, S * KV, S * QD, S * H, S * GI, S * GI, S * E + 2 * E, S * K * H, S * K * H,
-        scores, S * K, S * (size_t)c->head_dim, S * H, S * K, S * K, S * K, K, (E + 3) / 4,
+        scores, S * K, S * (size_t)c->head_dim, S * H, mtp ? 2 * S * H : 0, S * K, S * K, S * K, K, (E + 3) / 4,
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
@@ -60,7 +61,7 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t
     COLI_TRY(grab(s, total, err));
     float *p = s->p;
     float **dst[] = {&b->x, &b->xn, &b->q, &b->k, &b->v, &b->att, &b->o, &b->g, &b->u, &b->rl,
-                     &b->xe, &b->ye, &b->scores, &b->wts, &b->rope, &b->sy};
+                     &b->xe, &b->ye, &b->scores, &b->wts, &b->rope, &b->sy, &b->cat};
     size_t i = 0;
     for (; i < sizeof dst / sizeof dst[0]; i++) {
         *dst[i] = p;
@@ -93,7 +94,16 @@ static void residual(coli__pass *b)
         b->x[i] += b->o[i];
 }
 
-static coli_status layer(coli__pass *b, int l)
+/* The layers a pass runs, and what comes before and after them: the
+ * decoder's, or the MTP layer's (its own embedding and output, where it
+ * has them). */
+typedef struct stack {
+    int first, end;
+    const coli__mat *embed, *head;
+    const float *norm;
+} stack;
+
+static coli_status layer(coli__pass *b, const stack *k, int l)
 {
     const struct coli_model *m = b->m;
     const coli__layer *ly = &m->w.layers[l];
@@ -107,11 +117,95 @@ static coli_status layer(coli__pass *b, int l)
     if (ffn->prepare)
         COLI_TRY(ffn->prepare(b, l));
     /* the next layer's projections, or the output's first rows */
-    const coli__layer *nx = l + 1 < m->cfg.n_layers ? &m->w.layers[l + 1] : NULL;
-    const coli__mat *next[3] = {nx ? &nx->wq : &m->w.lm_head, nx ? &nx->wk : NULL, nx ? &nx->wv : NULL};
+    const coli__layer *nx = l + 1 < k->end ? &m->w.layers[l + 1] : NULL;
+    const coli__mat *next[3] = {nx ? &nx->wq : k->head, nx ? &nx->wk : NULL, nx ? &nx->wv : NULL};
     coli__matmul_hint(b->pool, next, 3, 0);
     COLI_TRY(ffn->run(b, ly, l));
     residual(b);
+    return COLI_OK;
+}
+
+/* The MTP layer's input of each token: eh_proj applied to the normed
+ * embedding followed by the normed state of the decoder (docs/formats.md). */
+static coli_status mtp_input(coli__pass *b, const stack *k, const int32_t *tokens, const float *h)
+{
+    const struct coli_model *m = b->m;
+    const coli__mtp_weights *mt = &m->w.mtp;
+    const int H = m->cfg.hidden;
+    for (int t = 0; t < b->S; t++) {
+        float *cat = b->cat + (size_t)t * 2 * H;
+        coli__mat_row(k->embed, tokens[t], b->xn);
+        coli__rmsnorm(m->cpuk, cat, b->xn, mt->enorm, H, m->cfg.rms_eps);
+        coli__rmsnorm(m->cpuk, cat + H, h + (size_t)t * H, mt->hnorm, H, m->cfg.rms_eps);
+    }
+    return coli__pass_mm(b, &mt->eh_proj, b->cat, b->S, b->x);
+}
+
+coli_status coli__forward_run(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
+                              const coli__fwd *f, uint64_t *bytes_read, coli__experts_counts *counts,
+                              coli__err *err)
+{
+    uint64_t read = 0;
+    const coli__config *c = &m->cfg;
+    const coli__weights *w = &m->w;
+    const int H = c->hidden, n = f->n, pos0 = f->pos0;
+    const stack k = f->h_in ? (stack){c->n_trunk, c->n_trunk + 1, &w->mtp.embed, &w->mtp.head, w->mtp.head_norm}
+                            : (stack){0, c->n_trunk, &w->embed, &w->lm_head, w->final_norm};
+    for (int done = 0; done < n;) {
+        int S = n - done < CHUNK ? n - done : CHUNK;
+        coli__pass b;
+        size_t scores = m->pieces.attn->scratch(c, S, pos0 + done + S, kv->n_ctx, coli__pool_size(pool));
+        COLI_TRY(layout(c, s, S, scores, f->h_in != NULL, &b, err));
+        b.m = m;
+        b.kv = kv;
+        b.pool = pool;
+        b.S = S;
+        b.pos0 = pos0 + done;
+        b.end = k.end;
+        b.counts = counts;
+        b.err = err;
+        /* norms, and one embedding row per token unless the output
+         * projection reads the whole embedding matrix anyway (tied) */
+        b.read = 4 * (uint64_t)w->n_vec_params;
+        if (coli__mat_base(k.head) != coli__mat_base(k.embed) || k.head->dt != k.embed->dt)
+            b.read += (uint64_t)S * (coli__mat_bytes(k.embed) / (uint64_t)c->vocab);
+        for (int t = 0; t < S; t++)
+            coli__rope_table(b.rope + (size_t)t * c->head_dim, c->rot_dim, pos0 + done + t, c->rope_theta);
+        if (f->h_in) {
+            COLI_TRY(mtp_input(&b, &k, f->tokens + done, f->h_in + (size_t)done * H));
+        } else {
+            for (int t = 0; t < S; t++)
+                coli__mat_row(k.embed, f->tokens[done + t], b.x + (size_t)t * H);
+        }
+        for (int l = k.first; l < k.end; l++) {
+            coli__err_clear(err);
+            coli_status st = layer(&b, &k, l);
+            if (st != COLI_OK && err->msg[0])
+                return st; /* the message names the layer, file or record */
+            if (st != COLI_OK)
+                return coli__fail(err, st, "layer %d: %s", l, coli_strerror(st));
+        }
+        /* the final norm of the rows wanted: every one for hidden or all
+         * the logits, else the last of the last chunk */
+        int last = done + S == n, lo = f->hidden || f->all_logits ? 0 : last ? S - 1 : S;
+        for (int t = lo; t < S; t++) {
+            coli__rmsnorm(m->cpuk, b.xn + (size_t)(t - lo) * H, b.x + (size_t)t * H, k.norm, H, c->rms_eps);
+            if (f->hidden)
+                memcpy(f->hidden + (size_t)(done + t) * H, b.xn + (size_t)(t - lo) * H, (size_t)H * sizeof(float));
+        }
+        int from = f->all_logits ? 0 : last ? S - 1 : S;
+        if (from < S) {
+            b.read += coli__mat_bytes(k.head);
+            float *out = f->all_logits ? f->logits + (size_t)done * c->vocab : f->logits;
+            coli_status st = coli__experts_output(m, pool, k.head, b.xn + (size_t)(from - lo) * H, S - from, out);
+            if (st != COLI_OK)
+                return coli__fail(err, st, "output projection: %s", coli_strerror(st));
+        }
+        read += b.read;
+        done += S;
+    }
+    if (bytes_read)
+        *bytes_read = read;
     return COLI_OK;
 }
 
@@ -119,51 +213,6 @@ coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratc
                           const int32_t *tokens, int n, int pos0, float *logits, uint64_t *bytes_read,
                           coli__experts_counts *counts, coli__err *err)
 {
-    uint64_t read = 0;
-    const coli__config *c = &m->cfg;
-    const coli__weights *w = &m->w;
-    const int H = c->hidden;
-    for (int done = 0; done < n;) {
-        int S = n - done < CHUNK ? n - done : CHUNK;
-        coli__pass b;
-        size_t scores = m->pieces.attn->scratch(c, S, pos0 + done + S, kv->n_ctx, coli__pool_size(pool));
-        COLI_TRY(layout(c, s, S, scores, &b, err));
-        b.m = m;
-        b.kv = kv;
-        b.pool = pool;
-        b.S = S;
-        b.pos0 = pos0 + done;
-        b.counts = counts;
-        b.err = err;
-        /* norms, and one embedding row per token unless the output
-         * projection reads the whole embedding matrix anyway (tied) */
-        b.read = 4 * (uint64_t)w->n_vec_params;
-        if (w->lm_head.data != w->embed.data || w->lm_head.dt != w->embed.dt)
-            b.read += (uint64_t)S * (coli__mat_bytes(&w->embed) / (uint64_t)c->vocab);
-        for (int t = 0; t < S; t++) {
-            coli__mat_row(&w->embed, tokens[done + t], b.x + (size_t)t * H);
-            coli__rope_table(b.rope + (size_t)t * c->head_dim, c->rot_dim, pos0 + done + t, c->rope_theta);
-        }
-        for (int l = 0; l < c->n_layers; l++) {
-            coli__err_clear(err);
-            coli_status st = layer(&b, l);
-            if (st != COLI_OK && err->msg[0])
-                return st; /* the message names the layer, file or record */
-            if (st != COLI_OK)
-                return coli__fail(err, st, "layer %d: %s", l, coli_strerror(st));
-        }
-        done += S;
-        if (done == n) {
-            float *last = b.x + (size_t)(S - 1) * H;
-            coli__rmsnorm(m->cpuk, b.xn, last, w->final_norm, H, c->rms_eps);
-            b.read += coli__mat_bytes(&w->lm_head);
-            coli_status st = coli__experts_output(m, pool, b.xn, logits);
-            if (st != COLI_OK)
-                return coli__fail(err, st, "output projection: %s", coli_strerror(st));
-        }
-        read += b.read;
-    }
-    if (bytes_read)
-        *bytes_read = read;
-    return COLI_OK;
+    const coli__fwd f = {.tokens = tokens, .n = n, .pos0 = pos0, .logits = logits};
+    return coli__forward_run(m, kv, s, pool, &f, bytes_read, counts, err);
 }

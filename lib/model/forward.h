@@ -15,12 +15,28 @@ typedef struct coli__scratch {
 
 void coli__scratch_free(coli__scratch *s);
 
-/* Runs tokens[0..n) at positions pos0.. (their K/V land in kv) and writes
- * the next-token logits of the last one into logits[vocab]. Ids must have
- * been checked against the vocabulary. *bytes_read (if not NULL) gets the
- * weight bytes the pass read: matrices used (each expert once per chunk),
- * embedding rows and norms. counts (may be NULL) grows by what the
- * expert tiers served. */
+/* One pass: tokens[0..n) at positions pos0.. through the decoder, or
+ * through the MTP layer (docs/formats.md, "Multi-token prediction") with
+ * h_in: token i paired with h_in[i], the decoder's state of the position
+ * before it. Their K/V land in kv (the MTP layer's in its own layer).
+ * Ids must have been checked against the vocabulary. */
+typedef struct coli__fwd {
+    const int32_t *tokens;
+    int n, pos0;
+    const float *h_in;  /* [n, hidden]; NULL: the decoder */
+    float *logits;      /* [vocab]: the last token's; [n, vocab] with all_logits */
+    int all_logits;
+    float *hidden;      /* NULL, or [n, hidden]: every token's state after the final norm */
+} coli__fwd;
+
+/* *bytes_read (if not NULL) gets the weight bytes the pass read: matrices
+ * used (each expert once per chunk), embedding rows and norms. counts (may
+ * be NULL) grows by what the expert tiers served. */
+coli_status coli__forward_run(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
+                              const coli__fwd *f, uint64_t *bytes_read, coli__experts_counts *counts,
+                              coli__err *err);
+
+/* The decoder over tokens[0..n): the last one's logits. */
 coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
                           const int32_t *tokens, int n, int pos0, float *logits, uint64_t *bytes_read,
                           coli__experts_counts *counts, coli__err *err);

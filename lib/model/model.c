@@ -167,6 +167,11 @@ static coli_status open_model(coli_model *m, const char *dir)
     /* resolved once: contexts made with the model's options inherit it */
     COLI_TRY(coli__kv_type_pick(m->opts.kv_type, &m->opts.kv_type, &m->err));
     COLI_TRY(coli__config_load(dir, &m->cfg, &m->err));
+    if (m->opts.mtp > 0 && m->cfg.n_mtp < 1)
+        return coli__fail(&m->err, COLI_EUNSUPPORTED,
+                          "COLI_OPT_MTP: %s/config.json has no MTP layer (num_nextn_predict_layers is 0)", dir);
+    if (m->opts.mtp > 0)
+        COLI_TRY(coli__config_add_mtp(&m->cfg, dir, &m->err));
     COLI_TRY(coli__pieces_pick(&m->cfg, &m->pieces, &m->err));
     if (coli__cont_present(dir)) {
         COLI_TRY(open_container(m, dir));
@@ -186,7 +191,8 @@ static coli_status open_model(coli_model *m, const char *dir)
     const coli__expert_source src = {.release = release_experts, .reload = reload_expert, .user = m};
     COLI_TRY(coli__device_open(m, &src));
     if (m->store)
-        COLI_TRY(coli__store_warm(m->store, m->gpu ? coli__experts_placement(m) : NULL, &m->err));
+        COLI_TRY(coli__store_warm(m->store, m->gpu ? coli__experts_placement(m) : NULL,
+                                  (size_t)m->cfg.n_layers * (size_t)m->cfg.n_experts, &m->err));
 
     char *tpath = coli__path_join(dir, "tokenizer.json");
     if (!tpath)
@@ -307,8 +313,10 @@ static void info_fill(const coli_model *m, coli_model_info *info)
 {
     const coli__config *c = &m->cfg;
     info->architecture = c->arch_name;
-    info->n_layers = c->n_layers;
-    info->n_moe_layers = c->n_moe_layers;
+    /* the decoder's layers: a loaded MTP layer is counted apart */
+    const int mtp = c->n_layers - c->n_trunk;
+    info->n_layers = c->n_trunk;
+    info->n_moe_layers = c->n_moe_layers - mtp;
     info->hidden_size = c->hidden;
     info->n_heads = c->n_heads;
     info->n_kv_heads = c->n_kv_heads;
@@ -323,10 +331,11 @@ static void info_fill(const coli_model *m, coli_model_info *info)
     info->n_expert_groups_active = c->router.topk_group;
     info->routed_scaling = c->router.scale;
     info->shared_intermediate_size = c->shared_inter;
-    info->intermediate_size = c->n_moe_layers < c->n_layers ? c->inter : 0;
+    info->intermediate_size = c->n_moe_layers - mtp < c->n_trunk ? c->inter : 0;
     info->rotary_dim = c->rot_dim;
     info->qkv_bias = c->attn.qkv_bias;
     info->n_mtp_layers = c->n_mtp;
+    info->mtp_loaded = mtp > 0;
     info->kv_type = (coli_kv_type)m->opts.kv_type;
     info->kv_bytes_per_position = coli__kv_bytes_per_pos(c, coli__kv_dtype(m->opts.kv_type));
     info->context_positions = coli__kv_positions(c, m->opts.context);

@@ -44,11 +44,20 @@ typedef struct coli__block {
     size_t size;
 } coli__block;
 
+/* The MTP layer's own weights; its decoder layer is layers[n_trunk]. */
+typedef struct coli__mtp_weights {
+    coli__mat eh_proj;               /* [hidden, 2 hidden] */
+    float *enorm, *hnorm, *head_norm;
+    coli__mat embed, head;           /* the model's own where the checkpoint has no copy, or
+                                        one that is byte for byte the model's */
+} coli__mtp_weights;
+
 typedef struct coli__weights {
     coli__mat embed;                 /* [vocab, hidden] */
     coli__mat lm_head;               /* [vocab, hidden]; the embedding when tied */
     float *final_norm;
-    coli__layer *layers;
+    coli__layer *layers;             /* cfg.n_layers: the decoder's, then the MTP layer */
+    coli__mtp_weights mtp;           /* with cfg.n_layers > cfg.n_trunk */
     coli__block *owned;              /* allocations made while loading; size 0: malloc'd */
     size_t n_owned, cap_owned;
     coli__block *regions;            /* mapped regions holding the others */

@@ -35,7 +35,13 @@
     X(HOTSET, hotset, 0, 1, 1, NULL)                                                                \
     X(CPU_KERNELS, cpu_kernels, COLI__CPUK_AUTO, COLI__CPUK_AVX512, COLI__CPUK_AUTO, NULL)         \
     /* -1: not set, COLI_KV_TYPE decides (lib/model/kv.c) */                                       \
-    X(KV_TYPE, kv_type, -1, COLI_KV_BF16, -1, NULL)
+    X(KV_TYPE, kv_type, -1, COLI_KV_BF16, -1, NULL)                                                \
+    /* multi-token prediction (lib/model/speculate.c) */                                           \
+    X(MTP, mtp, 0, COLI__MTP_MAX, 0, NULL)                                                          \
+    X(MTP_GUARD, mtp_guard, 0, 1, 1, NULL)
+
+/* The most drafts a step of multi-token prediction makes. */
+#define COLI__MTP_MAX 8
 
 /* q4 groups: 32, 64 or 128. */
 int coli__opt_q4_group(int64_t v);

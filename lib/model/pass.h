@@ -14,6 +14,7 @@ typedef struct coli__pass {
     coli__kv *kv;
     coli__pool *pool;
     int S, pos0; /* tokens in the chunk, and the position of the first */
+    int end;     /* the layer after the pass's last */
     /* [S, hidden]: the hidden states, their norm, a sublayer's output */
     float *x, *xn, *o;
     /* attention: q, k, v, the heads' outputs, per thread scores, the
@@ -23,6 +24,7 @@ typedef struct coli__pass {
      * rows, routing weights */
     float *g, *u, *rl, *xe, *ye, *wts;
     float *sy; /* [S, hidden]: the shared experts' output */
+    float *cat; /* [S, 2 hidden]: the MTP layer's input (lib/model/forward.c) */
     int *sel, *rows, *pos, *pred;
     signed char *group; /* [n_experts] where each routed expert runs (lib/model/experts.c) */
     int pred_layer, n_pred; /* the lookahead's guess for the next MoE layer */

@@ -175,8 +175,7 @@ static float max_of(const float *v, size_t n)
     return best;
 }
 
-/* The first index of the largest of n values, none NaN. */
-static int32_t argmax(const float *v, size_t n)
+int32_t coli__argmax(const float *v, size_t n)
 {
     const float best = max_of(v, n);
     size_t k = 0;
@@ -303,7 +302,7 @@ static const float *penalised(coli_sampler *s, const float *logits, size_t n)
 static coli_status pick(coli_sampler *s, const float *logits, size_t n, int32_t *token)
 {
     if (s->p.temperature <= 0.0f || s->p.top_k == 1) {
-        *token = argmax(logits, n);
+        *token = coli__argmax(logits, n);
         return COLI_OK;
     }
     if (s->cap < n) {

@@ -11,4 +11,7 @@
 coli_status coli__sample_logits(coli_sampler *s, const float *logits, size_t n, int32_t *token,
                                 coli__err *err);
 
+/* The first index of the largest of n values, none NaN. */
+int32_t coli__argmax(const float *v, size_t n);
+
 #endif

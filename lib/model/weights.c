@@ -635,8 +635,13 @@ coli_status coli__weights_load_container(coli__weights *w, const coli__config *c
     memset(w, 0, sizeof *w);
     loader L = {.w = w, .cfg = cfg, .fmt = (coli_weight_format)c->weights, .q4_group = c->q4_group, .err = err,
                 .cont = c, .layer = -1, .expert = -1};
-    if (c->n_layers != cfg->n_layers || c->n_experts != (cfg->n_moe_layers ? cfg->n_experts : 0) ||
-        c->n_moe != cfg->n_moe_layers)
+    /* a container may hold the MTP layer a model opened without it does not use */
+    int extra = c->n_layers == cfg->n_layers + 1 && cfg->n_layers == cfg->n_trunk && cfg->n_mtp > 0;
+    if (cfg->n_layers > cfg->n_trunk && c->n_layers == cfg->n_trunk)
+        return coli__fail(err, COLI_EUNSUPPORTED, "%s: converted without the MTP layer; convert the checkpoint again",
+                          c->path);
+    if (c->n_layers != cfg->n_layers + extra || c->n_experts != (cfg->n_moe_layers ? cfg->n_experts : 0) ||
+        c->n_moe != cfg->n_moe_layers + extra)
         return coli__fail(err, COLI_EFORMAT, "%s: %d layers, %d MoE layers of %d experts; config.json says %d, %d, %d",
                           c->path, c->n_layers, c->n_moe, c->n_experts, cfg->n_layers, cfg->n_moe_layers,
                           cfg->n_experts);
@@ -683,7 +688,8 @@ coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_f
     return st;
 }
 
-static coli_status load_all(loader *L)
+/* The output projection, after the layers. */
+static coli_status load_output(loader *L)
 {
     coli__weights *w = L->w;
     const coli__config *cfg = L->cfg;
@@ -693,13 +699,6 @@ static coli_status load_all(loader *L)
     const char *const out = cfg->family->names->name[COLI_T_LM_HEAD];
     char tied[256];
     snprintf(tied, sizeof tied, "%s (tied)", out);
-    w->layers = calloc((size_t)cfg->n_layers, sizeof *w->layers);
-    if (!w->layers)
-        return coli__fail(L->err, COLI_ENOMEM, "out of memory for %d layers", cfg->n_layers);
-    COLI_TRY(load_mat(L, &w->embed, embed, V, H, KEEP, COLI_ROLE_EMBED));
-    for (int l = 0; l < cfg->n_layers; l++)
-        COLI_TRY(load_layer(L, l));
-    COLI_TRY(load_vec(L, &w->final_norm, cfg->family->names->name[COLI_T_FINAL_NORM], H));
     if (L->cont) {
         const coli__cont_tensor *t = coli__cont_find(L->cont, out);
         if (cfg->tie_embeddings && (!t || t->role == COLI_ROLE_TIED_OUT)) {
@@ -735,6 +734,68 @@ static coli_status load_all(loader *L)
     } else {
         COLI_TRY(load_mat(L, &w->lm_head, out, V, H, COLI_MAT_OUT, DENSE));
     }
+    return COLI_OK;
+}
+
+/* The MTP layer's copy of the model's matrix main (checkpoint name
+ * main_name): its own when the checkpoint has one that differs, else the
+ * model's, which DeepSeek documents as shared and GLM stores again. */
+static coli_status mtp_copy(loader *L, coli__mat *m, const char *name, const coli__mat *main, const char *main_name,
+                            coli__mat_kind kind, coli__mat_role role)
+{
+    if (L->cont) {
+        if (!coli__cont_find(L->cont, name)) {
+            *m = *main;
+            return COLI_OK;
+        }
+        return load_mat(L, m, name, main->rows, main->cols, kind, role);
+    }
+    const coli__tensor *t = coli__st_find(L->ts, name), *o = coli__st_find(L->ts, main_name);
+    if (!t || (o && o->dtype == t->dtype && o->ndim == t->ndim && o->nbytes == t->nbytes &&
+               memcmp(o->data, t->data, t->nbytes) == 0)) {
+        *m = *main;
+        return COLI_OK;
+    }
+    return load_mat(L, m, name, main->rows, main->cols, kind, role);
+}
+
+/* The MTP layer's own tensors (its decoder layer is a layer like the
+ * others): docs/formats.md, "Multi-token prediction". */
+static coli_status load_mtp(loader *L)
+{
+    const coli__config *c = L->cfg;
+    coli__weights *w = L->w;
+    coli__mtp_weights *mt = &w->mtp;
+    const int H = c->hidden, l = c->n_trunk;
+    const char *const embed = c->family->names->name[COLI_T_EMBED];
+    const char *const out = c->family->names->name[COLI_T_LM_HEAD];
+    char name[256];
+    L->layer = l;
+    COLI_TRY(load_mat(L, &mt->eh_proj, NAME(COLI_T_MTP_EH_PROJ, l, 0), H, 2 * H, BIG, DENSE));
+    COLI_TRY(load_vec(L, &mt->enorm, NAME(COLI_T_MTP_ENORM, l, 0), H));
+    COLI_TRY(load_vec(L, &mt->hnorm, NAME(COLI_T_MTP_HNORM, l, 0), H));
+    COLI_TRY(load_vec(L, &mt->head_norm, NAME(COLI_T_MTP_HEAD_NORM, l, 0), H));
+    COLI_TRY(mtp_copy(L, &mt->embed, NAME(COLI_T_MTP_EMBED, l, 0), &w->embed, embed, KEEP, COLI_ROLE_EMBED));
+    /* a tied output projection is the embedding, as the checkpoint names it */
+    const char *head_src = c->tie_embeddings && !(L->ts && coli__st_find(L->ts, out)) ? embed : out;
+    return mtp_copy(L, &mt->head, NAME(COLI_T_MTP_HEAD, l, 0), &w->lm_head, head_src, COLI_MAT_OUT, DENSE);
+}
+
+static coli_status load_all(loader *L)
+{
+    coli__weights *w = L->w;
+    const coli__config *cfg = L->cfg;
+    const int H = cfg->hidden, V = cfg->vocab;
+    w->layers = calloc((size_t)cfg->n_layers, sizeof *w->layers);
+    if (!w->layers)
+        return coli__fail(L->err, COLI_ENOMEM, "out of memory for %d layers", cfg->n_layers);
+    COLI_TRY(load_mat(L, &w->embed, cfg->family->names->name[COLI_T_EMBED], V, H, KEEP, COLI_ROLE_EMBED));
+    for (int l = 0; l < cfg->n_layers; l++)
+        COLI_TRY(load_layer(L, l));
+    COLI_TRY(load_vec(L, &w->final_norm, cfg->family->names->name[COLI_T_FINAL_NORM], H));
+    COLI_TRY(load_output(L));
+    if (cfg->n_layers > cfg->n_trunk)
+        COLI_TRY(load_mtp(L));
     return COLI_OK;
 }
 

@@ -427,7 +427,7 @@ static int hk_cmp(const void *pa, const void *pb)
     return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
-coli_status coli__store_warm(coli__store *s, const signed char *skip, coli__err *err)
+coli_status coli__store_warm(coli__store *s, const signed char *skip, size_t n_skip, coli__err *err)
 {
     if (!s->streamed || !s->conf.hotset)
         return COLI_OK;
@@ -438,7 +438,7 @@ coli_status coli__store_warm(coli__store *s, const signed char *skip, coli__err 
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t c = atomic_load(&s->counts[i]);
-        if (c && !(skip && skip[i] >= 0))
+        if (c && !(skip && i < n_skip && skip[i] >= 0))
             keys[k++] = (hk){c, (int)i};
     }
     qsort(keys, k, sizeof *keys, hk_cmp);

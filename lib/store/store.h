@@ -45,8 +45,10 @@ typedef struct coli__store_conf {
 coli_status coli__store_open(const coli__container *c, const coli__store_conf *conf, coli__store **out,
                              coli__err *err);
 /* Loads the hot set, except experts whose skip[l * E + e] >= 0 (the device
- * holding it, coli__experts_placement; NULL: none skipped). */
-coli_status coli__store_warm(coli__store *s, const signed char *skip, coli__err *err);
+ * holding it, coli__experts_placement, of n_skip entries: a layer past
+ * them, the MTP layer of a model opened without it, skips none; NULL:
+ * none skipped). */
+coli_status coli__store_warm(coli__store *s, const signed char *skip, size_t n_skip, coli__err *err);
 void coli__store_close(coli__store *s);
 
 /* The three matrices (gate, up, down) of expert e of layer l, readable
