@@ -408,26 +408,27 @@ static float dot_row(const coli__cpuk *k, const coli__mat *w, int r, const float
 
 /* ---- products ------------------------------------------------------------ */
 
+/* Tokens up to which a float row is read once per token: a verification
+ * of multi-token prediction (lib/model/speculate.c) is 2 to 9 tokens. */
+#define FEW_TOK 8
+
 /* Float formats, rows [b, e) of one product. */
 static void float_rows(const coli__cpuk *k, const coli__mat *w, const float *x, int n_tok, float *y, int64_t b,
                        int64_t e, float *buf)
 {
     int rows = w->rows, cols = w->cols;
-    if (n_tok == 1) {
+    if (n_tok <= FEW_TOK || w->dt == COLI_DT_F32) {
+        /* the row stays in L1 for the few tokens; the widening below pays
+         * only for many (dot_bf16 is the dot_f32 of the widened row) */
         for (int64_t r = b; r < e; r++)
-            y[r] = dot_row(k, w, (int)r, x);
+            for (int t = 0; t < n_tok; t++)
+                y[(size_t)t * (size_t)rows + (size_t)r] = dot_row(k, w, (int)r, x + (size_t)t * (size_t)cols);
         return;
     }
-    const float *row;
     for (int64_t r = b; r < e; r++) {
-        if (w->dt == COLI_DT_F32) {
-            row = (const float *)w->data + (size_t)r * (size_t)cols;
-        } else {
-            coli__mat_row(w, (int)r, buf); /* widened once for all tokens */
-            row = buf;
-        }
+        coli__mat_row(w, (int)r, buf); /* widened once for all tokens */
         for (int t = 0; t < n_tok; t++)
-            y[(size_t)t * (size_t)rows + (size_t)r] = k->dot_f32(row, x + (size_t)t * (size_t)cols, cols);
+            y[(size_t)t * (size_t)rows + (size_t)r] = k->dot_f32(buf, x + (size_t)t * (size_t)cols, cols);
     }
 }
 
@@ -556,7 +557,7 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
             n_qjobs += (size_t)(tasks[t].n_tok + QUANT_JOB_TOK - 1) / QUANT_JOB_TOK;
             qbytes += (size_t)tasks[t].n_tok * (ng * (sizeof(float) + sizeof(int32_t)) + (size_t)w->cols);
         }
-        if (tasks[t].n_tok > 1 && (widens(w) || (tasks[t].up && widens(tasks[t].up))))
+        if (tasks[t].n_tok > FEW_TOK && (widens(w) || (tasks[t].up && widens(tasks[t].up))))
             need_scratch = 1;
         max_cols = w->cols > max_cols ? w->cols : max_cols;
     }

@@ -14,6 +14,12 @@ _Static_assert(COLI__MTP_MAX + 1 <= COLI__GPU_ALL_ROWS, "a verification has more
  * this many positions, so the memory does not grow with them. */
 #define PIECE 256
 
+/* While the guard has drafting off, the MTP layer's cache is not kept
+ * (its pass reads experts of its own, from disk when they are streamed):
+ * only the last states are, to refill it from when drafting is tried
+ * again. */
+#define LAPSE_KEEP 16
+
 /* The guard's measurements: steps per probe, tokens between probes. */
 #define PROBE_STEPS 3
 #define RECHECK_TOKENS 128
@@ -57,6 +63,7 @@ struct coli__mtp {
     uint64_t off_gap;
     double t_plain, t_draft; /* seconds per token measured, 0: not yet */
     double acc_s, acc_tok;   /* of the current measurement */
+    int lapsed;              /* drafting was off: its cache is refilled from the last states only */
 };
 
 void coli__mtp_free(coli__mtp *s)
@@ -153,6 +160,16 @@ static coli_status flush(coli_context *c, int32_t draft)
     return COLI_OK;
 }
 
+/* Drops the oldest states but LAPSE_KEEP: their pairs' slots keep what
+ * they held (drafts read them; tokens never depend on them). */
+static void lapse(coli__mtp *s)
+{
+    size_t rows = s->pend_end - s->mtp_pos, drop = rows > LAPSE_KEEP ? rows - LAPSE_KEEP : 0;
+    memmove(s->pend, s->pend + drop * (size_t)s->H, (rows - drop) * (size_t)s->H * sizeof(float));
+    s->mtp_pos += drop;
+    s->tent = -1;
+}
+
 /* Evaluates again the positions whose states were lost (a cut), so that
  * pend reaches c->pos. The decoder's cache gets the same bits again. */
 static coli_status catch_up(coli_context *c)
@@ -185,6 +202,10 @@ coli_status coli__mtp_eval(coli_context *c, const int32_t *tokens, size_t n, uin
     COLI_TRY(catch_up(c));
     for (size_t done = 0; done < n;) {
         size_t room = (size_t)s->cap - (s->pend_end - s->mtp_pos);
+        if (room == 0 && s->ph == G_OFF) {
+            lapse(s);
+            continue;
+        }
         if (room == 0) {
             COLI_TRY(flush(c, -1));
             continue;
@@ -229,6 +250,10 @@ coli_status coli__mtp_propose(coli_context *c, int32_t t, int k, uint64_t *read)
 {
     coli__mtp *s = c->mtp;
     const size_t H = (size_t)s->H, V = (size_t)s->V;
+    if (s->lapsed) { /* back from the guard's pause: the last states only */
+        lapse(s);
+        s->lapsed = 0;
+    }
     COLI_TRY(catch_up(c));
     COLI_TRY(flush(c, t));
     /* drafts are the MTP layer's most likely tokens (docs/formats.md) */
@@ -292,6 +317,7 @@ static void decide(coli__mtp *s)
         s->off_gap = OFF_FIRST;
     } else {
         s->ph = G_OFF;
+        s->lapsed = 1;
         s->until = s->off_gap;
         s->off_gap = s->off_gap * 2 > OFF_MOST ? OFF_MOST : s->off_gap * 2;
     }
