@@ -8,7 +8,11 @@
  * a graph), with a budget that holds about half of them (the CPU computing
  * the rest), with the prompt fed one token at a time, and with only the
  * experts on the device; a prompt's prefill and a greedy continuation are
- * compared step by step.
+ * compared step by step. Multi-token prediction (the glm4_moe fixture with
+ * an MTP layer that repeats the model's prediction, and the models
+ * COLI_MTP_MODEL names, apart by ':') gives the same tokens and the same
+ * acceptance on every CPU kernel set, with the GPU three ways, and streamed
+ * from disk.
  *
  * Needs a device (exit 77 without one, or without the tier compiled in). */
 #include <config.h>
@@ -331,6 +335,198 @@ START_TEST(test_bench_model)
 }
 END_TEST
 
+/* ---- multi-token prediction: the same acceptance everywhere ------------------ */
+
+#define MTP_TOKENS 64
+static char g_mtp[MAX_BENCH][4096]; /* COLI_MTP_MODEL's directories */
+static int g_n_mtp;
+
+typedef struct spec {
+    int32_t tok[MTP_TOKENS];
+    float *logits;
+    coli_stats st;
+    uint64_t resident_bytes, host_syncs;
+} spec;
+
+/* Greedy generation with one draft a step and the guard off: gpu 0 the CPU
+ * (kernels: a COLI_OPT_CPU_KERNELS set, 0 the best), else the tier with
+ * layers as given; budget_gb: CUDA_EXPERT_GB or NULL; slots: a converted
+ * model's expert slots (0: mapped whole). 0, or 1 when the kernel set is
+ * not on this machine. */
+static int spec_run(const char *dir, coli_weight_format fmt, int gpu, int layers, const char *budget_gb,
+                    int kernels, int64_t slots, int64_t context, spec *r)
+{
+    memset(r, 0, sizeof *r);
+    coli_options *o = NULL;
+    ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_WEIGHTS, fmt), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_THREADS, g_threads), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU, gpu), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU_LAYERS, layers), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CPU_KERNELS, kernels), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_EXPERT_SLOTS, slots), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_HOTSET, 0), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, context), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_MTP, 1), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_MTP_GUARD, 0), COLI_OK);
+    if (budget_gb)
+        setenv("CUDA_EXPERT_GB", budget_gb, 1);
+    else
+        unsetenv("CUDA_EXPERT_GB");
+    coli_model *m = NULL;
+    coli_status st = coli_model_open(dir, o, &m);
+    if (st != COLI_OK && kernels) {
+        coli_model_free(m);
+        coli_options_free(o);
+        return 1;
+    }
+    ck_assert_msg(st == COLI_OK, "%s: %s", dir, coli_model_errmsg(m));
+    if (gpu)
+        ck_assert_msg(coli_model_gpu_devices(m) == 1, "%s: the GPU tier is not in use", dir);
+    coli_model_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
+    coli_context *c = NULL;
+    ck_assert_int_eq(coli_context_create(m, o, &c), COLI_OK);
+    const char *text = "In the beginning God created the heaven and the earth.";
+    int32_t ids[64];
+    size_t n = 0;
+    if (coli_tokenize(m, text, strlen(text), 1, ids, 64, &n) != COLI_OK)
+        for (n = 0; n < 12; n++)
+            ids[n] = (int32_t)((n * 7919 + 3) % (size_t)info.vocab_size);
+    coli_sampler *smp = NULL;
+    ck_assert_int_eq(coli_sampler_create(NULL, &smp), COLI_OK);
+    size_t got = 0;
+    st = tu_generate(c, ids, n, MTP_TOKENS, smp, NULL, NULL, r->tok, MTP_TOKENS, &got);
+    ck_assert_msg(st == COLI_OK, "%s: %s", dir, coli_context_errmsg(c));
+    ck_assert_uint_eq(got, MTP_TOKENS);
+    r->logits = malloc((size_t)info.vocab_size * sizeof(float));
+    memcpy(r->logits, coli_context_logits(c), (size_t)info.vocab_size * sizeof(float));
+    r->st.struct_size = sizeof r->st;
+    ck_assert_int_eq(coli_context_stats(c, &r->st), COLI_OK);
+    if (gpu) {
+        coli_gpu_stats gs;
+        memset(&gs, 0, sizeof gs);
+        gs.struct_size = sizeof gs;
+        ck_assert_int_eq(coli_context_gpu_stats(c, 0, &gs), COLI_OK);
+        r->resident_bytes = gs.resident_bytes;
+        r->host_syncs = gs.host_syncs;
+    }
+    coli_sampler_free(smp);
+    coli_context_free(c);
+    coli_model_free(m);
+    coli_options_free(o);
+    return 0;
+}
+
+static void spec_compare(const spec *a, const spec *b, size_t vocab, const char *what)
+{
+    for (int i = 0; i < MTP_TOKENS; i++)
+        ck_assert_msg(a->tok[i] == b->tok[i], "%s: token %d: %d, the CPU %d", what, i, a->tok[i], b->tok[i]);
+    ck_assert_msg(memcmp(a->logits, b->logits, vocab * sizeof(float)) == 0, "%s: the last logits differ", what);
+    ck_assert_msg(a->st.mtp_steps == b->st.mtp_steps && a->st.mtp_accepted == b->st.mtp_accepted &&
+                      a->st.mtp_drafted == b->st.mtp_drafted,
+                  "%s: %llu of %llu drafts accepted in %llu steps; the CPU: %llu of %llu in %llu", what,
+                  (unsigned long long)a->st.mtp_accepted, (unsigned long long)a->st.mtp_drafted,
+                  (unsigned long long)a->st.mtp_steps, (unsigned long long)b->st.mtp_accepted,
+                  (unsigned long long)b->st.mtp_drafted, (unsigned long long)b->st.mtp_steps);
+}
+
+/* One model in one format: the CPU with its best kernels is the reference;
+ * every kernel set, the GPU tier three ways and the converted model
+ * streamed with few slots give its tokens and its acceptance. */
+static void mtp_case(const char *dir, coli_weight_format fmt, const char *fname)
+{
+    coli_model_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    coli_model *probe = NULL;
+    ck_assert_int_eq(coli_model_open(dir, NULL, &probe), COLI_OK);
+    ck_assert_int_eq(coli_model_get_info(probe, &info), COLI_OK);
+    coli_model_free(probe);
+    const size_t V = (size_t)info.vocab_size;
+    const int64_t ctx = info.max_positions < 1024 ? info.max_positions : 1024;
+    spec cpu, r;
+    ck_assert_int_eq(spec_run(dir, fmt, 0, 1, NULL, 0, 0, ctx, &cpu), 0);
+    char line[2048], what[512];
+    int len = snprintf(line, sizeof line, "%s %s MTP: %llu of %llu drafts accepted, %.2f tokens a step, the same "
+                       "tokens, logits and acceptance:", dir, fname, (unsigned long long)cpu.st.mtp_accepted,
+                       (unsigned long long)cpu.st.mtp_drafted, cpu.st.mtp_tokens_per_step);
+    static const char *const kname[] = {"", "scalar", "avx2", "avx512"};
+    for (int k = 1; k <= 3; k++) {
+        if (spec_run(dir, fmt, 0, 1, NULL, k, 0, ctx, &r) != 0)
+            continue;
+        snprintf(what, sizeof what, "%s %s MTP, CPU %s", dir, fname, kname[k]);
+        spec_compare(&r, &cpu, V, what);
+        free(r.logits);
+        len += snprintf(line + len, sizeof line - (size_t)len, " CPU %s;", kname[k]);
+    }
+    spec all;
+    ck_assert_int_eq(spec_run(dir, fmt, 1, 1, NULL, 0, 0, ctx, &all), 0);
+    snprintf(what, sizeof what, "%s %s MTP, layers and every expert on the GPU", dir, fname);
+    spec_compare(&all, &cpu, V, what);
+    len += snprintf(line + len, sizeof line - (size_t)len, " layers and every expert on the GPU;");
+    char gb[64];
+    snprintf(gb, sizeof gb, "%.9f", (double)all.resident_bytes / 2.0 / 1073741824.0);
+    free(all.logits);
+    ck_assert_int_eq(spec_run(dir, fmt, 1, 1, gb, 0, 0, ctx, &r), 0);
+    ck_assert_uint_gt(r.host_syncs, 0);
+    snprintf(what, sizeof what, "%s %s MTP, layers and half the experts on the GPU", dir, fname);
+    spec_compare(&r, &cpu, V, what);
+    free(r.logits);
+    len += snprintf(line + len, sizeof line - (size_t)len, " layers and half the experts on the GPU;");
+    ck_assert_int_eq(spec_run(dir, fmt, 1, 0, NULL, 0, 0, ctx, &r), 0);
+    snprintf(what, sizeof what, "%s %s MTP, experts only on the GPU", dir, fname);
+    spec_compare(&r, &cpu, V, what);
+    free(r.logits);
+    len += snprintf(line + len, sizeof line - (size_t)len, " experts only on the GPU;");
+    if (fmt != COLI_WEIGHTS_F32) { /* converted, streamed from disk through a few slots */
+        char *tmp = tu_mkdtemp(), *cont = tu_path(tmp, "c");
+        coli_convert_params cp;
+        coli_convert_params_init(&cp, sizeof cp);
+        cp.weights = fmt;
+        char errbuf[512];
+        ck_assert_msg(coli_convert(dir, cont, &cp, errbuf, sizeof errbuf) == COLI_OK, "%s", errbuf);
+        int64_t slots = (int64_t)info.n_experts_active * 2;
+        ck_assert_int_eq(spec_run(cont, COLI_WEIGHTS_AUTO, 0, 1, NULL, 0, slots, ctx, &r), 0);
+        snprintf(what, sizeof what, "%s %s MTP, converted and streamed with %lld slots", dir, fname, (long long)slots);
+        spec_compare(&r, &cpu, V, what);
+        free(r.logits);
+        len += snprintf(line + len, sizeof line - (size_t)len, " streamed from disk with %lld expert slots;",
+                        (long long)slots);
+        tu_rmtree(tmp);
+        free(cont);
+        free(tmp);
+    }
+    printf("%s\n", line);
+    free(cpu.logits);
+}
+
+START_TEST(test_mtp_fixture)
+{
+    char glm[4096];
+    snprintf(glm, sizeof glm, "%s/glm4_moe", tu_data_dir());
+    char *tmp = NULL, *echo = tu_mtp_echo_model(glm, &tmp);
+    ck_assert_ptr_nonnull(echo);
+    static const coli_weight_format f[] = {COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q2, COLI_WEIGHTS_BF16};
+    for (int i = 0; i < 4; i++)
+        mtp_case(echo, f[i], g_format_names[i]);
+    tu_rmtree(tmp);
+    free(tmp);
+    free(echo);
+}
+END_TEST
+
+START_TEST(test_mtp_model)
+{
+    static const coli_weight_format f[] = {COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q2, COLI_WEIGHTS_BF16};
+    for (int i = 0; i < 4; i++)
+        if (bench_format_wanted(g_format_names[i]))
+            mtp_case(g_mtp[_i], f[i], g_format_names[i]);
+}
+END_TEST
+
 /* COLI_BENCH_MODEL, COLI_BENCH_FORMATS and COLI_E2E_THREADS, checked
  * before anything runs: 1 when one of them is wrong (said on stderr). */
 static int read_env(void)
@@ -347,6 +543,20 @@ static int read_env(void)
         if (len > 0) {
             memcpy(g_bench[g_n_bench], p, len);
             g_bench[g_n_bench++][len] = '\0';
+        }
+        p += len + (p[len] == ':');
+    }
+    const char *mtp = getenv("COLI_MTP_MODEL");
+    for (const char *p = mtp ? mtp : ""; *p;) {
+        size_t len = strcspn(p, ":");
+        if (len >= sizeof g_mtp[0] || (len > 0 && g_n_mtp == MAX_BENCH)) {
+            fprintf(stderr, "test_gpu_e2e: COLI_MTP_MODEL: at most %d directories of fewer than %zu bytes\n",
+                    MAX_BENCH, sizeof g_mtp[0]);
+            return 1;
+        }
+        if (len > 0) {
+            memcpy(g_mtp[g_n_mtp], p, len);
+            g_mtp[g_n_mtp++][len] = '\0';
         }
         p += len + (p[len] == ':');
     }
@@ -398,6 +608,11 @@ int main(void)
         tcase_add_loop_test(tc, test_bench_model, 0, g_n_bench);
     else
         printf("test_gpu_e2e: COLI_BENCH_MODEL not set: the benchmark model is not compared\n");
+    tcase_add_test(tc, test_mtp_fixture);
+    if (g_n_mtp > 0)
+        tcase_add_loop_test(tc, test_mtp_model, 0, g_n_mtp);
+    else
+        printf("test_gpu_e2e: COLI_MTP_MODEL not set: only the fixture's MTP is compared\n");
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

@@ -15,9 +15,9 @@ _Static_assert(COLI__MTP_MAX + 1 <= COLI__GPU_ALL_ROWS, "a verification has more
 #define PIECE 256
 
 /* While the guard has drafting off, the MTP layer's cache is not kept
- * (its pass reads experts of its own, from disk when they are streamed):
- * only the last states are, to refill it from when drafting is tried
- * again. */
+ * (its pass reads experts of its own, from disk when they are streamed)
+ * and no state is copied out: the states of the last positions are made
+ * again to refill it when drafting is tried again. */
 #define LAPSE_KEEP 16
 
 /* The guard's measurements: steps per probe, tokens between probes. */
@@ -160,13 +160,22 @@ static coli_status flush(coli_context *c, int32_t draft)
     return COLI_OK;
 }
 
-/* Drops the oldest states but LAPSE_KEEP: their pairs' slots keep what
- * they held (drafts read them; tokens never depend on them). */
-static void lapse(coli__mtp *s)
+/* Back from the guard's pause: the MTP layer's cache is refilled from the
+ * states of the last LAPSE_KEEP positions only (catch_up makes those it
+ * does not have); the slots before keep what they held (drafts read them;
+ * tokens never depend on them). */
+static void lapse(coli_context *c)
 {
-    size_t rows = s->pend_end - s->mtp_pos, drop = rows > LAPSE_KEEP ? rows - LAPSE_KEEP : 0;
-    memmove(s->pend, s->pend + drop * (size_t)s->H, (rows - drop) * (size_t)s->H * sizeof(float));
-    s->mtp_pos += drop;
+    coli__mtp *s = c->mtp;
+    size_t from = c->pos > LAPSE_KEEP ? c->pos - LAPSE_KEEP : 0;
+    if (s->mtp_pos >= from)
+        return;
+    if (s->pend_end > from)
+        memmove(s->pend, s->pend + (from - s->mtp_pos) * (size_t)s->H,
+                (s->pend_end - from) * (size_t)s->H * sizeof(float));
+    else
+        s->pend_end = from;
+    s->mtp_pos = from;
     s->tent = -1;
 }
 
@@ -175,6 +184,10 @@ static void lapse(coli__mtp *s)
 static coli_status catch_up(coli_context *c)
 {
     coli__mtp *s = c->mtp;
+    if (s->lapsed) {
+        lapse(c);
+        s->lapsed = 0;
+    }
     while (s->pend_end < c->pos) {
         size_t room = (size_t)s->cap - (s->pend_end - s->mtp_pos);
         if (room == 0) {
@@ -199,13 +212,14 @@ coli_status coli__mtp_eval(coli_context *c, const int32_t *tokens, size_t n, uin
 {
     coli__mtp *s = c->mtp;
     uint64_t total = 0;
+    if (s->ph == G_OFF) {
+        /* the guard's pause: no state is kept (lapse refills the cache) */
+        const coli__fwd f = {.tokens = tokens, .n = (int)n, .pos0 = (int)c->pos, .logits = c->logits};
+        return coli__ctx_forward(c, &f, read, NULL);
+    }
     COLI_TRY(catch_up(c));
     for (size_t done = 0; done < n;) {
         size_t room = (size_t)s->cap - (s->pend_end - s->mtp_pos);
-        if (room == 0 && s->ph == G_OFF) {
-            lapse(s);
-            continue;
-        }
         if (room == 0) {
             COLI_TRY(flush(c, -1));
             continue;
@@ -250,10 +264,6 @@ coli_status coli__mtp_propose(coli_context *c, int32_t t, int k, uint64_t *read)
 {
     coli__mtp *s = c->mtp;
     const size_t H = (size_t)s->H, V = (size_t)s->V;
-    if (s->lapsed) { /* back from the guard's pause: the last states only */
-        lapse(s);
-        s->lapsed = 0;
-    }
     COLI_TRY(catch_up(c));
     COLI_TRY(flush(c, t));
     /* drafts are the MTP layer's most likely tokens (docs/formats.md) */
