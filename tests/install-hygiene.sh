@@ -40,15 +40,17 @@ fi
 [ ! -e "$stage$libdir/libcolibri.la" ] || fail "$libdir/libcolibri.la is installed"
 [ -f "$stage$includedir/colibri/colibri.h" ] || fail "no $includedir/colibri/colibri.h installed"
 
-# The demo model: all of its files, or (configure --disable-demo) none.
-demo=$stage$pkgdatadir/demo
-if [ "$demo_installed" = no ]; then
-	[ ! -e "$demo" ] || fail "configured --disable-demo, yet $pkgdatadir/demo is installed"
-else
-	for f in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json; do
-		[ -f "$demo/$f" ] || fail "demo model file $pkgdatadir/demo/$f not installed"
-	done
-fi
+# The demo models: all of their files, or (configure --disable-demo) none.
+for d in demo demo-glm; do
+	demo=$stage$pkgdatadir/$d
+	if [ "$demo_installed" = no ]; then
+		[ ! -e "$demo" ] || fail "configured --disable-demo, yet $pkgdatadir/$d is installed"
+	else
+		for f in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json; do
+			[ -f "$demo/$f" ] || fail "demo model file $pkgdatadir/$d/$f not installed"
+		done
+	fi
+done
 
 if ! $MAKE uninstall DESTDIR="$stage" >"$tmp/uninstall.log" 2>&1; then
 	cat "$tmp/uninstall.log" >&2

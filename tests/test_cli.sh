@@ -1382,6 +1382,23 @@ if run 0 "generate on glm4_moe without --mtp" "$COLI" generate --model "$glm" --
 		pass "generate without --mtp reports no drafting"
 	fi
 fi
+# The shipped GLM demo: its MTP layer drafts text it accepts in part, and
+# the tokens are those without it.
+gdemo=$srcdir/data/demo-glm
+if run 0 "generate on the GLM demo" "$COLI" generate --model "$gdemo" --prompt "In the beginning" \
+	--max-tokens 40 --temperature 0 --format json; then
+	json_array "$out" tokens >"$tmp/gdemo_plain"
+	if run 0 "generate --mtp on the GLM demo" "$COLI" generate --model "$gdemo" --prompt "In the beginning" \
+		--max-tokens 40 --temperature 0 --format json --mtp --no-mtp-guard; then
+		acc=$(sed -n 's/.*"mtp":{[^}]*"accepted":\([0-9]*\).*/\1/p' "$out")
+		json_array "$out" tokens >"$tmp/gdemo_mtp"
+		if cmp -s "$tmp/gdemo_plain" "$tmp/gdemo_mtp" && positive "$acc"; then
+			pass "the GLM demo with --mtp: the same 40 tokens, $acc drafts accepted"
+		else
+			fail "the GLM demo with --mtp: $(cat "$out")"
+		fi
+	fi
+fi
 if run 1 "generate --mtp on a model without an MTP layer" "$COLI" generate --model "$data/qwen3_moe" \
 	--prompt-ids 1,2 --max-tokens 2 --mtp; then
 	if contains "$err" "--mtp" && contains "$err" "num_nextn_predict_layers"; then
