@@ -37,7 +37,7 @@ typedef enum phase {
 } phase;
 
 struct coli__mtp {
-    int k, k_eff, guard;
+    int k_eff, guard; /* drafts per step now (COLI_OPT_MTP, fewer once a position is rarely accepted) */
     int H, V;
     /* the decoder's states of positions [mtp_pos, pend_end): row r is
      * position mtp_pos + r */
@@ -47,7 +47,7 @@ struct coli__mtp {
     int32_t tent; /* >= 0: slot mtp_pos already holds the pair with this token */
     int draft_row; /* the draft pair's row of mhid after a flush */
     int32_t *tok; /* [cap + 1] the MTP pass's tokens */
-    float *mhid;  /* [cap + 1, H] its states after the head norm (chained drafts) */
+    float *mhid;  /* [cap + 2, H] its states after the head norm: a flush's rows, then two for chained drafts */
     float *dlogits;
     /* the verification */
     float *vlogits, *vhidden; /* [k + 1, V], [k + 1, H] */
@@ -90,7 +90,7 @@ coli_status coli__mtp_create(coli_context *c, int k, int guard)
     coli__mtp *s = calloc(1, sizeof *s);
     if (!s)
         return coli__fail(&c->err, COLI_ENOMEM, "out of memory for multi-token prediction");
-    s->k = s->k_eff = k;
+    s->k_eff = k;
     s->guard = guard;
     s->H = cf->hidden;
     s->V = cf->vocab;
@@ -99,7 +99,7 @@ coli_status coli__mtp_create(coli_context *c, int k, int guard)
     const size_t H = (size_t)s->H, V = (size_t)s->V, cap = (size_t)s->cap;
     s->pend = malloc(cap * H * sizeof(float));
     s->tok = malloc((cap + 1) * sizeof *s->tok);
-    s->mhid = malloc((cap + 1) * H * sizeof(float));
+    s->mhid = malloc((cap + 2) * H * sizeof(float));
     s->dlogits = malloc(V * sizeof(float));
     s->vlogits = malloc(((size_t)k + 1) * V * sizeof(float));
     s->vhidden = malloc(((size_t)k + 1) * H * sizeof(float));
@@ -273,7 +273,7 @@ coli_status coli__mtp_propose(coli_context *c, int32_t t, int k, uint64_t *read)
     for (int j = 2; j <= k; j++) {
         /* chained: the MTP layer's own state stands for the decoder's, at
          * slots the verified states overwrite later */
-        float *out = s->mhid + (size_t)(j & 1) * H;
+        float *out = s->mhid + ((size_t)s->cap + (size_t)(j & 1)) * H; /* never the row read */
         const coli__fwd f = {
             .tokens = &s->vtok[j - 1],
             .n = 1,
