@@ -390,6 +390,51 @@ COLI_API coli_status coli_tokenize(coli_model *model, const char *text, size_t l
 COLI_API coli_status coli_detokenize(coli_model *model, const int32_t *ids, size_t n_ids,
                                      int skip_special, char *buf, size_t cap, size_t *len);
 
+/*
+ * The model's chat template, NUL-terminated, owned by the model: the
+ * chat_template of tokenizer_config.json (a string, or the entry named
+ * "default" of a list of {name, template}), else chat_template.jinja in
+ * the model directory. NULL when the model has none.
+ */
+COLI_API const char *coli_model_chat_template(const coli_model *model);
+/*
+ * The text of a special token named in tokenizer_config.json ("bos_token",
+ * "eos_token", ...: a string or an object with "content"), owned by the
+ * model; NULL when absent. Chat templates use bos_token and eos_token.
+ */
+COLI_API const char *coli_model_special_text(const coli_model *model, const char *name);
+
+/* ---- chat templates ---------------------------------------------------
+ *
+ * An engine of the Jinja subset that Hugging Face chat templates use
+ * (docs/templates.md), run the way transformers runs them: trim_blocks and
+ * lstrip_blocks on, break/continue, raise_exception(), strftime_now(), and
+ * tojson as Python's json.dumps with ensure_ascii=False. It reaches
+ * nothing outside the variables it is given (no files, no environment),
+ * and loops, recursion and output are bounded.
+ */
+typedef struct coli_chat_template coli_chat_template;
+
+/* Compiles a template (source need not be NUL-terminated). On failure
+ * errbuf (errcap bytes, may be NULL) gives the line, column and reason. */
+COLI_API coli_status coli_chat_template_compile(const char *source, size_t len, coli_chat_template **out,
+                                                char *errbuf, size_t errcap);
+COLI_API void coli_chat_template_free(coli_chat_template *tmpl);
+/*
+ * Renders with the members of vars_json, a JSON object, as the template's
+ * variables: typically messages, tools, add_generation_prompt, bos_token,
+ * eos_token and chat_template_kwargs' members such as enable_thinking. On
+ * success *out is a NUL-terminated string to release with coli_free() and
+ * *out_len (may be NULL) its length. A raise_exception() in the template
+ * or an error at run time gives COLI_EINVAL with its message and line in
+ * errbuf; malformed vars_json gives COLI_EFORMAT; exceeding a bound
+ * gives COLI_ERANGE.
+ */
+COLI_API coli_status coli_chat_template_render(const coli_chat_template *tmpl, const char *vars_json, size_t len,
+                                               char **out, size_t *out_len, char *errbuf, size_t errcap);
+/* Releases memory the library returned to the caller (rendered text). */
+COLI_API void coli_free(void *p);
+
 /* ---- context --------------------------------------------------------- */
 
 typedef struct coli_context coli_context;
@@ -408,6 +453,23 @@ COLI_API const char *coli_context_errmsg(const coli_context *ctx);
  * positions are then not kept.
  */
 COLI_API coli_status coli_eval(coli_context *ctx, const int32_t *tokens, size_t n);
+/*
+ * Evaluates several contexts of one model in one pass: item i appends its
+ * n tokens to its ctx, as coli_eval would. Each context's logits, KV cache
+ * and position come out exactly as coli_eval on it alone would leave them
+ * (the same bits), but every weight, and each routed expert, is read once
+ * for all the tokens that need it. The contexts must be distinct and of
+ * one model; items with n == 0 are skipped. Everything is checked before
+ * anything runs: on a refusal no context changes, and the context at fault
+ * (or the first one) holds the message. COLI_ERANGE as for coli_eval: then
+ * no context keeps its new positions.
+ */
+typedef struct coli_batch_item {
+    coli_context *ctx;
+    const int32_t *tokens;
+    size_t n;
+} coli_batch_item;
+COLI_API coli_status coli_eval_batch(const coli_batch_item *items, size_t count);
 /* vocab_size floats of the last evaluated position, or NULL before any eval. */
 COLI_API const float *coli_context_logits(const coli_context *ctx);
 COLI_API size_t coli_context_position(const coli_context *ctx);
@@ -443,6 +505,12 @@ typedef struct coli_sampler_params {
     float repeat_penalty; /* > 0; 1: off (default 1) */
     int repeat_last_n;    /* tokens the penalty looks back on, 0..1048576 (default 64) */
     uint64_t seed;        /* default 0 */
+    /* Appended later: OpenAI's penalties, step 1b (after the repetition
+     * penalty): each distinct token among the same last repeat_last_n has
+     * count * frequency_penalty + presence_penalty subtracted from its
+     * logit, count being its occurrences there. Each in [-2, 2]; 0: off. */
+    float frequency_penalty;
+    float presence_penalty;
 } coli_sampler_params;
 
 /* Sets *p to the defaults above, writing at most struct_size bytes (pass

@@ -481,3 +481,16 @@ COLI_API coli_status coli_model_store_stats(const coli_model *m, coli_store_stat
     coli__sized_out(stats, &full, sizeof full);
     return COLI_OK;
 }
+
+COLI_API const char *coli_model_chat_template(const coli_model *m)
+{
+    (void)m;
+    return NULL;
+}
+
+COLI_API const char *coli_model_special_text(const coli_model *m, const char *name)
+{
+    (void)m;
+    (void)name;
+    return NULL;
+}
