@@ -461,8 +461,11 @@ COLI_API coli_status coli_eval(coli_context *ctx, const int32_t *tokens, size_t 
  * for all the tokens that need it. The contexts must be distinct and of
  * one model; items with n == 0 are skipped. Everything is checked before
  * anything runs: on a refusal no context changes, and the context at fault
- * (or the first one) holds the message. COLI_ERANGE as for coli_eval: then
- * no context keeps its new positions.
+ * (or the first one) holds the message. A context whose logits come out
+ * NaN or infinite does not keep its new positions and holds the message
+ * (COLI_ERANGE); the others do. Contexts whose layers run on a GPU, or
+ * that draft with COLI_OPT_MTP, are evaluated one after another. Callers
+ * can tell which contexts moved on by coli_context_position().
  */
 typedef struct coli_batch_item {
     coli_context *ctx;

@@ -206,55 +206,28 @@ static void qk_norm(const coli__cpuk *ks, const coli__config *c, const coli__lay
     }
 }
 
-static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__mat *then)
+/* The attention of segment sg's tokens over their own cache. */
+static void attend(coli__pass *b, const coli__seg *sg, int l)
 {
     const coli__config *c = &b->m->cfg;
-    coli__kv *kv = b->kv;
-    const int S = b->S, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-    const int QD = nh * hd, KVD = nkv * hd;
-    coli__mm qkv[3] = {
-        {.w = &ly->wq, .x = b->xn, .n_tok = S, .y = b->q},
-        {.w = &ly->wk, .x = b->xn, .n_tok = S, .y = b->k},
-        {.w = &ly->wv, .x = b->xn, .n_tok = S, .y = b->v},
-    };
-    COLI_TRY(coli__pass_mm_multi(b, qkv, 3));
-    for (int t = 0; t < S; t++) {
-        float *q = b->q + (size_t)t * QD, *k = b->k + (size_t)t * KVD, *v = b->v + (size_t)t * KVD;
-        if (c->attn.qkv_bias) {
-            add(q, ly->bq, QD);
-            add(k, ly->bk, KVD);
-            add(v, ly->bv, KVD);
-        }
-        qk_norm(b->m->cpuk, c, ly, q, k);
-        if (c->attn.clip_qkv > 0) {
-            clip(q, QD, c->attn.clip_qkv);
-            clip(k, KVD, c->attn.clip_qkv);
-            clip(v, KVD, c->attn.clip_qkv);
-        }
-        for (int h = 0; h < nh; h++)
-            coli__rope(q + (size_t)h * hd, c->rot_dim, b->rope + (size_t)t * hd);
-        for (int h = 0; h < nkv; h++)
-            coli__rope(k + (size_t)h * hd, c->rot_dim, b->rope + (size_t)t * hd);
-        coli__kv_store(kv, l, b->pos0 + t, k, v);
-    }
-    const int threads = coli__pool_size(b->pool), last = b->pos0 + S; /* positions the last token sees, at most */
+    const int S = sg->n, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, QD = nh * hd;
+    const coli__kv *kv = sg->kv;
+    const int threads = coli__pool_size(b->pool), last = sg->pos0 + S; /* positions the last token sees, at most */
     attn_job aj = {
         .c = c,
         .k = b->m->cpuk,
-        .q = b->q,
-        .out = b->att,
+        .q = b->q + (size_t)sg->t0 * QD,
+        .out = b->att + (size_t)sg->t0 * QD,
         .kv = kv,
         .l = l,
         .dt = kv->dt,
         .es = kv->dt == COLI_DT_BF16 ? 2 : 4,
-        .pos0 = b->pos0,
+        .pos0 = sg->pos0,
         .room = room(last, kv->n_ctx),
         .group = nh / nkv,
         .scale = 1.0f / sqrtf((float)hd),
         .scores = b->scores,
     };
-    const coli__mat *after[2] = {&ly->wo, then};
-    coli__matmul_hint(b->pool, after, 2, 0);
     if (split_fits(S, nkv, threads) && last >= 2 * SPLIT_BLOCK) {
         /* enough blocks for every thread, four times over */
         int want = (4 * threads + S * nkv - 1) / (S * nkv), block = (last + want - 1) / want;
@@ -271,6 +244,45 @@ static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__
     } else {
         coli__pool_run(b->pool, (int64_t)S * nkv, 1, whole_task, &aj);
     }
+}
+
+static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__mat *then)
+{
+    const coli__config *c = &b->m->cfg;
+    const int S = b->S, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    const int QD = nh * hd, KVD = nkv * hd;
+    coli__mm qkv[3] = {
+        {.w = &ly->wq, .x = b->xn, .n_tok = S, .y = b->q},
+        {.w = &ly->wk, .x = b->xn, .n_tok = S, .y = b->k},
+        {.w = &ly->wv, .x = b->xn, .n_tok = S, .y = b->v},
+    };
+    COLI_TRY(coli__pass_mm_multi(b, qkv, 3));
+    for (int s = 0; s < b->n_seg; s++) {
+        const coli__seg *sg = &b->seg[s];
+        for (int t = sg->t0; t < sg->t0 + sg->n; t++) {
+            float *q = b->q + (size_t)t * QD, *k = b->k + (size_t)t * KVD, *v = b->v + (size_t)t * KVD;
+            if (c->attn.qkv_bias) {
+                add(q, ly->bq, QD);
+                add(k, ly->bk, KVD);
+                add(v, ly->bv, KVD);
+            }
+            qk_norm(b->m->cpuk, c, ly, q, k);
+            if (c->attn.clip_qkv > 0) {
+                clip(q, QD, c->attn.clip_qkv);
+                clip(k, KVD, c->attn.clip_qkv);
+                clip(v, KVD, c->attn.clip_qkv);
+            }
+            for (int h = 0; h < nh; h++)
+                coli__rope(q + (size_t)h * hd, c->rot_dim, b->rope + (size_t)t * hd);
+            for (int h = 0; h < nkv; h++)
+                coli__rope(k + (size_t)h * hd, c->rot_dim, b->rope + (size_t)t * hd);
+            coli__kv_store(sg->kv, l, sg->pos0 + t - sg->t0, k, v);
+        }
+    }
+    const coli__mat *after[2] = {&ly->wo, then};
+    coli__matmul_hint(b->pool, after, 2, 0);
+    for (int s = 0; s < b->n_seg; s++)
+        attend(b, &b->seg[s], l);
     return coli__pass_mm(b, &ly->wo, b->att, S, b->o);
 }
 

@@ -141,6 +141,60 @@ static coli_status mtp_input(coli__pass *b, const stack *k, const int32_t *token
     return coli__pass_mm(b, &mt->eh_proj, b->cat, b->S, b->x);
 }
 
+/* Sets up chunk b of S tokens in segments seg: its buffers, its RoPE
+ * tables and what it reads besides the matrices. */
+static coli_status chunk_begin(coli__pass *b, const struct coli_model *m, coli__scratch *s, coli__pool *pool,
+                               const stack *k, const coli__seg *seg, int n_seg, int S, int mtp,
+                               coli__experts_counts *counts, coli__err *err)
+{
+    const coli__config *c = &m->cfg;
+    size_t scores = 0;
+    for (int i = 0; i < n_seg; i++) {
+        size_t x = m->pieces.attn->scratch(c, seg[i].n, seg[i].pos0 + seg[i].n, seg[i].kv->n_ctx,
+                                           coli__pool_size(pool));
+        scores = x > scores ? x : scores;
+    }
+    COLI_TRY(layout(c, s, S, scores, mtp, b, err));
+    b->m = m;
+    b->seg = seg;
+    b->n_seg = n_seg;
+    b->pool = pool;
+    b->S = S;
+    b->end = k->end;
+    b->counts = counts;
+    b->err = err;
+    /* norms, and one embedding row per token unless the output
+     * projection reads the whole embedding matrix anyway (tied) */
+    b->read = 4 * (uint64_t)m->w.n_vec_params;
+    if (coli__mat_base(k->head) != coli__mat_base(k->embed) || k->head->dt != k->embed->dt)
+        b->read += (uint64_t)S * (coli__mat_bytes(k->embed) / (uint64_t)c->vocab);
+    for (int i = 0; i < n_seg; i++)
+        for (int t = seg[i].t0; t < seg[i].t0 + seg[i].n; t++)
+            coli__rope_table(b->rope + (size_t)t * c->head_dim, c->rot_dim, seg[i].pos0 + t - seg[i].t0,
+                             c->rope_theta);
+    return COLI_OK;
+}
+
+static coli_status chunk_layers(coli__pass *b, const stack *k)
+{
+    for (int l = k->first; l < k->end; l++) {
+        coli__err_clear(b->err);
+        coli_status st = layer(b, k, l);
+        if (st != COLI_OK && b->err->msg[0])
+            return st; /* the message names the layer, file or record */
+        if (st != COLI_OK)
+            return coli__fail(b->err, st, "layer %d: %s", l, coli_strerror(st));
+    }
+    return COLI_OK;
+}
+
+static void embed_rows(coli__pass *b, const stack *k, const int32_t *tokens)
+{
+    const size_t H = (size_t)b->m->cfg.hidden;
+    for (int t = 0; t < b->S; t++)
+        coli__mat_row(k->embed, tokens[t], b->x + (size_t)t * H);
+}
+
 coli_status coli__forward_run(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
                               const coli__fwd *f, uint64_t *bytes_read, coli__experts_counts *counts,
                               coli__err *err)
@@ -154,37 +208,13 @@ coli_status coli__forward_run(const struct coli_model *m, coli__kv *kv, coli__sc
     for (int done = 0; done < n;) {
         int S = n - done < CHUNK ? n - done : CHUNK;
         coli__pass b;
-        size_t scores = m->pieces.attn->scratch(c, S, pos0 + done + S, kv->n_ctx, coli__pool_size(pool));
-        COLI_TRY(layout(c, s, S, scores, f->h_in != NULL, &b, err));
-        b.m = m;
-        b.kv = kv;
-        b.pool = pool;
-        b.S = S;
-        b.pos0 = pos0 + done;
-        b.end = k.end;
-        b.counts = counts;
-        b.err = err;
-        /* norms, and one embedding row per token unless the output
-         * projection reads the whole embedding matrix anyway (tied) */
-        b.read = 4 * (uint64_t)w->n_vec_params;
-        if (coli__mat_base(k.head) != coli__mat_base(k.embed) || k.head->dt != k.embed->dt)
-            b.read += (uint64_t)S * (coli__mat_bytes(k.embed) / (uint64_t)c->vocab);
-        for (int t = 0; t < S; t++)
-            coli__rope_table(b.rope + (size_t)t * c->head_dim, c->rot_dim, pos0 + done + t, c->rope_theta);
-        if (f->h_in) {
+        const coli__seg seg = {.kv = kv, .pos0 = pos0 + done, .t0 = 0, .n = S};
+        COLI_TRY(chunk_begin(&b, m, s, pool, &k, &seg, 1, S, f->h_in != NULL, counts, err));
+        if (f->h_in)
             COLI_TRY(mtp_input(&b, &k, f->tokens + done, f->h_in + (size_t)done * H));
-        } else {
-            for (int t = 0; t < S; t++)
-                coli__mat_row(k.embed, f->tokens[done + t], b.x + (size_t)t * H);
-        }
-        for (int l = k.first; l < k.end; l++) {
-            coli__err_clear(err);
-            coli_status st = layer(&b, &k, l);
-            if (st != COLI_OK && err->msg[0])
-                return st; /* the message names the layer, file or record */
-            if (st != COLI_OK)
-                return coli__fail(err, st, "layer %d: %s", l, coli_strerror(st));
-        }
+        else
+            embed_rows(&b, &k, f->tokens + done);
+        COLI_TRY(chunk_layers(&b, &k));
         /* the final norm of the rows wanted: every one for hidden or all
          * the logits, else the last of the last chunk */
         int last = done + S == n, lo = f->hidden || f->all_logits ? 0 : last ? S - 1 : S;
@@ -207,6 +237,76 @@ coli_status coli__forward_run(const struct coli_model *m, coli__kv *kv, coli__sc
     if (bytes_read)
         *bytes_read = read;
     return COLI_OK;
+}
+
+/* Chunks of the sequences' tokens in their order, a sequence cut where a
+ * chunk fills up. Each token's values depend only on its own row and its
+ * own cache (docs/formats.md), so sharing a chunk changes no bit. */
+coli_status coli__forward_batch(const struct coli_model *m, const coli__seq *q, int n_q, coli__scratch *s,
+                                coli__pool *pool, uint64_t *bytes_read, coli__experts_counts *counts,
+                                coli__err *err)
+{
+    const coli__config *c = &m->cfg;
+    const coli__weights *w = &m->w;
+    const size_t H = (size_t)c->hidden, V = (size_t)c->vocab;
+    const stack k = {0, c->n_trunk, &w->embed, &w->lm_head, w->final_norm};
+    int ends = 0; /* sequences that end in one chunk, at most */
+    for (int i = 0; i < n_q; i++)
+        ends += q[i].n > 0;
+    ends = ends < CHUNK ? ends : CHUNK;
+    float *tmp = NULL; /* logits of the chunk's last rows, when more than one */
+    if (ends > 1 && !(tmp = malloc((size_t)ends * V * sizeof *tmp)))
+        return coli__fail(err, COLI_ENOMEM, "out of memory for the logits of %d sequences", ends);
+    coli_status st = COLI_OK;
+    uint64_t read = 0;
+    int i = 0, off = 0;
+    while (st == COLI_OK && i < n_q) {
+        coli__seg seg[CHUNK];
+        int32_t tok[CHUNK];
+        float *dst[CHUNK];
+        int n_seg = 0, S = 0, n_out = 0, row[CHUNK];
+        for (; i < n_q && S < CHUNK; off = 0, i++) {
+            int take = q[i].n - off < CHUNK - S ? q[i].n - off : CHUNK - S;
+            if (take <= 0)
+                continue;
+            seg[n_seg++] = (coli__seg){.kv = q[i].kv, .pos0 = q[i].pos0 + off, .t0 = S, .n = take};
+            memcpy(tok + S, q[i].tokens + off, (size_t)take * sizeof *tok);
+            S += take;
+            if (off + take < q[i].n) { /* the chunk is full: the rest goes in the next */
+                off += take;
+                break;
+            }
+            row[n_out] = S - 1;
+            dst[n_out++] = q[i].logits;
+        }
+        if (S == 0)
+            break;
+        coli__pass b;
+        st = chunk_begin(&b, m, s, pool, &k, seg, n_seg, S, 0, counts, err);
+        if (st != COLI_OK)
+            break;
+        embed_rows(&b, &k, tok);
+        st = chunk_layers(&b, &k);
+        if (st != COLI_OK || n_out == 0) {
+            read += b.read;
+            continue;
+        }
+        for (int r = 0; r < n_out; r++)
+            coli__rmsnorm(m->cpuk, b.xn + (size_t)r * H, b.x + (size_t)row[r] * H, k.norm, (int)H, c->rms_eps);
+        b.read += coli__mat_bytes(k.head);
+        st = coli__experts_output(m, pool, k.head, b.xn, n_out, n_out > 1 ? tmp : dst[0]);
+        if (st != COLI_OK) {
+            st = coli__fail(err, st, "output projection: %s", coli_strerror(st));
+            break;
+        }
+        for (int r = 0; n_out > 1 && r < n_out; r++)
+            memcpy(dst[r], tmp + (size_t)r * V, V * sizeof *tmp);
+        read += b.read;
+    }
+    free(tmp);
+    if (bytes_read)
+        *bytes_read = read;
+    return st;
 }
 
 coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,

@@ -36,6 +36,21 @@ coli_status coli__forward_run(const struct coli_model *m, coli__kv *kv, coli__sc
                               const coli__fwd *f, uint64_t *bytes_read, coli__experts_counts *counts,
                               coli__err *err);
 
+/* One sequence of a batched pass: n tokens at positions pos0.. of kv;
+ * logits [vocab] receives the last one's. */
+typedef struct coli__seq {
+    coli__kv *kv;
+    const int32_t *tokens;
+    int n, pos0;
+    float *logits;
+} coli__seq;
+
+/* The decoder over several sequences in shared chunks: each gets exactly
+ * the bits a pass over it alone would give. */
+coli_status coli__forward_batch(const struct coli_model *m, const coli__seq *q, int n_q, coli__scratch *s,
+                                coli__pool *pool, uint64_t *bytes_read, coli__experts_counts *counts,
+                                coli__err *err);
+
 /* The decoder over tokens[0..n): the last one's logits. */
 coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
                           const int32_t *tokens, int n, int pos0, float *logits, uint64_t *bytes_read,

@@ -9,11 +9,20 @@
 #include "model/kv.h"
 #include "model/model.h"
 
+/* Tokens [t0, t0 + n) of a chunk are one sequence's, at positions pos0..
+ * of its cache kv. A context's pass has one segment; coli_eval_batch's has
+ * one per context. */
+typedef struct coli__seg {
+    coli__kv *kv;
+    int pos0, t0, n;
+} coli__seg;
+
 typedef struct coli__pass {
     const struct coli_model *m;
-    coli__kv *kv;
+    const coli__seg *seg;
+    int n_seg;
     coli__pool *pool;
-    int S, pos0; /* tokens in the chunk, and the position of the first */
+    int S;       /* tokens in the chunk */
     int end;     /* the layer after the pass's last */
     /* [S, hidden]: the hidden states, their norm, a sublayer's output */
     float *x, *xn, *o;
