@@ -438,6 +438,9 @@ static void print_text(const bench_params *p, const coli_model_info *info,
                " (defaults halved to fit the model's %d positions)\n",
                p->prompt_tokens, p->gen_tokens, p->max_positions);
     printf("repetitions:             %" PRId64 " (after one warm-up)\n", p->repetitions);
+    if (p->streams > 1)
+        printf("streams:                 %" PRId64 " decoded together; tg is their total (%.2f tok/s each)\n",
+               p->streams, r->tg.mean / (double)p->streams);
     printf("kv cache:                %s\n", p->kv_type ? p->kv_type : "f32");
     if (p->depth > 0)
         printf("depth:                   %" PRId64 " positions, filled once in %.2f s (%.2f tok/s), untimed\n",
@@ -527,6 +530,7 @@ static void print_json(const bench_params *p, const coli_model_info *info,
     printf(",\"threads\":%d,\"prompt_tokens\":%" PRId64 ",\"gen_tokens\":%" PRId64
            ",\"repetitions\":%" PRId64 ",\"seed\":%" PRIu64,
            p->threads, p->prompt_tokens, p->gen_tokens, p->repetitions, p->seed);
+    printf(",\"streams\":%" PRId64, p->streams > 1 ? p->streams : 1);
     printf(",\"max_positions\":%d,\"sizes_fitted\":%s", p->max_positions,
            p->sizes_fitted ? "true" : "false");
     printf(",\"depth\":%" PRId64 ",\"depth_seconds\":", p->depth);
@@ -611,6 +615,25 @@ static int generate_greedy(coli_context *ctx, int32_t tok, int64_t n)
     return 0;
 }
 
+/* The decode test with --streams: n steps, each one token of every
+ * stream in one coli_eval_batch. next[s] starts each stream. */
+static int decode_streams(coli_context *const *c, int64_t streams, int32_t *next, int64_t n, int vocab,
+                          int random_decode, uint64_t *state)
+{
+    coli_batch_item it[64];
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t s = 0; s < streams; s++)
+            it[s] = (coli_batch_item){c[s], &next[s], 1};
+        coli_status st = coli_eval_batch(it, (size_t)streams);
+        if (st != COLI_OK)
+            return runtime_error(st, coli_context_errmsg(c[0]));
+        for (int64_t s = 0; s < streams; s++)
+            next[s] = random_decode ? (int32_t)(next_random(state) % (uint64_t)vocab)
+                                    : logprob_argmax(coli_context_logits(c[s]), vocab);
+    }
+    return 0;
+}
+
 /* Forgets the positions from n on (n = 0: all of them). */
 static int truncate_to(coli_context *ctx, int64_t n)
 {
@@ -624,7 +647,7 @@ static int truncate_to(coli_context *ctx, int64_t n)
 int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe)
 {
     coli_model_info info;
-    coli_context *ctx = NULL;
+    coli_context *ctx = NULL, *streams[64] = {NULL};
     bench_result r;
     gpu_report gpu_base, gpu_pairs;
     coli_store_stats store_base, s2, s3;
@@ -675,6 +698,14 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
         runtime_error(st, ctx ? coli_context_errmsg(ctx) : coli_model_errmsg(model));
         goto done;
     }
+    streams[0] = ctx;
+    for (i = 1; i < p->streams; i++) {
+        st = coli_context_create(model, p->ctx_opts, &streams[i]);
+        if (st != COLI_OK) {
+            runtime_error(st, coli_model_errmsg(model));
+            goto done;
+        }
+    }
     /* As llama-bench -d: the cache is filled once; each test truncates it
      * back to the depth (the positions before stay) and starts there. */
     if (p->depth > 0) {
@@ -709,7 +740,19 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
             if (store_report_read(model, &s2) != 0)
                 goto done;
             t2 = now_seconds();
-            if (p->mtp > 0) {
+            if (p->streams > 1) {
+                int32_t next[64];
+                next[0] = tok;
+                for (i = 1; i < p->streams; i++) {
+                    if (truncate_to(streams[i], 0) != 0)
+                        goto done;
+                    next[i] = (int32_t)(next_random(&state) % (uint64_t)info.vocab_size);
+                }
+                t2 = now_seconds();
+                if (decode_streams(streams, p->streams, next, p->gen_tokens, info.vocab_size, p->random_decode,
+                                   &state) != 0)
+                    goto done;
+            } else if (p->mtp > 0) {
                 /* the same gen_tokens evaluations: tok, then gen_tokens - 1 generated */
                 if (generate_greedy(ctx, tok, p->gen_tokens - 1) != 0)
                     goto done;
@@ -748,9 +791,10 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
         gpu_report_add_pairs(&gpu_pairs, &r.gpu);
         mtp_report_add(&r.mtp, &stats);
         r.pp_samples[rep] = t1 > t0 ? (double)p->prompt_tokens / (t1 - t0) : NAN;
-        r.tg_samples[rep] = t3 > t2 ? (double)p->gen_tokens / (t3 - t2) : NAN;
+        r.tg_samples[rep] = t3 > t2 ? (double)(p->gen_tokens * p->streams) / (t3 - t2) : NAN;
         pp_lib[rep] = stats.prefill_tok_s > 0 ? stats.prefill_tok_s : NAN;
-        tg_lib[rep] = stats.decode_tok_s > 0 ? stats.decode_tok_s : NAN;
+        /* with streams, a context's statistics hold its share of each pass */
+        tg_lib[rep] = stats.decode_tok_s > 0 && p->streams <= 1 ? stats.decode_tok_s : NAN;
         /* A one-token prompt counts as a decode step in the library's
          * statistics: only the decode test's own steps are counted here. */
         if (p->prompt_tokens != 1) {
@@ -791,6 +835,8 @@ int bench_run(coli_model *model, const bench_params *p, const bench_probe *probe
         print_text(p, &info, probe, &r);
     rc = 0;
 done:
+    for (i = 1; i < p->streams; i++)
+        coli_context_free(streams[i]);
     coli_context_free(ctx);
     free(prompt);
     free(r.pp_samples);

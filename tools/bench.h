@@ -30,6 +30,7 @@ typedef struct bench_params {
     int max_positions;           /* the model's, for the report */
     int sizes_fitted;            /* 1: default sizes were shrunk to fit max_positions */
     const disk_probe *disk;      /* the disk probe (done 0 when not run) */
+    int64_t streams;             /* sequences the decode test runs together (1: one) */
     int random_decode;           /* 1: decode feeds random ids, not the greedy token */
     int64_t mtp;                 /* drafts per step of multi-token prediction (0: none); decode
                                     then runs coli_generate, greedy */

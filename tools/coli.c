@@ -1440,6 +1440,8 @@ static const opthelp bench_options[] = {
     {O_GEN_TOKENS, "tokens of the decode test; 0 = skip it\n(default 128, see below)"},
     {O_DEPTH, "positions in the KV cache before each test, as\nllama-bench -d: a prompt of N random ids is\n"
               "evaluated once, untimed, and every test starts\nthere (default 0)"},
+    {O_STREAMS, "sequences the decode test runs together, 1-64:\neach step evaluates one token of each in one\npass "
+                "(coli_eval_batch); the decode figure\nis their total (default 1)"},
     {O_REPETITIONS, "timed repetitions, at least 1 (default 5)"},
     {O_SEED, "seed of the prompt's random token ids (default 1)"},
     {O_PROBE_MIB, "size of the bandwidth probe's array in MiB\n(default: 4 times the last-level caches, "
@@ -1562,6 +1564,13 @@ static int cmd_bench(const args *a)
         return usage_error("--prompt-tokens and --gen-tokens are both 0: nothing to measure");
     if (a->value[O_DEPTH] && (rc = parse_int64("--depth", a->value[O_DEPTH], 0, 1 << 24, &p.depth)) != 0)
         return rc;
+    p.streams = 1;
+    if (a->value[O_STREAMS] && (rc = parse_int64("--streams", a->value[O_STREAMS], 1, 64, &p.streams)) != 0)
+        return rc;
+    if (p.streams > 1 && p.mtp)
+        return usage_error("--streams and --mtp cannot be used together (a drafting context has passes of its own)");
+    if (p.streams > 1 && p.depth > 0)
+        return usage_error("--streams and --depth cannot be used together");
     if (a->value[O_REPETITIONS] &&
         (rc = parse_int64("--repetitions", a->value[O_REPETITIONS], 1, 100000, &repetitions)) !=
             0)

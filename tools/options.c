@@ -80,6 +80,7 @@ const optdef cli_opts[O_COUNT] = {
     [O_MTP] = {"--mtp", 0, NULL, 0},
     [O_MTP_TOKENS] = {"--mtp-tokens", 0, "K", 0},
     [O_NO_MTP_GUARD] = {"--no-mtp-guard", 0, NULL, 0},
+    [O_STREAMS] = {"--streams", 0, "N", 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */

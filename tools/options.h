@@ -76,6 +76,7 @@ enum opt_id {
     O_MTP,
     O_MTP_TOKENS,
     O_NO_MTP_GUARD,
+    O_STREAMS,
     O_COUNT
 };
 
