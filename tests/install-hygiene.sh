@@ -46,7 +46,7 @@ for d in demo demo-glm; do
 	if [ "$demo_installed" = no ]; then
 		[ ! -e "$demo" ] || fail "configured --disable-demo, yet $pkgdatadir/$d is installed"
 	else
-		for f in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json; do
+		for f in chat_template.jinja config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json; do
 			[ -f "$demo/$f" ] || fail "demo model file $pkgdatadir/$d/$f not installed"
 		done
 	fi
