@@ -49,6 +49,7 @@ struct sched {
     coli_batch_item *items;
     slot **item_slot;
     slot **failed;       /* of a step: slots whose evaluation failed */
+    long delay_ns;       /* COLI_SERVE_STEP_DELAY_MS: a pause after each step, for tests */
 };
 
 double sched_now(void)
@@ -345,6 +346,10 @@ static void *run(void *arg)
         if (decoding)
             s->met.gen_seconds += sched_now() - t0;
         pthread_mutex_unlock(&s->mu);
+        if (s->delay_ns) {
+            struct timespec d = {s->delay_ns / 1000000000L, s->delay_ns % 1000000000L};
+            nanosleep(&d, NULL);
+        }
     }
     return NULL;
 }
@@ -387,6 +392,10 @@ int sched_start(coli_model *m, const coli_options *ctx_opts, int parallel, int q
         }
     }
     s->capacity = coli_context_capacity(s->slots[0].ctx);
+    /* tests make requests slow enough to disconnect from or queue behind */
+    const char *delay = getenv("COLI_SERVE_STEP_DELAY_MS");
+    if (delay && atol(delay) > 0 && atol(delay) <= 10000)
+        s->delay_ns = atol(delay) * 1000000L;
     if (pthread_create(&s->thread, NULL, run, s) != 0) {
         snprintf(err, errcap, "cannot start the scheduler thread");
         sched_free(s);
