@@ -49,6 +49,7 @@ start() {
 	shift
 	"$COLI" serve --model "$demo" --port 0 --threads 1 "$@" >"$tmp/$name.log" 2>&1 &
 	pids="$pids $!"
+	servers="${servers:-} $name:$!"
 	base=
 	i=0
 	while [ $i -lt 100 ]; do
@@ -296,6 +297,26 @@ check "the slot is free again once the queued clients went away" [ "$(metric col
 # ---- the log --------------------------------------------------------------------------
 
 check "requests are logged on standard error" eval 'grep "coli serve: POST /v1/completions 200" "$tmp/main.log" >/dev/null'
+
+# ---- shutdown --------------------------------------------------------------------------
+
+# SIGTERM stops each server cleanly (status 0), and a sanitizer build finds
+# nothing in its log (no error, no leak).
+for sv in $servers; do
+	name=${sv%%:*}
+	pid=${sv#*:}
+	kill -TERM "$pid" 2>/dev/null
+	wait "$pid"
+	status=$?
+	if [ "$status" = 0 ] && contains "$tmp/$name.log" "stopping (SIGTERM)" &&
+		! grep -E "AddressSanitizer|LeakSanitizer|runtime error|ThreadSanitizer" "$tmp/$name.log" >/dev/null; then
+		pass "$name: SIGTERM stops the server cleanly"
+	else
+		fail "$name: exit status $status after SIGTERM"
+		grep -v "^coli serve: [A-Z]* /" "$tmp/$name.log" | head -n 40 | sed 's/^/    /'
+	fi
+done
+pids=
 
 echo "$checks checks, $failures failures"
 [ "$failures" -eq 0 ]
