@@ -34,6 +34,7 @@
 #include "perplexity.h"
 #include "store_report.h"
 #include "mtp_report.h"
+#include "serve/chatcmd.h"
 #include "serve/serve.h"
 
 #include <errno.h>
@@ -1900,6 +1901,7 @@ static const opthelp serve_options[] = {
     H_KV_TYPE,
     H_GPU,
     H_STORE,
+    {O_FORMAT, "text or json: the log line of each request on\nstandard error (default text)"},
     H_VERBOSE,
     H_END,
 };
@@ -1934,6 +1936,54 @@ static int cmd_serve(const args *a)
     return serve_run(a, m.dir, serve_open, &m);
 }
 
+/* ---- chat ----------------------------------------------------------------- */
+
+static const char chat_synopsis[] =
+    "Usage: coli chat [--model DIR] [--system TEXT] [OPTION]...\n"
+    "Talk with the model: each line of standard input is a turn, rendered with\n"
+    "the history through the model's chat template (as coli serve does) and\n"
+    "answered on standard output. /clear forgets the history; /exit or the end\n"
+    "of input ends.";
+
+static const opthelp chat_options[] = {
+    H_MODEL,
+    {O_SYSTEM, "the system message that opens the conversation"},
+    {O_CHAT_TEMPLATE_FILE, "the chat template (Jinja) in place of the model's"},
+    {O_MAX_TOKENS, "at most N tokens a reply (default 1024)"},
+    {O_TEMPERATURE, "sampling temperature; 0 = greedy (default: the\nmodel's generation_config.json, else 0.8)"},
+    {O_TOP_K, "keep the K most likely tokens; 0 = off (default: the\nmodel's, else 40)"},
+    {O_TOP_P, "nucleus sampling mass; 1 = off (default: the\nmodel's, else 0.95)"},
+    {O_MIN_P, "drop tokens less likely than P times the most\nlikely one (default: the model's, else 0)"},
+    {O_REPEAT_PENALTY, "penalise tokens seen among the last 64 (default:\nthe model's, else 1)"},
+    {O_SEED, "random seed (default 0)"},
+    H_WEIGHTS,
+    H_Q4_GROUP,
+    H_THREADS,
+    H_CONTEXT,
+    H_CPU,
+    H_KV_TYPE,
+    H_GPU,
+    H_STORE,
+    {O_FORMAT, "text (each reply as it comes) or json (each reply\nwhole, an object a line) (default text)"},
+    H_VERBOSE,
+    H_END,
+};
+
+static int cmd_chat(const args *a)
+{
+    model_args m;
+    coli_model *model = NULL;
+    int rc;
+
+    if ((rc = parse_model_args(a, &m)) != 0)
+        return rc;
+    if (open_model(&m, &model) != 0)
+        return 1;
+    rc = chat_run(a, model, m.dir);
+    coli_model_free(model);
+    return rc;
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 static const command g_commands[] = {
@@ -1958,6 +2008,7 @@ static const command g_commands[] = {
      cmd_gpu},
     {"serve", "serve the model over HTTP with OpenAI's API", serve_synopsis, serve_options, serve_epilogue,
      cmd_serve},
+    {"chat", "talk with the model through its chat template", chat_synopsis, chat_options, NULL, cmd_chat},
 };
 
 #define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])

@@ -90,6 +90,7 @@ const optdef cli_opts[O_COUNT] = {
     [O_MAX_BODY] = {"--max-body", 0, "BYTES", 0},
     [O_ALIAS] = {"--alias", 0, "NAME", 0},
     [O_CHAT_TEMPLATE_FILE] = {"--chat-template-file", 0, "FILE", 0},
+    [O_SYSTEM] = {"--system", 0, "TEXT", 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */

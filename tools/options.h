@@ -86,6 +86,7 @@ enum opt_id {
     O_MAX_BODY,
     O_ALIAS,
     O_CHAT_TEMPLATE_FILE,
+    O_SYSTEM,
     O_COUNT
 };
 

@@ -7,6 +7,7 @@
 
 #include "server.h"
 
+#include "../jsonout.h"
 #include "sbuf.h"
 
 #include <microhttpd.h>
@@ -48,36 +49,8 @@ typedef struct upload {
     sbuf body;
     int too_big;
     int status;
-    char line[240];          /* "POST /v1/completions", for the log */
+    char method[16], url[224]; /* for the log */
 } upload;
-
-struct MHD_Response *reply_json(char *body, size_t len)
-{
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
-        return NULL;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    return r;
-}
-
-int reply_error(const apierr *e, struct MHD_Response **resp)
-{
-    char *body = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&body, &len);
-    if (f) {
-        api_error_json(f, e);
-        fclose(f);
-    }
-    *resp = f ? reply_json(body, len) : NULL;
-    if (*resp && e->status == 503)
-        MHD_add_response_header(*resp, "Retry-After", "1");
-    if (*resp && (e->status == 400 || e->status == 404 || e->status == 405 || e->status == 413))
-        MHD_add_response_header(*resp, "x-should-retry", "false"); /* a retry cannot help */
-    return e->status;
-}
 
 /* Equal in time that depends on the lengths only, not on where they differ. */
 static int same_secret(const char *a, const char *b)
@@ -152,7 +125,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(u = calloc(1, sizeof *u)))
             return MHD_NO;
         *con_cls = u;
-        snprintf(u->line, sizeof u->line, "%.16s %.200s", method, url);
+        snprintf(u->method, sizeof u->method, "%s", method);
+        snprintf(u->url, sizeof u->url, "%s", url);
         /* a declared length over the cap is refused before it is read */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->max_body) {
@@ -199,13 +173,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     upload *u = *con_cls;
-    (void)cls;
     (void)c;
     if (!u)
         return;
-    if (u->status)
-        fprintf(stderr, "coli serve: %s %d%s\n", u->line, u->status,
-                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (the client went away)");
+    if (u->status) {
+        server *s = cls;
+        int gone = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
+        if (s->json_log) {
+            flockfile(stderr);
+            fputs("{\"method\":", stderr);
+            json_string(stderr, u->method, strlen(u->method));
+            fputs(",\"path\":", stderr);
+            json_string(stderr, u->url, strlen(u->url));
+            fprintf(stderr, ",\"status\":%d,\"client_gone\":%s}\n", u->status, gone ? "true" : "false");
+            funlockfile(stderr);
+        } else {
+            fprintf(stderr, "coli serve: %s %s %d%s\n", u->method, u->url, u->status,
+                    gone ? " (the client went away)" : "");
+        }
+    }
     sbuf_free(&u->body);
     free(u);
     *con_cls = NULL;

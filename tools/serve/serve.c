@@ -8,9 +8,8 @@
 
 #ifdef COLI_HAVE_MICROHTTPD
 
+#include "gencfg.h"
 #include "server.h"
-
-#include "io/json.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -74,6 +73,8 @@ static int parse_serve_args(const args *a, const char *dir, server *s)
     int64_t v;
     int rc;
 
+    if ((rc = parse_format(a, 0, &s->json_log)) != 0)
+        return rc;
     s->host = a->value[O_HOST] ? a->value[O_HOST] : "127.0.0.1";
     s->port = 8080;
     s->parallel = 4;
@@ -121,42 +122,6 @@ static int parse_serve_args(const args *a, const char *dir, server *s)
     return 0;
 }
 
-/* Sampling defaults: coli generate's, then the checkpoint's
- * generation_config.json where it gives them. */
-static void sampling_defaults(const char *dir, coli_sampler_params *sp)
-{
-    char path[4096];
-    coli__json_doc *doc = NULL;
-    coli__err err;
-
-    coli_sampler_params_init(sp, sizeof *sp);
-    sp->temperature = 0.8f;
-    sp->top_k = 40;
-    sp->top_p = 0.95f;
-    snprintf(path, sizeof path, "%s/generation_config.json", dir);
-    if (coli__json_parse_file(path, &doc, &err) != COLI_OK)
-        return;
-    const coli__json *g = coli__json_root(doc);
-    double t = coli__json_get_num(g, "temperature", sp->temperature);
-    double p = coli__json_get_num(g, "top_p", sp->top_p);
-    double mp = coli__json_get_num(g, "min_p", sp->min_p);
-    double rp = coli__json_get_num(g, "repetition_penalty", sp->repeat_penalty);
-    int64_t k = coli__json_get_int(g, "top_k", sp->top_k);
-    if (t >= 0 && t <= 100)
-        sp->temperature = (float)t;
-    if (p > 0 && p <= 1)
-        sp->top_p = (float)p;
-    if (mp >= 0 && mp <= 1)
-        sp->min_p = (float)mp;
-    if (rp > 0 && rp <= 10)
-        sp->repeat_penalty = (float)rp;
-    if (k >= 0 && k <= (1 << 20))
-        sp->top_k = (int)k;
-    if (!coli__json_get_bool(g, "do_sample", 1))
-        sp->temperature = 0.0f;
-    coli__json_free(doc);
-}
-
 int serve_run(const args *a, const char *dir, serve_open_fn open, void *user)
 {
     server s;
@@ -182,7 +147,7 @@ int serve_run(const args *a, const char *dir, serve_open_fn open, void *user)
     fprintf(stderr, "%s: listening on http://%s:%d/ (loading %s)\n", cli_prog, s.host, http_port(&s), dir);
     if (open(user, &s.model) != 0)
         goto out;
-    sampling_defaults(dir, &s.defaults);
+    gencfg_defaults(dir, &s.defaults);
     if (chat_tmpl_init(&s.tmpl, s.model, a->value[O_CHAT_TEMPLATE_FILE], err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", cli_prog, err);
         goto out;

@@ -28,6 +28,7 @@ typedef struct server {
     size_t n_keys;
     const char *model_name;  /* --alias or the model directory's name */
     int parallel, queue;
+    int json_log;            /* --format json: a JSON object per request on stderr */
     /* state */
     atomic_int ready;        /* 1 once the model is open and the slots run */
     coli_model *model;
@@ -49,7 +50,7 @@ typedef struct request {
 /* An endpoint: fills *resp and returns the HTTP status. */
 typedef int (*endpoint_fn)(const request *rq, struct MHD_Response **resp);
 
-/* Responses (http.c): body is malloc'd and taken over. */
+/* Responses (reply.c): body is malloc'd and taken over. */
 struct MHD_Response *reply_json(char *body, size_t len);
 int reply_error(const apierr *e, struct MHD_Response **resp);
 
