@@ -865,6 +865,12 @@ START_TEST(test_sampler_params_invalid)
     BAD(repeat_penalty, -1.0f);
     BAD(repeat_penalty, INFINITY);
     BAD(repeat_last_n, -1);
+    BAD(frequency_penalty, 2.5f);
+    BAD(frequency_penalty, -2.01f);
+    BAD(frequency_penalty, NAN);
+    BAD(presence_penalty, 3.0f);
+    BAD(presence_penalty, -2.5f);
+    BAD(presence_penalty, INFINITY);
     BAD(repeat_last_n, (1 << 20) + 1);
     BAD(top_p, 0.0f);
     BAD(temperature, NAN);
@@ -876,6 +882,187 @@ START_TEST(test_sampler_params_invalid)
     ck_assert_int_eq(coli_sampler_accept(NULL, &one, 1), COLI_EINVAL);
     coli_sampler_free(s);
     coli_sampler_reset(NULL);
+}
+END_TEST
+
+/* OpenAI's penalties (step 1b): with a known history, greedy picks and
+ * seeded draws equal those of the reference on logits penalised by hand. */
+START_TEST(test_openai_penalties)
+{
+    static const float freq[] = {0.0f, 0.5f, 2.0f, -1.0f};
+    static const float pres[] = {0.0f, 1.5f, -2.0f};
+    fixture f;
+    int32_t top[3], tok = -1;
+
+    fx_open(&f, "qwen3_moe", 0);
+    ck_assert_int_eq(coli_eval(f.c, f.prompt, f.n_prompt), COLI_OK);
+    const float *l = coli_context_logits(f.c);
+    const int v = f.info.vocab_size;
+    float *pen = malloc((size_t)v * sizeof *pen);
+    ref_cand *c = malloc((size_t)v * sizeof *c);
+    ck_assert_ptr_nonnull(pen);
+    ck_assert_ptr_nonnull(c);
+    memcpy(pen, l, (size_t)v * sizeof *pen);
+    for (int k = 0; k < 3; k++) {
+        top[k] = tu_argmax(pen, v);
+        pen[top[k]] = -INFINITY;
+    }
+    /* best three times, the second once, the third twice; window 8 holds all */
+    const int32_t seen[6] = {top[0], top[2], top[0], top[1], top[2], top[0]};
+    const int count[3] = {3, 1, 2};
+    for (size_t a = 0; a < sizeof freq / sizeof *freq; a++)
+        for (size_t b = 0; b < sizeof pres / sizeof *pres; b++) {
+            coli_sampler_params sp;
+            memcpy(pen, l, (size_t)v * sizeof *pen);
+            for (int k = 0; k < 3; k++)
+                pen[top[k]] -= (float)count[k] * freq[a] + pres[b];
+            for (int greedy = 1; greedy >= 0; greedy--) {
+                coli_sampler *s = NULL;
+                coli_sampler_params_init(&sp, sizeof sp);
+                sp.repeat_last_n = 8;
+                sp.frequency_penalty = freq[a];
+                sp.presence_penalty = pres[b];
+                sp.temperature = greedy ? 0.0f : 1.0f;
+                sp.top_k = greedy ? 0 : 5;
+                sp.seed = 7 + a * 3 + b;
+                ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
+                ck_assert_int_eq(coli_sampler_accept(s, seen, 6), COLI_OK);
+                ck_assert_int_eq(coli_sample(s, f.c, &tok), COLI_OK);
+                uint64_t st[4];
+                ref_seed(st, sp.seed);
+                ck_assert_msg(tok == ref_sample(pen, (size_t)v, &sp, st, c),
+                              "frequency %g presence %g greedy %d: token %d", (double)freq[a],
+                              (double)pres[b], greedy, tok);
+                coli_sampler_free(s);
+            }
+        }
+    /* A large presence penalty on the best token moves the greedy pick to
+     * the second; a negative one keeps the best. */
+    {
+        coli_sampler *s = NULL;
+        coli_sampler_params sp;
+        coli_sampler_params_init(&sp, sizeof sp);
+        sp.presence_penalty = 2.0f;
+        sp.frequency_penalty = 2.0f;
+        ck_assert_int_eq(coli_sampler_create(&sp, &s), COLI_OK);
+        ck_assert_int_eq(coli_sampler_accept(s, top, 1), COLI_OK);
+        ck_assert_int_eq(coli_sample(s, f.c, &tok), COLI_OK);
+        ck_assert_int_eq(tok, l[top[0]] - 4.0f < l[top[1]] ? top[1] : top[0]);
+        coli_sampler_free(s);
+    }
+    free(c);
+    free(pen);
+    fx_close(&f);
+}
+END_TEST
+
+/* ---- the text stream -------------------------------------------------------- */
+
+/* Pushes ids through a text stream (context: the prompt's tail), then
+ * flushes; the text concatenated into b. Returns the count of ids pushed
+ * up to and with the one that completed a stop string (n if none). */
+static size_t stream_text(coli_model *m, const int32_t *context, size_t n_context, const char *const *stop,
+                          size_t n_stop, const int32_t *ids, size_t n, text_buf *b)
+{
+    coli_text_stream *ts = NULL;
+    const char *t;
+    size_t len, i, used = n;
+    int stopped = 0;
+
+    memset(b, 0, sizeof *b);
+    ck_assert_int_eq(coli_text_stream_create(m, context, n_context, stop, n_stop, &ts), COLI_OK);
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(coli_text_stream_push(ts, ids[i], &t, &len, &stopped), COLI_OK);
+        collect(b, ids[i], t, len);
+        if (stopped) {
+            used = i + 1;
+            break;
+        }
+    }
+    ck_assert_int_eq(coli_text_stream_flush(ts, &t, &len), COLI_OK);
+    if (!stopped)
+        collect(b, -1, t, len);
+    else
+        ck_assert_uint_eq(len, 0);
+    coli_text_stream_free(ts);
+    return used;
+}
+
+/* The stream gives, for the ids coli_generate made, the text its on_token
+ * reported: without stop strings, with one, and for text whose
+ * characters are split across tokens. */
+START_TEST(test_text_stream)
+{
+    static const char *const names[] = {"qwen3_moe", "mixtral", "olmoe"};
+    static const char multi[] = "caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x99\x82!";
+    fixture f;
+    coli_sampler *s = greedy();
+    coli_generate_params p = params(40);
+    text_buf full, cut, st;
+    int32_t out[64], ids[64];
+    size_t n_full = 0, n = 0, n_ids = 0;
+    char stop[8];
+    const char *stops[2];
+    char whole[256];
+
+    fx_open(&f, names[_i], 0);
+    p.ignore_eos = 1;
+    p.on_token = collect;
+    memset(&full, 0, sizeof full);
+    p.user = &full;
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n_full, NULL), COLI_OK);
+    stream_text(f.m, f.prompt, f.n_prompt, NULL, 0, out, n_full, &st);
+    ck_assert_uint_eq(st.len, full.len);
+    ck_assert_str_eq(st.text, full.text);
+
+    /* a stop string from the middle of the text */
+    ck_assert_uint_ge(full.len, 12);
+    memcpy(stop, full.text + full.len / 2, 4);
+    stop[4] = '\0';
+    stops[0] = "\x01never";
+    stops[1] = stop;
+    p.stop = stops;
+    p.n_stop = 2;
+    memset(&cut, 0, sizeof cut);
+    p.user = &cut;
+    coli_context_reset(f.c);
+    coli_sampler_reset(s);
+    ck_assert_int_eq(coli_generate(f.c, f.prompt, f.n_prompt, s, &p, out, 64, &n, NULL), COLI_OK);
+    ck_assert_uint_eq(stream_text(f.m, f.prompt, f.n_prompt, stops, 2, out, n_full, &st), n);
+    ck_assert_uint_eq(st.len, cut.len);
+    ck_assert_str_eq(st.text, cut.text);
+    ck_assert_ptr_nonnull(strstr(full.text, stop));
+    ck_assert_uint_eq(cut.len, (size_t)(strstr(full.text, stop) - full.text));
+
+    /* characters of several bytes, split across tokens by byte-level BPE or
+     * byte fallback: the stream gives exactly the decoding of all of them */
+    ck_assert_int_eq(coli_tokenize(f.m, multi, strlen(multi), 0, ids, 64, &n_ids), COLI_OK);
+    ck_assert_int_eq(coli_detokenize(f.m, ids, n_ids, 1, whole, sizeof whole, &n), COLI_OK);
+    stream_text(f.m, NULL, 0, NULL, 0, ids, n_ids, &st);
+    ck_assert_str_eq(st.text, whole);
+    /* a stop string inside the multibyte text */
+    stops[0] = "\xe6\x96\x87";
+    stream_text(f.m, NULL, 0, stops, 1, ids, n_ids, &st);
+    ck_assert_ptr_nonnull(strstr(whole, stops[0]));
+    ck_assert_uint_eq(st.len, (size_t)(strstr(whole, stops[0]) - whole));
+    ck_assert_int_eq(memcmp(st.text, whole, st.len), 0);
+
+    /* refusals */
+    {
+        coli_text_stream *ts = NULL;
+        const char *t;
+        size_t len;
+        const char *empty[1] = {""};
+        ck_assert_int_eq(coli_text_stream_create(f.m, NULL, 0, empty, 1, &ts), COLI_EINVAL);
+        ck_assert_int_eq(coli_text_stream_create(f.m, NULL, 0, NULL, 0, NULL), COLI_EINVAL);
+        ck_assert_int_eq(coli_text_stream_create(f.m, NULL, 0, NULL, 0, &ts), COLI_OK);
+        ck_assert_int_eq(coli_text_stream_push(ts, -1, &t, &len, NULL), COLI_EINVAL);
+        ck_assert_int_eq(coli_text_stream_push(ts, f.info.vocab_size, &t, &len, NULL), COLI_EINVAL);
+        coli_text_stream_free(ts);
+        coli_text_stream_free(NULL);
+    }
+    coli_sampler_free(s);
+    fx_close(&f);
 }
 END_TEST
 
@@ -897,6 +1084,8 @@ static Suite *generate_suite(void)
     tcase_add_test(t, test_repeat_penalty);
     tcase_add_test(t, test_sampler_params_invalid);
     tcase_add_test(t, test_sampler_reference);
+    tcase_add_test(t, test_openai_penalties);
+    tcase_add_loop_test(t, test_text_stream, 0, 3);
     suite_add_tcase(s, t);
     return s;
 }

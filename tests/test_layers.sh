@@ -81,13 +81,26 @@ while IFS= read -r f; do
 done <"$tmp/libfiles"
 
 # ---- 2. includes in tools/ -------------------------------------------
-for f in "$srcdir"/tools/*.[ch]; do
+# tools/serve/ (coli serve and coli chat) is a folder of tools/: its files
+# include their own, those of tools/ ("../options.h") and the library's JSON
+# reader, which is compiled into coli ("io/json.h"); tools/ include their
+# own files and those of tools/serve/.
+for f in "$srcdir"/tools/*.[ch] "$srcdir"/tools/serve/*.[ch]; do
+	[ -f "$f" ] || continue
+	case $f in
+	*/tools/serve/*) here=$srcdir/tools/serve name=tools/serve/${f##*/} ;;
+	*) here=$srcdir/tools name=tools/${f##*/} ;;
+	esac
 	sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" >"$tmp/incs"
 	while IFS= read -r inc; do
-		case $inc in
-		colibri/colibri.h | config.h) ;;
-		*/*) fail "tools/${f##*/} includes \"$inc\": tools use the public header only" ;;
-		*) [ -f "$srcdir/tools/$inc" ] || fail "tools/${f##*/} includes \"$inc\", not a file of tools/" ;;
+		case $here:$inc in
+		*:colibri/colibri.h | *:config.h) ;;
+		*/tools/serve:../*/* | */tools/serve:serve/*) fail "$name includes \"$inc\": not a file of tools/" ;;
+		*/tools/serve:../*) [ -f "$srcdir/tools/${inc#../}" ] || fail "$name includes \"$inc\", not a file of tools/" ;;
+		*/tools/serve:io/json.h) ;;
+		*/tools:serve/*) [ -f "$srcdir/tools/$inc" ] || fail "$name includes \"$inc\", not a file of tools/serve/" ;;
+		*:*/*) fail "$name includes \"$inc\": tools use the public header only" ;;
+		*) [ -f "$here/$inc" ] || fail "$name includes \"$inc\", not a file of its folder" ;;
 		esac
 	done <"$tmp/incs"
 done

@@ -34,6 +34,8 @@
 #include "perplexity.h"
 #include "store_report.h"
 #include "mtp_report.h"
+#include "serve/chatcmd.h"
+#include "serve/serve.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -1878,6 +1880,119 @@ done:
     return rc;
 }
 
+/* ---- serve ---------------------------------------------------------------- */
+
+static const char serve_synopsis[] =
+    "Usage: coli serve [--model DIR] [--host ADDR] [--port N] [OPTION]...\n"
+    "Serve the model over HTTP with OpenAI's API: POST /v1/completions and\n"
+    "/v1/chat/completions (whole or streamed as server-sent events), GET\n"
+    "/v1/models, /health and /metrics, POST /tokenize, /detokenize and\n"
+    "/apply-template.";
+
+static const opthelp serve_options[] = {
+    H_MODEL,
+    {O_HOST, "address to listen on (default 127.0.0.1)"},
+    {O_PORT, "port to listen on; 0 = any free one, printed on\nstandard error (default 8080)"},
+    {O_PARALLEL, "slots: requests generated at once, in one batch\n(default 4)"},
+    {O_CTX_SIZE, "KV cache positions of each slot (each slot has its\nown cache; default: the model's "
+                 "maximum)"},
+    {O_QUEUE, "requests that may wait for a slot; more get 503\n(default 16)"},
+    {O_API_KEY, "require this key (Authorization: Bearer KEY or\nX-Api-Key: KEY); may be repeated; "
+                "/health stays\nopen"},
+    {O_API_KEY_FILE, "read the keys from FILE, one a line ('#' starts a\ncomment)"},
+    {O_MAX_BODY, "largest request body, in bytes (default 16 MiB)"},
+    {O_ALIAS, "the model's id in responses and /v1/models\n(default: the directory's name)"},
+    {O_CHAT_TEMPLATE_FILE, "the chat template (Jinja) in place of the model's"},
+    H_WEIGHTS,
+    H_Q4_GROUP,
+    H_THREADS,
+    H_CPU,
+    H_KV_TYPE,
+    H_GPU,
+    H_STORE,
+    {O_FORMAT, "text or json: the log line of each request on\nstandard error (default text)"},
+    H_VERBOSE,
+    H_END,
+};
+
+static const char serve_epilogue[] =
+    "Sampling defaults come from the model's generation_config.json (else\n"
+    "temperature 0.8, top-k 40, top-p 0.95); request fields override them.\n"
+    "Requests are logged on standard error. SIGINT or SIGTERM stops the server.\n";
+
+static int serve_open(void *user, coli_model **out)
+{
+    return open_model(user, out);
+}
+
+static int cmd_serve(const args *a)
+{
+    model_args m;
+    int rc;
+
+    if ((rc = parse_model_args(a, &m)) != 0)
+        return rc;
+    if (a->value[O_CTX_SIZE] != NULL) {
+        rc = option_in_bounds("--ctx-size", COLI_OPT_CONTEXT, a->value[O_CTX_SIZE], &m.context);
+        if (rc != 0)
+            return rc;
+        m.have_context = 1;
+    }
+    if (m.dir == NULL)
+        return runtime_error(COLI_ENOENT, "no demo model in " COLI_PKGDATADIR
+                                          "/demo (not installed?): give --model DIR or set "
+                                          "COLI_DEMO_MODEL");
+    return serve_run(a, m.dir, serve_open, &m);
+}
+
+/* ---- chat ----------------------------------------------------------------- */
+
+static const char chat_synopsis[] =
+    "Usage: coli chat [--model DIR] [--system TEXT] [OPTION]...\n"
+    "Talk with the model: each line of standard input is a turn, rendered with\n"
+    "the history through the model's chat template (as coli serve does) and\n"
+    "answered on standard output. /clear forgets the history; /exit or the end\n"
+    "of input ends.";
+
+static const opthelp chat_options[] = {
+    H_MODEL,
+    {O_SYSTEM, "the system message that opens the conversation"},
+    {O_CHAT_TEMPLATE_FILE, "the chat template (Jinja) in place of the model's"},
+    {O_MAX_TOKENS, "at most N tokens a reply (default 1024)"},
+    {O_TEMPERATURE, "sampling temperature; 0 = greedy (default: the\nmodel's generation_config.json, else 0.8)"},
+    {O_TOP_K, "keep the K most likely tokens; 0 = off (default: the\nmodel's, else 40)"},
+    {O_TOP_P, "nucleus sampling mass; 1 = off (default: the\nmodel's, else 0.95)"},
+    {O_MIN_P, "drop tokens less likely than P times the most\nlikely one (default: the model's, else 0)"},
+    {O_REPEAT_PENALTY, "penalise tokens seen among the last 64 (default:\nthe model's, else 1)"},
+    {O_SEED, "random seed (default 0)"},
+    H_WEIGHTS,
+    H_Q4_GROUP,
+    H_THREADS,
+    H_CONTEXT,
+    H_CPU,
+    H_KV_TYPE,
+    H_GPU,
+    H_STORE,
+    {O_FORMAT, "text (each reply as it comes) or json (each reply\nwhole, an object a line) (default text)"},
+    H_VERBOSE,
+    H_END,
+};
+
+static int cmd_chat(const args *a)
+{
+    model_args m;
+    coli_model *model = NULL;
+    int rc;
+
+    if ((rc = parse_model_args(a, &m)) != 0)
+        return rc;
+    if (open_model(&m, &model) != 0)
+        return 1;
+    rc = chat_run(a, model, m.dir);
+    coli_model_free(model);
+    return rc;
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 static const command g_commands[] = {
@@ -1900,6 +2015,9 @@ static const command g_commands[] = {
      convert_options, convert_epilogue, cmd_convert},
     {"gpu", "list the GPU tier and the devices it sees", gpu_synopsis, gpu_options, gpu_epilogue,
      cmd_gpu},
+    {"serve", "serve the model over HTTP with OpenAI's API", serve_synopsis, serve_options, serve_epilogue,
+     cmd_serve},
+    {"chat", "talk with the model through its chat template", chat_synopsis, chat_options, NULL, cmd_chat},
 };
 
 #define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])

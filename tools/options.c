@@ -81,6 +81,17 @@ const optdef cli_opts[O_COUNT] = {
     [O_MTP_TOKENS] = {"--mtp-tokens", 0, "K", 0},
     [O_NO_MTP_GUARD] = {"--no-mtp-guard", 0, NULL, 0},
     [O_STREAMS] = {"--streams", 0, "N", 0},
+    [O_HOST] = {"--host", 0, "ADDR", 0},
+    [O_PORT] = {"--port", 0, "N", 0},
+    [O_PARALLEL] = {"--parallel", 0, "N", 0},
+    [O_CTX_SIZE] = {"--ctx-size", 0, "N", 0},
+    [O_QUEUE] = {"--queue", 0, "N", 0},
+    [O_API_KEY] = {"--api-key", 0, "KEY", 1},
+    [O_API_KEY_FILE] = {"--api-key-file", 0, "FILE", 0},
+    [O_MAX_BODY] = {"--max-body", 0, "BYTES", 0},
+    [O_ALIAS] = {"--alias", 0, "NAME", 0},
+    [O_CHAT_TEMPLATE_FILE] = {"--chat-template-file", 0, "FILE", 0},
+    [O_SYSTEM] = {"--system", 0, "TEXT", 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */

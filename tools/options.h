@@ -77,6 +77,17 @@ enum opt_id {
     O_MTP_TOKENS,
     O_NO_MTP_GUARD,
     O_STREAMS,
+    O_HOST,
+    O_PORT,
+    O_PARALLEL,
+    O_CTX_SIZE,
+    O_QUEUE,
+    O_API_KEY,
+    O_API_KEY_FILE,
+    O_MAX_BODY,
+    O_ALIAS,
+    O_CHAT_TEMPLATE_FILE,
+    O_SYSTEM,
     O_COUNT
 };
 

@@ -597,6 +597,28 @@ COLI_API coli_status coli_generate(coli_context *ctx, const int32_t *prompt, siz
                                    coli_sampler *sampler, const coli_generate_params *params,
                                    int32_t *out, size_t cap, size_t *n_out, coli_stop_reason *reason);
 
+/* ---- streamed text ---------------------------------------------------- */
+
+typedef struct coli_text_stream coli_text_stream;
+/* Streamed text of generated tokens exactly as coli_generate reports it to
+ * on_token: decoded in the context of up to a few previous ids (context,
+ * n_context: the prompt's tail), only text later tokens cannot change,
+ * special tokens skipped, and with stop strings the text ends just before
+ * the first occurrence of any of them (text that may begin one is held
+ * back). stop may be NULL; the strings are copied. For callers that drive
+ * generation themselves (coli_eval_batch). */
+COLI_API coli_status coli_text_stream_create(coli_model *model, const int32_t *context, size_t n_context,
+                                             const char *const *stop, size_t n_stop, coli_text_stream **out);
+/* Adds a generated token. *text and *len: the newly reportable text (owned by
+ * the stream, valid until the next call); *stopped: 1 once a stop string
+ * is complete (nothing after it is reported). */
+COLI_API coli_status coli_text_stream_push(coli_text_stream *s, int32_t token, const char **text, size_t *len,
+                                           int *stopped);
+/* At the end of generation: the text still held back (a partial stop
+ * string, an unfinished character). */
+COLI_API coli_status coli_text_stream_flush(coli_text_stream *s, const char **text, size_t *len);
+COLI_API void coli_text_stream_free(coli_text_stream *s);
+
 /* ---- statistics ------------------------------------------------------ */
 
 /* A versioned output struct: set struct_size to sizeof(coli_stats). */

@@ -9,6 +9,7 @@
 #include "model/finite.h"
 #include "model/sampler.h"
 #include "model/speculate.h"
+#include "model/textstream.h"
 
 static double now_s(void)
 {
@@ -198,177 +199,22 @@ COLI_API coli_status coli_sample(coli_sampler *s, const coli_context *c, int32_t
     return coli__sample_logits(s, c->logits, (size_t)c->m->cfg.vocab, token, &err);
 }
 
-/* Length of the longest prefix of s[0..n) that does not end inside an
- * unfinished UTF-8 sequence or in a replacement character standing for one. */
-static size_t stable_prefix(const char *s, size_t n)
-{
-    size_t i = n;
-    /* A trailing U+FFFD may become a real character once more bytes come. */
-    while (i >= 3 && (unsigned char)s[i - 3] == 0xEF && (unsigned char)s[i - 2] == 0xBF &&
-           (unsigned char)s[i - 1] == 0xBD)
-        i -= 3;
-    size_t j = i, back = 0;
-    while (j > 0 && back < 4 && ((unsigned char)s[j - 1] & 0xC0) == 0x80) {
-        j--;
-        back++;
-    }
-    if (j > 0) {
-        unsigned char lead = (unsigned char)s[j - 1];
-        size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-        if (need > back + 1)
-            return j - 1;
-    }
-    return i;
-}
-
-/* Streaming text: the generated tokens are decoded together with a few
- * tokens before them, so that decoders which look at neighbours (Metaspace
- * spaces, byte fallback) give the same text as decoding the whole sequence;
- * only text that later tokens cannot change is reported. */
-#define STREAM_CTX 4
-
-typedef struct gen_text {
-    coli__ids ids;   /* up to STREAM_CTX prompt tokens, then the generated ones */
-    size_t base;     /* ids[base..] hold text not yet wholly reported */
-    size_t done;     /* bytes of that text already reported */
-    coli__buf prev, full;
-    /* stop strings */
-    const char *const *stop;
-    size_t n_stop;
-    coli__buf held;  /* decoded text not yet reported: it may begin a stop string */
-} gen_text;
-
-static coli_status push_id(coli_context *c, coli__ids *v, int32_t id)
-{
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 64;
-        int32_t *p = realloc(v->v, cap * sizeof *p);
-        if (!p)
-            return coli__fail(&c->err, COLI_ENOMEM, "out of memory streaming generated text");
-        v->v = p;
-        v->cap = cap;
-    }
-    v->v[v->n++] = id;
-    return COLI_OK;
-}
-
-/* Position of the first occurrence of any stop string in s[0..n), or n. */
-static size_t find_stop(const gen_text *g, const char *s, size_t n)
-{
-    size_t best = n;
-    for (size_t k = 0; k < g->n_stop; k++) {
-        size_t m = strlen(g->stop[k]);
-        for (size_t i = 0; m > 0 && i + m <= n && i < best; i++)
-            if (memcmp(s + i, g->stop[k], m) == 0) {
-                best = i;
-                break;
-            }
-    }
-    return best;
-}
-
-/* Length of the longest tail of s[0..n) that is a proper prefix of a stop
- * string: text that later tokens may turn into a stop. */
-static size_t stop_tail(const gen_text *g, const char *s, size_t n)
-{
-    size_t best = 0;
-    for (size_t k = 0; k < g->n_stop; k++) {
-        size_t m = strlen(g->stop[k]);
-        for (size_t t = m > n + 1 ? n : m - 1; t > best; t--)
-            if (memcmp(s + n - t, g->stop[k], t) == 0) {
-                best = t;
-                break;
-            }
-    }
-    return best;
-}
-
-/* Passes new text through the stop strings: out and out_len receive what
- * may be reported now; *hit is set when a stop string was reached. */
-static coli_status stop_filter(coli_context *c, gen_text *g, const char *piece, size_t len, int final,
-                               const char **out, size_t *out_len, int *hit)
-{
-    *hit = 0;
-    if (g->n_stop == 0) {
-        *out = piece;
-        *out_len = len;
-        return COLI_OK;
-    }
-    /* held keeps only a few bytes: reported text is dropped after each call */
-    if (g->held.n + len + 1 > g->held.cap) {
-        size_t cap = 2 * (g->held.n + len + 1);
-        char *p = realloc(g->held.p, cap);
-        if (!p)
-            return coli__fail(&c->err, COLI_ENOMEM, "out of memory checking stop strings");
-        g->held.p = p;
-        g->held.cap = cap;
-    }
-    if (len)
-        memcpy(g->held.p + g->held.n, piece, len);
-    g->held.n += len;
-    const char *h = g->held.p ? g->held.p : "";
-    size_t n = g->held.n, at = find_stop(g, h, n);
-    size_t give = at < n ? at : final ? n : n - stop_tail(g, h, n);
-    *hit = at < n;
-    *out = h;
-    *out_len = give;
-    return COLI_OK;
-}
-
-/* Drops the reported head of held (after the callback has seen it). */
-static void stop_consume(gen_text *g, size_t n)
-{
-    if (g->n_stop == 0 || n == 0)
-        return;
-    memmove(g->held.p, g->held.p + n, g->held.n - n);
-    g->held.n -= n;
-}
-
-/* Reports token to the callback with the text it completes; final: no
+/* Reports tok to the callback with the text it completes; final: no
  * token follows, so everything left is reported. *hit: a stop string was
  * reached (the text before it has been reported). */
-static coli_status emit(coli_context *c, gen_text *g, int32_t tok, int final, coli_token_fn fn, void *user,
+static coli_status emit(coli_context *c, coli__textstream *g, int32_t tok, int final, coli_token_fn fn, void *user,
                         int *stop, int *hit)
 {
     *stop = 0;
     *hit = 0;
     if (!fn && g->n_stop == 0)
         return COLI_OK;
-    const char *piece = "";
-    size_t len = 0;
-    const coli__tokenizer *tk = c->m->tok;
-    /* ids past the tokenizer's vocabulary (padding) have no text */
-    if (tk && (size_t)tok < coli__tok_vocab_size(tk)) {
-        COLI_TRY(push_id(c, &g->ids, tok));
-        size_t ctx = g->base > STREAM_CTX ? g->base - STREAM_CTX : 0;
-        g->prev.n = g->full.n = 0;
-        COLI_TRY(coli__tok_decode(tk, g->ids.v + ctx, g->base - ctx, 1, &g->prev, &c->err));
-        COLI_TRY(coli__tok_decode(tk, g->ids.v + ctx, g->ids.n - ctx, 1, &g->full, &c->err));
-        size_t skip = 0;
-        while (skip < g->prev.n && skip < g->full.n && g->prev.p[skip] == g->full.p[skip])
-            skip++;
-        const char *text = g->full.p ? g->full.p + skip : "";
-        size_t n = g->full.n - skip;
-        /* A trailing byte-fallback token may join the next ones into one
-         * character (or into U+FFFD): hold its text back. */
-        int open = !final && coli__tok_is_byte(tk, tok);
-        size_t ok = final ? n : open ? g->done : stable_prefix(text, n);
-        if (ok > g->done) {
-            piece = text + g->done;
-            len = ok - g->done;
-            g->done = ok;
-        }
-        if (!open && ok == n) { /* everything so far is settled */
-            g->base = g->ids.n;
-            g->done = 0;
-        }
-    }
     const char *text = "";
     size_t n = 0;
-    COLI_TRY(stop_filter(c, g, piece, len, final, &text, &n, hit));
+    COLI_TRY(coli__ts_push(g, tok, final, &text, &n, hit, &c->err));
     if (fn)
         *stop = fn(user, tok, n ? text : "", n) != 0;
-    stop_consume(g, n);
+    coli__ts_consume(g, n);
     return COLI_OK;
 }
 
@@ -398,7 +244,7 @@ COLI_API void coli_generate_params_init(coli_generate_params *p, size_t struct_s
 /* One call of coli_generate: what its steps share. */
 typedef struct gen_run {
     coli_context *c;
-    gen_text *g;
+    coli__textstream *g;
     const coli_generate_params *p;
     coli_sampler *sampler;
     int32_t *out;
@@ -500,17 +346,11 @@ COLI_API coli_status coli_generate(coli_context *c, const int32_t *prompt, size_
         return ctx_fail(c, coli__fail(&c->err, COLI_EINVAL,
                                       "coli_generate: empty prompt and no evaluated position to continue"));
     COLI_TRY(coli_sampler_accept(sampler, prompt, n_prompt));
-    gen_text g;
-    memset(&g, 0, sizeof g);
-    g.stop = params->stop;
-    g.n_stop = params->n_stop;
-    coli_status st = COLI_OK;
+    coli__textstream g;
+    /* the last prompt tokens give the decoders their left context */
+    coli_status st = coli__ts_init(&g, c->m->tok, prompt, n_prompt, params->stop, params->n_stop, &c->err);
     gen_run r = {.c = c, .g = &g, .p = params, .sampler = sampler, .out = out, .cap = cap,
                  .max = params->max_tokens, .why = COLI_STOP_LENGTH};
-    /* the last prompt tokens give the decoders their left context */
-    for (size_t i = n_prompt > STREAM_CTX ? n_prompt - STREAM_CTX : 0; i < n_prompt && st == COLI_OK; i++)
-        st = push_id(c, &g.ids, prompt[i]);
-    g.base = g.ids.n;
     int32_t tok = 0;
     int next = r.max ? GEN_ON : GEN_END;
     if (st == COLI_OK && next == GEN_ON)
@@ -538,10 +378,7 @@ COLI_API coli_status coli_generate(coli_context *c, const int32_t *prompt, size_
     }
     size_t count = r.count;
     coli_stop_reason why = r.why;
-    coli__ids_free(&g.ids);
-    coli__buf_free(&g.prev);
-    coli__buf_free(&g.full);
-    coli__buf_free(&g.held);
+    coli__ts_free(&g);
     if (n_out)
         *n_out = count;
     if (st != COLI_OK)

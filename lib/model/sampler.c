@@ -1,5 +1,5 @@
-/* sampler.c - repetition penalty, greedy, temperature, top-k, top-p and
- * min-p sampling.
+/* sampler.c - repetition, frequency and presence penalties, greedy,
+ * temperature, top-k, top-p and min-p sampling.
  *
  * The random stream is xoshiro256** seeded through splitmix64, so a seed
  * gives the same tokens on every platform. */
@@ -24,6 +24,7 @@ struct coli_sampler {
     size_t cap;
     float *pen;     /* penalised copy of the logits */
     uint8_t *mark;  /* tokens already penalised in this step */
+    uint32_t *count; /* occurrences of each token in the history (frequency penalty) */
     size_t pen_cap;
     int32_t *hist;  /* ring of the last p.repeat_last_n tokens seen */
     size_t n_hist, head;
@@ -95,13 +96,16 @@ COLI_API coli_status coli_sampler_create(const coli_sampler_params *params, coli
     COLI_TRY(coli__sized_in(&p, params, sizeof p, COLI__SAMPLER_PARAMS_V1, "coli_sampler_params", NULL));
     if (!isfinite(p.temperature) || !(p.top_p > 0.0f) || !isfinite(p.top_p) || !(p.min_p >= 0.0f) ||
         !(p.min_p <= 1.0f) || !(p.repeat_penalty > 0.0f) || !isfinite(p.repeat_penalty) ||
-        p.repeat_last_n < 0 || p.repeat_last_n > (1 << 20))
+        p.repeat_last_n < 0 || p.repeat_last_n > (1 << 20) || !(p.frequency_penalty >= -2.0f) ||
+        !(p.frequency_penalty <= 2.0f) || !(p.presence_penalty >= -2.0f) || !(p.presence_penalty <= 2.0f))
         return COLI_EINVAL;
     coli_sampler *s = calloc(1, sizeof *s);
     if (!s)
         return COLI_ENOMEM;
     s->p = p;
-    if (p.repeat_penalty != 1.0f && p.repeat_last_n > 0 &&
+    /* the history exists when any penalty reads it */
+    int any = p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+    if (any && p.repeat_last_n > 0 &&
         !(s->hist = malloc((size_t)p.repeat_last_n * sizeof *s->hist))) {
         free(s);
         return COLI_ENOMEM;
@@ -119,11 +123,12 @@ COLI_API void coli_sampler_free(coli_sampler *s)
     free(s->c2);
     free(s->pen);
     free(s->mark);
+    free(s->count);
     free(s->hist);
     free(s);
 }
 
-/* Remembers a token for the repetition penalty (a no-op when it is off). */
+/* Remembers a token for the penalties (a no-op when they are off). */
 static void remember(coli_sampler *s, int32_t tok)
 {
     if (!s->hist)
@@ -266,36 +271,55 @@ static void sort_all(cand *c, size_t n, cand *t)
     /* four passes: the sorted values are back in the caller's c */
 }
 
-/* The logits with the repetition penalty applied, or logits itself when
- * it is off or nothing is remembered yet. NULL if memory runs out. */
+/* Grows the per-token scratch of the penalties to n tokens. */
+static int pen_room(coli_sampler *s, size_t n)
+{
+    if (s->pen_cap >= n)
+        return 1;
+    float *pen = realloc(s->pen, n * sizeof *pen);
+    if (!pen)
+        return 0;
+    s->pen = pen;
+    uint8_t *mark = realloc(s->mark, n);
+    if (!mark)
+        return 0;
+    s->mark = mark;
+    memset(s->mark, 0, n);
+    uint32_t *count = realloc(s->count, n * sizeof *count);
+    if (!count)
+        return 0;
+    s->count = count;
+    memset(s->count, 0, n * sizeof *count);
+    s->pen_cap = n;
+    return 1;
+}
+
+/* The logits with the penalties applied (steps 1 and 1b), or logits
+ * itself when they are off or nothing is remembered yet. NULL if memory
+ * runs out. mark and count are all zero between calls. */
 static const float *penalised(coli_sampler *s, const float *logits, size_t n)
 {
     if (!s->hist || s->n_hist == 0)
         return logits;
-    if (s->pen_cap < n) {
-        float *pen = realloc(s->pen, n * sizeof *pen);
-        if (!pen)
-            return NULL;
-        s->pen = pen;
-        uint8_t *mark = realloc(s->mark, n);
-        if (!mark)
-            return NULL;
-        s->mark = mark;
-        memset(s->mark, 0, n);
-        s->pen_cap = n;
-    }
+    if (!pen_room(s, n))
+        return NULL;
     memcpy(s->pen, logits, n * sizeof *s->pen);
-    float r = s->p.repeat_penalty;
+    float r = s->p.repeat_penalty, fp = s->p.frequency_penalty, pp = s->p.presence_penalty;
+    for (size_t i = 0; i < s->n_hist; i++)
+        if ((size_t)s->hist[i] < n)
+            s->count[s->hist[i]]++;
     for (size_t i = 0; i < s->n_hist; i++) {
         int32_t t = s->hist[i];
         if ((size_t)t >= n || s->mark[t])
             continue;
         s->mark[t] = 1; /* each distinct token once */
-        s->pen[t] = s->pen[t] > 0.0f ? s->pen[t] / r : s->pen[t] * r;
+        if (r != 1.0f)
+            s->pen[t] = s->pen[t] > 0.0f ? s->pen[t] / r : s->pen[t] * r;
+        s->pen[t] -= (float)s->count[t] * fp + pp;
     }
     for (size_t i = 0; i < s->n_hist; i++)
         if ((size_t)s->hist[i] < n)
-            s->mark[s->hist[i]] = 0;
+            s->mark[s->hist[i]] = 0, s->count[s->hist[i]] = 0;
     return s->pen;
 }
 
@@ -380,7 +404,7 @@ coli_status coli__sample_logits(coli_sampler *s, const float *logits, size_t n, 
                           isnan(logits[bad]) ? "NaN" : "infinite");
     const float *l = penalised(s, logits, n);
     if (!l)
-        return coli__fail(err, COLI_ENOMEM, "sampling: out of memory for the repetition penalty");
+        return coli__fail(err, COLI_ENOMEM, "sampling: out of memory for the penalties");
     coli_status st = pick(s, l, n, token);
     if (st != COLI_OK)
         return coli__fail(err, st, "sampling: out of memory for %zu candidates", n);

@@ -1,0 +1,74 @@
+/*
+ * server.h - the state `coli serve` shares between its files: settings,
+ * the model once it is open, the scheduler, the chat template; and the
+ * request the HTTP layer hands to an endpoint.
+ */
+#ifndef COLI_SERVE_SERVER_H
+#define COLI_SERVE_SERVER_H
+
+#include <colibri/colibri.h>
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "apierr.h"
+#include "chat.h"
+#include "sched.h"
+
+struct MHD_Daemon;
+struct MHD_Connection;
+struct MHD_Response;
+
+typedef struct server {
+    /* settings */
+    const char *host;
+    int port;
+    size_t max_body;
+    char **keys;             /* API keys; none: open */
+    size_t n_keys;
+    const char *model_name;  /* --alias or the model directory's name */
+    int parallel, queue;
+    int json_log;            /* --format json: a JSON object per request on stderr */
+    /* state */
+    atomic_int ready;        /* 1 once the model is open and the slots run */
+    coli_model *model;
+    sched *sched;
+    chat_tmpl tmpl;
+    coli_sampler_params defaults;
+    long long started;       /* Unix seconds */
+    struct MHD_Daemon *daemon;
+} server;
+
+/* A request as an endpoint sees it: the whole body has arrived. */
+typedef struct request {
+    server *srv;
+    struct MHD_Connection *conn;
+    const char *body;
+    size_t len;
+} request;
+
+/* An endpoint: fills *resp and returns the HTTP status. */
+typedef int (*endpoint_fn)(const request *rq, struct MHD_Response **resp);
+
+/* Responses (reply.c): body is malloc'd and taken over. */
+struct MHD_Response *reply_json(char *body, size_t len);
+int reply_error(const apierr *e, struct MHD_Response **resp);
+
+/* Endpoints (endpoints.c, generate.c). */
+int ep_health(const request *rq, struct MHD_Response **resp);
+int ep_models(const request *rq, struct MHD_Response **resp);
+int ep_metrics(const request *rq, struct MHD_Response **resp);
+int ep_tokenize(const request *rq, struct MHD_Response **resp);
+int ep_detokenize(const request *rq, struct MHD_Response **resp);
+int ep_apply_template(const request *rq, struct MHD_Response **resp);
+int ep_completions(const request *rq, struct MHD_Response **resp);
+int ep_chat(const request *rq, struct MHD_Response **resp);
+
+/* The HTTP daemon (http.c): listens at once (the model may still be
+ * opening: /health says 503 until ready). 0, or -1 with a message. */
+int http_start(server *s, char *err, size_t errcap);
+void http_stop(server *s);
+/* The port it listens on (for --port 0). */
+int http_port(const server *s);
+
+#endif
