@@ -31,40 +31,7 @@ if ! command -v curl >/dev/null 2>&1; then
 	echo "SKIP: curl is not installed"
 	exit 77
 fi
-
-pids=
-cleanup() {
-	for p in $pids; do
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# start NAME OPTIONS...: starts a server (log in $tmp/NAME.log) and waits
-# for its /health; sets $base to its URL.
-start() {
-	name=$1
-	shift
-	"$COLI" serve --model "$demo" --port 0 --threads 1 "$@" >"$tmp/$name.log" 2>&1 &
-	pids="$pids $!"
-	servers="${servers:-} $name:$!"
-	base=
-	i=0
-	while [ $i -lt 100 ]; do
-		port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\)/.*|\1|p' "$tmp/$name.log" 2>/dev/null)
-		if [ -n "$port" ] && [ "$(curl -s "http://127.0.0.1:$port/health")" = '{"status":"ok"}' ]; then
-			base=http://127.0.0.1:$port
-			return 0
-		fi
-		i=$((i + 1))
-		sleep 0.1
-	done
-	fail "$name: the server did not become healthy"
-	sed 's/^/    /' "$tmp/$name.log"
-	return 1
-}
+. "$(dirname "$0")/serve_lib.sh" # start, and every server stopped on exit
 
 # post PATH BODY [CURL OPTIONS...]: the response in $out, its status in $code.
 post() {

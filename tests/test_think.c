@@ -53,11 +53,46 @@ START_TEST(test_think_splits)
 }
 END_TEST
 
+/* A prompt that opens the block: the reply begins inside it. */
+START_TEST(test_think_opened)
+{
+    ck_assert_int_eq(think_opened("<|im_start|>assistant\n<think>\n", 30), 1);
+    ck_assert_int_eq(think_opened("x<think>", 8), 1);
+    ck_assert_int_eq(think_opened("<think></think>\n\n", 17), 0);
+    ck_assert_int_eq(think_opened("think>", 6), 0);
+    ck_assert_int_eq(think_opened("", 0), 0);
+    const char *reply = "the reasons</think>\n\nthe answer";
+    size_t n = strlen(reply);
+    for (size_t a = 0; a <= n; a++) {
+        think t;
+        sbuf r = {0}, k = {0};
+        think_start(&t, 1);
+        think_feed(&t, reply, a, 0, &r, &k);
+        think_feed(&t, reply + a, n - a, 1, &r, &k);
+        ck_assert_str_eq(r.p ? r.p : "", "the reasons");
+        ck_assert_str_eq(k.p ? k.p : "", "the answer");
+        think_free(&t);
+        sbuf_free(&r);
+        sbuf_free(&k);
+    }
+    /* never closed: all of it is reasoning */
+    think t;
+    sbuf r = {0}, k = {0};
+    think_start(&t, 1);
+    think_feed(&t, "still thinking", 14, 1, &r, &k);
+    ck_assert_str_eq(r.p ? r.p : "", "still thinking");
+    ck_assert_ptr_null(k.p);
+    think_free(&t);
+    sbuf_free(&r);
+}
+END_TEST
+
 static Suite *think_suite(void)
 {
     Suite *s = suite_create("think");
     TCase *t = tcase_create("think");
     tcase_add_loop_test(t, test_think_splits, 0, (int)(sizeof g_cases / sizeof g_cases[0]));
+    tcase_add_test(t, test_think_opened);
     suite_add_tcase(s, t);
     return s;
 }

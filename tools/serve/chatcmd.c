@@ -172,6 +172,7 @@ static int turn_run(coli_model *m, coli_context *ctx, coli_sampler *smp, const c
     cap = len + 8;
     int32_t *ids = xrealloc(NULL, cap * sizeof *ids);
     coli_status st = coli_tokenize(m, prompt, len, 0, ids, cap, &n);
+    int opened = think_opened(prompt, len);
     free(prompt);
     size_t room = coli_context_capacity(ctx);
     if (st != COLI_OK || n == 0 || n >= room) {
@@ -223,7 +224,7 @@ static int turn_run(coli_model *m, coli_context *ctx, coli_sampler *smp, const c
     /* the history keeps the answer, not the reasoning (as templates drop it) */
     think th;
     sbuf reasoning = {0}, content = {0};
-    memset(&th, 0, sizeof th);
+    think_start(&th, opened);
     think_feed(&th, r.text.p ? r.text.p : "", r.text.n, 1, &reasoning, &content);
     convo_add(c, 1, content.p ? content.p : "", content.n);
     if (json)

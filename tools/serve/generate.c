@@ -224,7 +224,7 @@ static int whole(const request *rq, job *j, const resp_meta *meta, int logprobs,
     sbuf content = {0}, reasoning = {0};
     think th;
     memset(&piece, 0, sizeof piece);
-    memset(&th, 0, sizeof th);
+    think_start(&th, meta->thinking);
     if (meta->chat) {
         think_feed(&th, text.p ? text.p : "", text.n, 1, &reasoning, &content);
         piece.content = content.p;
@@ -312,6 +312,7 @@ static int generate(const request *rq, int chat, struct MHD_Response **resp)
     if (api_parse(rq->body, rq->len, chat, &s->tmpl, &s->defaults, &r, &e) != 0)
         return reply_error(&e, resp);
     job *j = make_job(rq, &r, chat, &e);
+    int opened = chat && think_opened(r.prompt, r.prompt_len);
     int stream_it = r.stream, include_usage = r.include_usage, logprobs = r.top_logprobs >= 0;
     api_req_free(&r);
     if (!j)
@@ -322,6 +323,7 @@ static int generate(const request *rq, int chat, struct MHD_Response **resp)
         return reply_error(&e, resp);
     }
     resp_meta_init(&meta, chat, s->model_name);
+    meta.thinking = opened;
     if (!stream_it) {
         int status = whole(rq, j, &meta, logprobs, resp);
         job_unref(j);
@@ -336,6 +338,7 @@ static int generate(const request *rq, int chat, struct MHD_Response **resp)
     }
     st->j = j;
     st->meta = meta;
+    think_start(&st->th, meta.thinking);
     st->include_usage = include_usage;
     st->logprobs = logprobs;
     *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st, stream_free);

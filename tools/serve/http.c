@@ -27,7 +27,7 @@
 
 typedef struct route {
     const char *path;        /* without the /v1 prefix */
-    int v1_only;             /* 1: only under /v1; 0: with or without it */
+    int v1_only;             /* 1: only under /v1; 0: with or without it; 2: never under /v1 */
     const char *method;
     endpoint_fn fn;
     int open;                /* 1: no API key needed */
@@ -42,6 +42,11 @@ static const route g_routes[] = {
     {"/tokenize", 0, "POST", ep_tokenize, 0},
     {"/detokenize", 0, "POST", ep_detokenize, 0},
     {"/apply-template", 0, "POST", ep_apply_template, 0},
+    /* the chat page: open, as a browser sends no key for it (the page
+     * sends the one its user types) */
+    {"/", 2, "GET", ep_web_index, 1},
+    {"/chat.js", 2, "GET", ep_web_js, 1},
+    {"/chat.css", 2, "GET", ep_web_css, 1},
 };
 
 /* One request's state across the calls MHD makes for it. */
@@ -86,7 +91,8 @@ static const route *find_route(const char *url, const char *method, int *wrong_m
     const char *path = strncmp(url, "/v1/", 4) == 0 ? url + 3 : url;
     *wrong_method = 0;
     for (size_t i = 0; i < sizeof g_routes / sizeof g_routes[0]; i++) {
-        if (strcmp(path, g_routes[i].path) != 0 || (g_routes[i].v1_only && path == url))
+        if (strcmp(path, g_routes[i].path) != 0 || (g_routes[i].v1_only == 1 && path == url) ||
+            (g_routes[i].v1_only == 2 && path != url))
             continue;
         if (strcmp(method, g_routes[i].method) == 0 ||
             (strcmp(method, "HEAD") == 0 && strcmp(g_routes[i].method, "GET") == 0))

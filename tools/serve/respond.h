@@ -13,6 +13,7 @@ typedef struct resp_meta {
     long long created;    /* Unix seconds */
     const char *model;
     int chat;
+    int thinking;         /* the chat prompt opened a <think> block (think.h) */
 } resp_meta;
 
 typedef struct resp_usage {

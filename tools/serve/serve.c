@@ -140,6 +140,7 @@ int serve_run(const args *a, const char *dir, serve_open_fn open, void *user)
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    web_load(&s, a->value[O_WEB_DIR]);
     if (http_start(&s, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", cli_prog, err);
         goto out;
@@ -168,6 +169,7 @@ out:
     atomic_store(&s.ready, 0);
     sched_stop(s.sched); /* waiting requests end with an error */
     http_stop(&s);
+    web_free(&s);
     sched_free(s.sched);
     chat_tmpl_free(&s.tmpl);
     coli_model_free(s.model);

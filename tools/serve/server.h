@@ -19,6 +19,9 @@ struct MHD_Daemon;
 struct MHD_Connection;
 struct MHD_Response;
 
+/* The chat page's files (web.c). */
+#define WEB_FILES 3
+
 typedef struct server {
     /* settings */
     const char *host;
@@ -37,6 +40,8 @@ typedef struct server {
     coli_sampler_params defaults;
     long long started;       /* Unix seconds */
     struct MHD_Daemon *daemon;
+    char *web[WEB_FILES];    /* the chat page, or NULL (web.c) */
+    size_t web_len[WEB_FILES];
 } server;
 
 /* A request as an endpoint sees it: the whole body has arrived. */
@@ -63,6 +68,14 @@ int ep_detokenize(const request *rq, struct MHD_Response **resp);
 int ep_apply_template(const request *rq, struct MHD_Response **resp);
 int ep_completions(const request *rq, struct MHD_Response **resp);
 int ep_chat(const request *rq, struct MHD_Response **resp);
+
+/* The chat page (web.c): its files from dir (NULL: COLI_WEB_DIR, else the
+ * installed page), or none with a warning. */
+void web_load(server *s, const char *dir);
+void web_free(server *s);
+int ep_web_index(const request *rq, struct MHD_Response **resp);
+int ep_web_js(const request *rq, struct MHD_Response **resp);
+int ep_web_css(const request *rq, struct MHD_Response **resp);
 
 /* The HTTP daemon (http.c): listens at once (the model may still be
  * opening: /health says 503 until ready). 0, or -1 with a message. */

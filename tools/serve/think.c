@@ -30,6 +30,21 @@ static void to_content(think *t, const char *s, size_t n, sbuf *content)
     sbuf_add(content, s, n);
 }
 
+int think_opened(const char *prompt, size_t len)
+{
+    size_t m = strlen(OPEN);
+    while (len && (prompt[len - 1] == ' ' || prompt[len - 1] == '\n' || prompt[len - 1] == '\r' ||
+                   prompt[len - 1] == '\t'))
+        len--;
+    return len >= m && memcmp(prompt + len - m, OPEN, m) == 0;
+}
+
+void think_start(think *t, int opened)
+{
+    memset(t, 0, sizeof *t);
+    t->state = opened ? 1 : 0;
+}
+
 void think_feed(think *t, const char *s, size_t n, int final, sbuf *reasoning, sbuf *content)
 {
     if (t->state == 2) {

@@ -14,6 +14,14 @@ typedef struct think {
     sbuf hold;
 } think;
 
+/* 1 when the prompt (trailing blanks aside) ends with <think>: templates
+ * of models that always think open the block themselves, and the reply
+ * begins inside it. */
+int think_opened(const char *prompt, size_t len);
+/* A splitter for a reply whose prompt opened the block (opened = 1) or
+ * not. */
+void think_start(think *t, int opened);
+
 /* Feeds text; appends what is decided to reasoning and content. final:
  * the reply is complete, nothing is held back. */
 void think_feed(think *t, const char *s, size_t n, int final, sbuf *reasoning, sbuf *content);
