@@ -1903,6 +1903,7 @@ static const opthelp serve_options[] = {
     {O_MAX_BODY, "largest request body, in bytes (default 16 MiB)"},
     {O_ALIAS, "the model's id in responses and /v1/models\n(default: the directory's name)"},
     {O_CHAT_TEMPLATE_FILE, "the chat template (Jinja) in place of the model's"},
+    {O_WEB_DIR, "the chat page served at / (index.html, chat.js,\nchat.css; default: the installed one)"},
     H_WEIGHTS,
     H_Q4_GROUP,
     H_THREADS,

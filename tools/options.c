@@ -92,6 +92,7 @@ const optdef cli_opts[O_COUNT] = {
     [O_ALIAS] = {"--alias", 0, "NAME", 0},
     [O_CHAT_TEMPLATE_FILE] = {"--chat-template-file", 0, "FILE", 0},
     [O_SYSTEM] = {"--system", 0, "TEXT", 0},
+    [O_WEB_DIR] = {"--web-dir", 0, "DIR", 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */

@@ -88,6 +88,7 @@ enum opt_id {
     O_ALIAS,
     O_CHAT_TEMPLATE_FILE,
     O_SYSTEM,
+    O_WEB_DIR,
     O_COUNT
 };
 
