@@ -9,6 +9,8 @@
 #include <time.h>
 
 #include "chat/tojson.h"
+#include "chat/ucase.h"
+#include "io/unicode.h"
 
 enum { FN_RAISE = 1, FN_STRFTIME, FN_NAMESPACE, FN_RANGE, FN_DICT };
 
@@ -77,39 +79,42 @@ static int is_alpha(unsigned char c)
 static coli_status map_case(coli__trt *rt, const coli__tv *s, int mode, coli__tv *out)
 {
     /* mode 0 lower, 1 upper, 2 capitalize, 3 Python title, 4 Jinja title */
-    coli__tv r;
-    COLI_TRY(coli__tv_strdup(rt, s->s.p, s->s.n, &r));
-    char *p = (char *)r.s.p;
-    int word_start = 1;
-    for (size_t i = 0; i < r.s.n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        int up;
-        if (mode == 0)
-            up = 0;
-        else if (mode == 1)
-            up = 1;
-        else if (mode == 2)
-            up = i == 0;
-        else
-            up = word_start;
-        if (up && is_lower(c))
-            p[i] = (char)(c - 32);
-        else if (!up && is_upper(c))
-            p[i] = (char)(c + 32);
-        if (mode == 3)
-            word_start = !is_alpha(c);
-        else if (mode == 4)
-            word_start = is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+    coli__tsb b = {0};
+    COLI_TRY(coli__tsb_put(rt, &b, "", 0));
+    int word_start = 1, prev_cased = 0;
+    for (size_t i = 0; i < s->s.n;) {
+        uint32_t cp;
+        size_t k, w;
+        if (!coli__utf8_decode(s->s.p + i, s->s.n - i, &cp, &k)) {
+            COLI_TRY(coli__tsb_put(rt, &b, s->s.p + i, k));
+            i += k;
+            prev_cased = word_start = 0;
+            continue;
+        }
+        int up = mode == 1 || (mode == 2 && i == 0) || (mode == 3 && !prev_cased) || (mode == 4 && word_start);
+        char enc[4];
+        if (up && cp == 0x00DF) {
+            /* sharp s has no single upper case letter */
+            COLI_TRY(coli__tsb_put(rt, &b, mode == 1 || mode == 4 ? "SS" : "Ss", 2));
+        } else {
+            size_t e = coli__utf8_encode(up ? coli__tcase_upper(cp) : coli__tcase_lower(cp), enc);
+            COLI_TRY(coli__tsb_put(rt, &b, enc, e));
+        }
+        prev_cased = coli__tcase_cased(cp);
+        word_start = coli__tspace_at(s->s.p, s->s.n, i, &w) || cp == '-' || cp == '(' || cp == '{' || cp == '[' ||
+                     cp == '<';
+        i += k;
     }
-    *out = r;
+    *out = coli__tsb_value(&b);
     return COLI_OK;
 }
 
 /* Whether the character s[i..i+k) is one of the characters of set. */
 static int in_set(const char *s, size_t k, const coli__tv *set)
 {
+    size_t w;
     if (!set)
-        return k == 1 && is_space((unsigned char)s[0]);
+        return coli__tspace_at(s, k, 0, &w) && w == k;
     for (size_t j = 0; j < set->s.n;) {
         size_t m = coli__utf8_len((unsigned char)set->s.p[j]);
         if (m == k && j + m <= set->s.n && memcmp(set->s.p + j, s, k) == 0)
@@ -171,6 +176,12 @@ static const char *rfind_sub(const char *h, size_t hn, const char *n, size_t nn)
     return NULL;
 }
 
+/* Bytes of the character that ends at s[end]. */
+static size_t prev_len(const char *s, size_t end)
+{
+    return end - char_before(s, end);
+}
+
 static coli_status push_str(coli__trt *rt, coli__tv *list, const char *p, size_t n)
 {
     return coli__tlist_push(rt, list->l, coli__tv_strn(p, n));
@@ -215,46 +226,46 @@ static coli_status split(coli__trt *rt, const coli__tv *s, const coli__targs *a,
         }
         COLI_TRY(push_str(rt, out, p, end));
     } else if (!from_right) {
-        size_t i = 0;
+        size_t i = 0, w;
         int64_t k = 0;
         for (;;) {
-            while (i < n && is_space((unsigned char)p[i]))
-                i++;
+            while (i < n && coli__tspace_at(p, n, i, &w))
+                i += w;
             if (i >= n)
                 break;
             if (max >= 0 && k >= max) {
                 size_t e = n;
-                while (e > i && is_space((unsigned char)p[e - 1]))
-                    e--;
+                while (e > i && coli__tspace_before(p, i, e, &w))
+                    e -= w;
                 COLI_TRY(push_str(rt, out, p + i, e - i));
                 break;
             }
             size_t j = i;
-            while (j < n && !is_space((unsigned char)p[j]))
-                j++;
+            while (j < n && !coli__tspace_at(p, n, j, &w))
+                j += w;
             COLI_TRY(push_str(rt, out, p + i, j - i));
             k++;
             i = j;
         }
         return COLI_OK;
     } else {
-        size_t e = n;
+        size_t e = n, w;
         int64_t k = 0;
         for (;;) {
-            while (e > 0 && is_space((unsigned char)p[e - 1]))
-                e--;
+            while (e > 0 && coli__tspace_before(p, 0, e, &w))
+                e -= w;
             if (e == 0)
                 break;
             if (max >= 0 && k >= max) {
                 size_t i = 0;
-                while (i < e && is_space((unsigned char)p[i]))
-                    i++;
+                while (i < e && coli__tspace_at(p, e, i, &w))
+                    i += w;
                 COLI_TRY(push_str(rt, out, p + i, e - i));
                 break;
             }
             size_t j = e;
-            while (j > 0 && !is_space((unsigned char)p[j - 1]))
-                j--;
+            while (j > 0 && !coli__tspace_before(p, 0, j, &w))
+                j -= prev_len(p, j);
             COLI_TRY(push_str(rt, out, p + j, e - j));
             k++;
             e = j;

@@ -343,9 +343,10 @@ coli_status coli__tlex(coli__trt *rt, const char *src, size_t len, coli__ttok **
             at = L.n;
         size_t text_end = at;
         char sign = kind && at + 2 < L.n ? L.s[at + 2] : 0;
+        size_t k;
         if (kind && sign == '-') {
-            while (text_end > L.pos && is_space(L.s[text_end - 1]))
-                text_end--;
+            while (text_end > L.pos && coli__tspace_before(L.s, L.pos, text_end, &k))
+                text_end -= k;
         } else if (kind && sign != '+' && kind != '{') {
             /* lstrip_blocks: blanks between a line's start and the tag. */
             size_t l = text_end;
@@ -353,8 +354,8 @@ coli_status coli__tlex(coli__trt *rt, const char *src, size_t len, coli__ttok **
                 l--;
             int from_line = l > L.pos || line_starting;
             size_t j = l;
-            while (j < text_end && is_space(L.s[j]))
-                j++;
+            while (j < text_end && coli__tspace_at(L.s, text_end, j, &k))
+                j += k;
             if (from_line && j == text_end && j > l)
                 text_end = l;
         }
@@ -379,8 +380,8 @@ coli_status coli__tlex(coli__trt *rt, const char *src, size_t len, coli__ttok **
             COLI_TRY(lex_tag(&L, var, &strip_after));
             if (var) {
                 if (strip_after)
-                    while (L.pos < L.n && is_space(L.s[L.pos]))
-                        L.pos++;
+                    while (L.pos < L.n && coli__tspace_at(L.s, L.n, L.pos, &k))
+                        L.pos += k;
                 line_starting = L.pos > 0 && L.s[L.pos - 1] == '\n' && strip_after;
                 continue;
             }
@@ -388,8 +389,8 @@ coli_status coli__tlex(coli__trt *rt, const char *src, size_t len, coli__ttok **
         /* After a block or comment: "-" strips, trim_blocks eats one newline. */
         size_t p0 = L.pos;
         if (strip_after)
-            while (L.pos < L.n && is_space(L.s[L.pos]))
-                L.pos++;
+            while (L.pos < L.n && coli__tspace_at(L.s, L.n, L.pos, &k))
+                L.pos += k;
         else if (L.pos < L.n && L.s[L.pos] == '\n')
             L.pos++;
         line_starting = L.pos > p0 && L.s[L.pos - 1] == '\n';

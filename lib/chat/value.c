@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/unicode.h"
+
 struct coli__tchunk {
     coli__tchunk *next;
     max_align_t align[];
@@ -645,4 +647,27 @@ size_t coli__utf8_count(const char *s, size_t n)
     for (size_t i = 0; i < n; i++)
         k += ((unsigned char)s[i] & 0xc0) != 0x80;
     return k;
+}
+
+int coli__tspace_at(const char *s, size_t n, size_t i, size_t *len)
+{
+    unsigned char c = (unsigned char)s[i];
+    *len = 1;
+    if (c < 0x80)
+        return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+    uint32_t cp;
+    if (!coli__utf8_decode(s + i, n - i, &cp, len))
+        return 0;
+    return (coli__uni_class(cp) & COLI_UNI_S) != 0;
+}
+
+int coli__tspace_before(const char *s, size_t start, size_t end, size_t *len)
+{
+    size_t i = end - 1, k;
+    while (i > start && ((unsigned char)s[i] & 0xc0) == 0x80 && end - i < 4)
+        i--;
+    if (!coli__tspace_at(s, end, i, &k) || i + k != end)
+        return 0;
+    *len = k;
+    return 1;
 }

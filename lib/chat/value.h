@@ -146,5 +146,10 @@ size_t coli__tv_fmt_float(double f, char *buf);
  * a stray byte), and the number of characters of s. */
 size_t coli__utf8_len(unsigned char c);
 size_t coli__utf8_count(const char *s, size_t n);
+/* Whether s[i..n) starts with a character Python's str.isspace accepts;
+ * *len gets its length in bytes. */
+int coli__tspace_at(const char *s, size_t n, size_t i, size_t *len);
+/* The same for the character that ends at s[end] (exclusive), from start. */
+int coli__tspace_before(const char *s, size_t start, size_t end, size_t *len);
 
 #endif
