@@ -422,6 +422,7 @@ static coli_status str_method(coli__trt *rt, const coli__tv *s, const char *m, c
 {
     size_t n = strlen(m);
     int res;
+    COLI_TRY(coli__trt_work(rt, s->s.n));
     if (is(m, n, "startswith") || is(m, n, "endswith")) {
         const coli__tv *x = arg(a, 0, NULL);
         if (!x)
@@ -829,6 +830,7 @@ static coli_status merge_sort(coli__trt *rt, coli__tv *items, coli__tv *keys, si
 {
     if (n < 2)
         return COLI_OK;
+    COLI_TRY(coli__trt_work(rt, n * 32));
     coli__tv *ti = coli__trt_alloc(rt, n * sizeof *ti), *tk = coli__trt_alloc(rt, n * sizeof *tk);
     if (!ti || !tk)
         return rt->st;
@@ -1225,6 +1227,7 @@ static coli_status f_escape(coli__trt *rt, const coli__tv *x, coli__tv *out)
 
 static coli_status f_length(coli__trt *rt, const coli__tv *x, coli__tv *out)
 {
+    COLI_TRY(coli__trt_work(rt, x->t == COLI__TV_STR ? x->s.n : 0));
     switch (x->t) {
     case COLI__TV_STR:
         *out = coli__tv_int((int64_t)coli__utf8_count(x->s.p, x->s.n));

@@ -258,6 +258,7 @@ coli_status coli__top_contains(coli__trt *rt, const coli__tv *hay, const coli__t
         if (needle->t != COLI__TV_STR)
             return coli__trt_fail(rt, COLI_EINVAL, "'in <string>' requires string as left operand, not %s",
                                   coli__tv_type_name(needle));
+        COLI_TRY(coli__trt_work(rt, hay->s.n));
         if (needle->s.n == 0) {
             *res = 1;
         } else {
@@ -269,10 +270,12 @@ coli_status coli__top_contains(coli__trt *rt, const coli__tv *hay, const coli__t
         }
         return COLI_OK;
     case COLI__TV_LIST:
+        COLI_TRY(coli__trt_work(rt, hay->l->n));
         for (size_t i = 0; i < hay->l->n && !*res; i++)
             COLI_TRY(coli__tv_eq(rt, &hay->l->v[i], needle, res));
         return COLI_OK;
     case COLI__TV_DICT:
+        COLI_TRY(coli__trt_work(rt, hay->d->n));
         *res = coli__tdict_get(hay->d, *needle) != NULL;
         return COLI_OK;
     case COLI__TV_UNDEF:
@@ -385,6 +388,7 @@ coli_status coli__top_getattr(coli__trt *rt, const coli__tv *obj, const char *na
     if (obj->t == COLI__TV_LOOP)
         return loop_attr(obj, name, n, out);
     if (obj->t == COLI__TV_DICT || obj->t == COLI__TV_NS) {
+        COLI_TRY(coli__trt_work(rt, obj->d->n));
         const coli__tv *v = coli__tdict_gets(obj->d, name, n);
         if (v) {
             *out = *v;
@@ -417,6 +421,7 @@ coli_status coli__top_getitem(coli__trt *rt, const coli__tv *obj, const coli__tv
     if (obj->t == COLI__TV_UNDEF)
         return coli__top_undefined_error(rt, obj);
     if (obj->t == COLI__TV_DICT || obj->t == COLI__TV_NS) {
+        COLI_TRY(coli__trt_work(rt, obj->d->n));
         const coli__tv *v = coli__tdict_get(obj->d, *key);
         if (v) {
             *out = *v;

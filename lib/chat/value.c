@@ -86,6 +86,12 @@ coli_status coli__trt_step(coli__trt *rt)
     return COLI_OK;
 }
 
+coli_status coli__trt_work(coli__trt *rt, size_t n)
+{
+    rt->steps += n >> 8;
+    return coli__trt_step(rt);
+}
+
 coli_status coli__tsb_put(coli__trt *rt, coli__tsb *b, const char *s, size_t n)
 {
     if (n > COLI__TPL_OUT_MAX || b->n + n > COLI__TPL_OUT_MAX)
@@ -274,6 +280,7 @@ coli__tv *coli__tdict_gets(const coli__tdict *d, const char *key, size_t n)
 
 coli_status coli__tdict_set(coli__trt *rt, coli__tdict *d, coli__tv key, coli__tv v)
 {
+    COLI_TRY(coli__trt_work(rt, d->n));
     coli__tv *old = coli__tdict_get(d, key);
     if (old) {
         *old = v;
@@ -371,11 +378,14 @@ static coli_status eq_depth(coli__trt *rt, const coli__tv *a, const coli__tv *b,
         *eq = 1;
         break;
     case COLI__TV_STR:
+        if (a->s.n == b->s.n)
+            COLI_TRY(coli__trt_work(rt, a->s.n));
         *eq = a->s.n == b->s.n && memcmp(a->s.p, b->s.p, a->s.n) == 0;
         break;
     case COLI__TV_LIST:
         if (a->tuple != b->tuple || a->l->n != b->l->n)
             break;
+        COLI_TRY(coli__trt_work(rt, a->l->n));
         for (size_t i = 0; i < a->l->n; i++) {
             COLI_TRY(eq_depth(rt, &a->l->v[i], &b->l->v[i], eq, depth + 1));
             if (!*eq)
@@ -428,6 +438,7 @@ static coli_status cmp_depth(coli__trt *rt, const coli__tv *a, const coli__tv *b
     }
     if (a->t == COLI__TV_STR && b->t == COLI__TV_STR) {
         size_t n = a->s.n < b->s.n ? a->s.n : b->s.n;
+        COLI_TRY(coli__trt_work(rt, n));
         int c = n ? memcmp(a->s.p, b->s.p, n) : 0;
         *cmp = c ? (c > 0) - (c < 0) : (a->s.n > b->s.n) - (a->s.n < b->s.n);
         return COLI_OK;

@@ -93,6 +93,9 @@ void *coli__trt_alloc(coli__trt *rt, size_t n);
 void coli__trt_free(coli__trt *rt);
 /* Counts one step (loop iteration or call) against the bound. */
 coli_status coli__trt_step(coli__trt *rt);
+/* Counts a scan of n bytes or items that allocates nothing (the memory
+ * bound covers the rest), a step per 256, so that time stays bounded. */
+coli_status coli__trt_work(coli__trt *rt, size_t n);
 
 /* A growing string in the arena. */
 typedef struct coli__tsb {
