@@ -592,7 +592,7 @@ coli_status coli__tv_repr(coli__trt *rt, coli__tsb *b, const coli__tv *v, int de
         COLI_TRY(coli__tsb_putc(rt, b, '}'));
         return v->t == COLI__TV_NS ? coli__tsb_putc(rt, b, '>') : COLI_OK;
     case COLI__TV_UNDEF:
-        return COLI_OK;
+        return put_s(rt, b, "Undefined");
     default:
         return coli__tv_str(rt, b, v);
     }
