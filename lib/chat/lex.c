@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/unicode.h"
+
 typedef struct lexer {
     coli__trt *rt;
     const char *s;
@@ -85,28 +87,12 @@ static int hexval(char c)
     return -1;
 }
 
+/* A code point as UTF-8; a lone surrogate, which UTF-8 cannot hold,
+ * becomes U+FFFD. */
 static size_t put_utf8(char *o, uint32_t cp)
 {
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
+    size_t k = coli__utf8_encode(cp, o);
+    return k ? k : coli__utf8_encode(0xFFFD, o);
 }
 
 static char simple_escape(char e)

@@ -157,6 +157,18 @@ static coli_status enter(parser *P)
     if (!var)                           \
     return P->rt->st
 
+/* In a comma-separated list closed by close, of which count items are
+ * read: *more is 0 once close is consumed (a trailing comma is allowed). */
+static coli_status next_item(parser *P, const char *close, size_t count, int *more)
+{
+    if (count && !is_op(P, close))
+        COLI_TRY(expect_op(P, ","));
+    *more = !is_op(P, close);
+    if (!*more)
+        take(P);
+    return COLI_OK;
+}
+
 static coli_status parse_expr(parser *P, int with_cond, coli__tnode **out);
 static coli_status parse_unary(parser *P, int with_filter, coli__tnode **out);
 static coli_status parse_or(parser *P, coli__tnode **out);
@@ -196,10 +208,10 @@ static coli_status parse_args(parser *P, coli__tnode *call)
     COLI_TRY(expect_op(P, "("));
     nvec pos = {0}, kw = {0};
     size_t cap = 0;
-    while (!is_op(P, ")")) {
-        if (pos.n + kw.n)
-            COLI_TRY(expect_op(P, ","));
-        if (is_op(P, ")"))
+    for (;;) {
+        int more;
+        COLI_TRY(next_item(P, ")", pos.n + kw.n, &more));
+        if (!more)
             break;
         coli__ttok *t = cur(P);
         if (t->kind == COLI__TK_NAME && tok_is(&P->t[P->i + 1], COLI__TK_OP, "=")) {
@@ -217,7 +229,6 @@ static coli_status parse_args(parser *P, coli__tnode *call)
             COLI_TRY(push(P, &pos, e));
         }
     }
-    take(P);
     call->kids = pos.v;
     call->n = pos.n;
     call->kids2 = kw.v;
@@ -304,16 +315,15 @@ static coli_status parse_primary(parser *P, coli__tnode **out)
         take(P);
         NEW(n, COLI__N_LIST, t);
         nvec v = {0};
-        while (!is_op(P, "]")) {
-            if (v.n)
-                COLI_TRY(expect_op(P, ","));
-            if (is_op(P, "]"))
+        for (;;) {
+            int more;
+            COLI_TRY(next_item(P, "]", v.n, &more));
+            if (!more)
                 break;
             coli__tnode *e;
             COLI_TRY(parse_expr(P, 1, &e));
             COLI_TRY(push(P, &v, e));
         }
-        take(P);
         n->kids = v.v;
         n->n = v.n;
         *out = n;
@@ -323,10 +333,10 @@ static coli_status parse_primary(parser *P, coli__tnode **out)
         take(P);
         NEW(n, COLI__N_DICT, t);
         nvec k = {0}, v = {0};
-        while (!is_op(P, "}")) {
-            if (k.n)
-                COLI_TRY(expect_op(P, ","));
-            if (is_op(P, "}"))
+        for (;;) {
+            int more;
+            COLI_TRY(next_item(P, "}", k.n, &more));
+            if (!more)
                 break;
             coli__tnode *e;
             COLI_TRY(parse_expr(P, 1, &e));
@@ -335,7 +345,6 @@ static coli_status parse_primary(parser *P, coli__tnode **out)
             COLI_TRY(parse_expr(P, 1, &e));
             COLI_TRY(push(P, &v, e));
         }
-        take(P);
         n->kids = k.v;
         n->kids2 = v.v;
         n->n = k.n;
@@ -385,6 +394,31 @@ static coli_status parse_subscript(parser *P, coli__tnode *obj, const coli__ttok
     return COLI_OK;
 }
 
+/* A node of kind on operand a, named by the token name (may be NULL). */
+static coli__tnode *node_on(parser *P, int kind, const coli__ttok *at, coli__tnode *a, const coli__ttok *name)
+{
+    coli__tnode *n = node(P, kind, at);
+    if (n) {
+        n->a = a;
+        if (name) {
+            n->name = name->p;
+            n->name_n = name->n;
+        }
+    }
+    return n;
+}
+
+/* callee(args) at the "(" token t. */
+static coli_status parse_call(parser *P, const coli__ttok *t, coli__tnode **e)
+{
+    coli__tnode *n = node_on(P, COLI__N_CALL, t, *e, NULL);
+    if (!n)
+        return P->rt->st;
+    COLI_TRY(parse_args(P, n));
+    *e = n;
+    return COLI_OK;
+}
+
 static coli_status parse_postfix(parser *P, coli__tnode *e, coli__tnode **out)
 {
     for (;;) {
@@ -393,11 +427,9 @@ static coli_status parse_postfix(parser *P, coli__tnode *e, coli__tnode **out)
             take(P);
             coli__ttok *a = take(P);
             if (a->kind == COLI__TK_NAME) {
-                NEW(n, COLI__N_ATTR, t);
-                n->a = e;
-                n->name = a->p;
-                n->name_n = a->n;
-                e = n;
+                e = node_on(P, COLI__N_ATTR, t, e, a);
+                if (!e)
+                    return P->rt->st;
             } else if (a->kind == COLI__TK_INT) {
                 NEW(k, COLI__N_CONST, a);
                 k->val = coli__tv_int(a->i);
@@ -412,10 +444,7 @@ static coli_status parse_postfix(parser *P, coli__tnode *e, coli__tnode **out)
             take(P);
             COLI_TRY(parse_subscript(P, e, t, &e));
         } else if (tok_is(t, COLI__TK_OP, "(")) {
-            NEW(n, COLI__N_CALL, t);
-            n->a = e;
-            COLI_TRY(parse_args(P, n));
-            e = n;
+            COLI_TRY(parse_call(P, t, &e));
         } else {
             *out = e;
             return COLI_OK;
@@ -431,10 +460,9 @@ static coli_status parse_filters(parser *P, coli__tnode *e, coli__tnode **out)
             take(P);
             coli__ttok *nm = cur(P);
             COLI_TRY(expect_kind(P, COLI__TK_NAME, "a filter name"));
-            NEW(n, COLI__N_FILTER, nm);
-            n->a = e;
-            n->name = nm->p;
-            n->name_n = nm->n;
+            coli__tnode *n = node_on(P, COLI__N_FILTER, nm, e, nm);
+            if (!n)
+                return P->rt->st;
             if (is_op(P, "("))
                 COLI_TRY(parse_args(P, n));
             e = n;
@@ -447,11 +475,10 @@ static coli_status parse_filters(parser *P, coli__tnode *e, coli__tnode **out)
             }
             coli__ttok *nm = cur(P);
             COLI_TRY(expect_kind(P, COLI__TK_NAME, "a test name"));
-            NEW(n, COLI__N_TEST, nm);
-            n->a = e;
+            coli__tnode *n = node_on(P, COLI__N_TEST, nm, e, nm);
+            if (!n)
+                return P->rt->st;
             n->op = (uint8_t)neg;
-            n->name = nm->p;
-            n->name_n = nm->n;
             coli__ttok *u = cur(P);
             if (is_op(P, "(")) {
                 COLI_TRY(parse_args(P, n));
@@ -473,10 +500,7 @@ static coli_status parse_filters(parser *P, coli__tnode *e, coli__tnode **out)
             }
             e = n;
         } else if (tok_is(t, COLI__TK_OP, "(")) {
-            NEW(n, COLI__N_CALL, t);
-            n->a = e;
-            COLI_TRY(parse_args(P, n));
-            e = n;
+            COLI_TRY(parse_call(P, t, &e));
         } else {
             *out = e;
             return COLI_OK;
@@ -506,42 +530,47 @@ static coli_status parse_unary(parser *P, int with_filter, coli__tnode **out)
     return COLI_OK;
 }
 
-static coli_status binop(parser *P, const coli__ttok *t, int op, coli__tnode *a, coli__tnode *b,
-                         coli__tnode **out)
+/* A left-associative level of binary operators (ops, by name when names),
+ * whose operands are next's. */
+typedef coli_status (*level_fn)(parser *P, coli__tnode **out);
+
+static coli_status binary_level(parser *P, int kind, const char *const *ops, const uint8_t *codes, int names,
+                                level_fn next, coli__tnode **out)
 {
-    NEW(n, COLI__N_BINOP, t);
-    n->op = (uint8_t)op;
-    n->a = a;
-    n->b = b;
-    *out = n;
-    return COLI_OK;
+    COLI_TRY(next(P, out));
+    for (;;) {
+        int k = -1;
+        for (int i = 0; ops[i] && k < 0; i++)
+            if (names ? is_name(P, ops[i]) : is_op(P, ops[i]))
+                k = i;
+        if (k < 0)
+            return COLI_OK;
+        coli__ttok *t = take(P);
+        NEW(n, kind, t);
+        n->op = codes ? codes[k] : 0;
+        n->a = *out;
+        COLI_TRY(next(P, &n->b));
+        *out = n;
+    }
+}
+
+static coli_status parse_operand(parser *P, coli__tnode **out)
+{
+    return parse_unary(P, 1, out);
 }
 
 static coli_status parse_pow(parser *P, coli__tnode **out)
 {
-    COLI_TRY(parse_unary(P, 1, out));
-    while (is_op(P, "**")) {
-        coli__ttok *t = take(P);
-        coli__tnode *r;
-        COLI_TRY(parse_unary(P, 1, &r));
-        COLI_TRY(binop(P, t, COLI__OP_POW, *out, r, out));
-    }
-    return COLI_OK;
+    static const char *const ops[] = {"**", NULL};
+    static const uint8_t codes[] = {COLI__OP_POW};
+    return binary_level(P, COLI__N_BINOP, ops, codes, 0, parse_operand, out);
 }
 
 static coli_status parse_math2(parser *P, coli__tnode **out)
 {
-    COLI_TRY(parse_pow(P, out));
-    for (;;) {
-        int op = is_op(P, "*") ? COLI__OP_MUL : is_op(P, "/") ? COLI__OP_DIV : is_op(P, "//") ? COLI__OP_FLOORDIV
-                 : is_op(P, "%") ? COLI__OP_MOD : -1;
-        if (op < 0)
-            return COLI_OK;
-        coli__ttok *t = take(P);
-        coli__tnode *r;
-        COLI_TRY(parse_pow(P, &r));
-        COLI_TRY(binop(P, t, op, *out, r, out));
-    }
+    static const char *const ops[] = {"*", "/", "//", "%", NULL};
+    static const uint8_t codes[] = {COLI__OP_MUL, COLI__OP_DIV, COLI__OP_FLOORDIV, COLI__OP_MOD};
+    return binary_level(P, COLI__N_BINOP, ops, codes, 0, parse_pow, out);
 }
 
 static coli_status parse_concat(parser *P, coli__tnode **out)
@@ -570,16 +599,9 @@ static coli_status parse_concat(parser *P, coli__tnode **out)
 
 static coli_status parse_math1(parser *P, coli__tnode **out)
 {
-    COLI_TRY(parse_concat(P, out));
-    for (;;) {
-        int op = is_op(P, "+") ? COLI__OP_ADD : is_op(P, "-") ? COLI__OP_SUB : -1;
-        if (op < 0)
-            return COLI_OK;
-        coli__ttok *t = take(P);
-        coli__tnode *r;
-        COLI_TRY(parse_concat(P, &r));
-        COLI_TRY(binop(P, t, op, *out, r, out));
-    }
+    static const char *const ops[] = {"+", "-", NULL};
+    static const uint8_t codes[] = {COLI__OP_ADD, COLI__OP_SUB};
+    return binary_level(P, COLI__N_BINOP, ops, codes, 0, parse_concat, out);
 }
 
 static int compare_op(parser *P)
@@ -652,28 +674,14 @@ static coli_status parse_not(parser *P, coli__tnode **out)
 
 static coli_status parse_and(parser *P, coli__tnode **out)
 {
-    COLI_TRY(parse_not(P, out));
-    while (is_name(P, "and")) {
-        coli__ttok *t = take(P);
-        NEW(n, COLI__N_AND, t);
-        n->a = *out;
-        COLI_TRY(parse_not(P, &n->b));
-        *out = n;
-    }
-    return COLI_OK;
+    static const char *const ops[] = {"and", NULL};
+    return binary_level(P, COLI__N_AND, ops, NULL, 1, parse_not, out);
 }
 
 static coli_status parse_or(parser *P, coli__tnode **out)
 {
-    COLI_TRY(parse_and(P, out));
-    while (is_name(P, "or")) {
-        coli__ttok *t = take(P);
-        NEW(n, COLI__N_OR, t);
-        n->a = *out;
-        COLI_TRY(parse_and(P, &n->b));
-        *out = n;
-    }
-    return COLI_OK;
+    static const char *const ops[] = {"or", NULL};
+    return binary_level(P, COLI__N_OR, ops, NULL, 1, parse_and, out);
 }
 
 static coli_status parse_expr(parser *P, int with_cond, coli__tnode **out)
@@ -702,6 +710,18 @@ static coli_status parse_body(parser *P, const char *const *ends, int *which, co
 static coli_status block_end(parser *P)
 {
     return expect_kind(P, COLI__TK_BLOCK_END, "end of statement block");
+}
+
+/* The statements of a block into *kids, *n, up to one of ends (*which);
+ * with close, the end tag's "%}" too. */
+static coli_status sub_body(parser *P, const char *const *ends, int *which, coli__tnode ***kids, size_t *n,
+                            int close)
+{
+    coli__tnode *body;
+    COLI_TRY(parse_body(P, ends, which, &body));
+    *kids = body->kids;
+    *n = body->n;
+    return close ? block_end(P) : COLI_OK;
 }
 
 /* Assignment targets: a name, or names separated by commas. */
@@ -737,10 +757,7 @@ static coli_status parse_if(parser *P, const coli__ttok *t, coli__tnode **out)
     COLI_TRY(parse_tuple(P, 1, &n->a));
     COLI_TRY(block_end(P));
     int which;
-    coli__tnode *body;
-    COLI_TRY(parse_body(P, ends, &which, &body));
-    n->kids = body->kids;
-    n->n = body->n;
+    COLI_TRY(sub_body(P, ends, &which, &n->kids, &n->n, 0));
     if (which == 0) {
         coli__tnode *elif;
         COLI_TRY(parse_if(P, &P->t[P->i - 1], &elif));
@@ -751,12 +768,8 @@ static coli_status parse_if(parser *P, const coli__ttok *t, coli__tnode **out)
         n->n2 = 1;
     } else {
         COLI_TRY(block_end(P));
-        if (which == 1) {
-            COLI_TRY(parse_body(P, endif, &which, &body));
-            n->kids2 = body->kids;
-            n->n2 = body->n;
-            COLI_TRY(block_end(P));
-        }
+        if (which == 1)
+            COLI_TRY(sub_body(P, endif, &which, &n->kids2, &n->n2, 1));
     }
     *out = n;
     return COLI_OK;
@@ -780,17 +793,9 @@ static coli_status parse_for(parser *P, const coli__ttok *t, coli__tnode **out)
         return pfail(P, cur(P), "recursive loops are not supported");
     COLI_TRY(block_end(P));
     int which;
-    coli__tnode *body;
-    COLI_TRY(parse_body(P, ends, &which, &body));
-    n->kids = body->kids;
-    n->n = body->n;
-    COLI_TRY(block_end(P));
-    if (which == 0) {
-        COLI_TRY(parse_body(P, endfor, &which, &body));
-        n->kids2 = body->kids;
-        n->n2 = body->n;
-        COLI_TRY(block_end(P));
-    }
+    COLI_TRY(sub_body(P, ends, &which, &n->kids, &n->n, 1));
+    if (which == 0)
+        COLI_TRY(sub_body(P, endfor, &which, &n->kids2, &n->n2, 1));
     *out = n;
     return COLI_OK;
 }
@@ -824,12 +829,8 @@ static coli_status parse_set(parser *P, const coli__ttok *t, coli__tnode **out)
             return pfail(P, cur(P), "expected '='");
         COLI_TRY(block_end(P));
         int which;
-        coli__tnode *body;
-        COLI_TRY(parse_body(P, endset, &which, &body));
-        n->kids = body->kids;
-        n->n = body->n;
+        COLI_TRY(sub_body(P, endset, &which, &n->kids, &n->n, 1));
         n->flag = 2;
-        COLI_TRY(block_end(P));
     }
     *out = n;
     return COLI_OK;
@@ -846,10 +847,10 @@ static coli_status parse_macro(parser *P, const coli__ttok *t, coli__tnode **out
     COLI_TRY(expect_op(P, "("));
     nvec defs = {0};
     size_t cap = 0;
-    while (!is_op(P, ")")) {
-        if (n->nn)
-            COLI_TRY(expect_op(P, ","));
-        if (is_op(P, ")"))
+    for (;;) {
+        int more;
+        COLI_TRY(next_item(P, ")", n->nn, &more));
+        if (!more)
             break;
         coli__ttok *p = cur(P);
         COLI_TRY(expect_kind(P, COLI__TK_NAME, "a parameter name"));
@@ -863,15 +864,11 @@ static coli_status parse_macro(parser *P, const coli__ttok *t, coli__tnode **out
         }
         COLI_TRY(push(P, &defs, def));
     }
-    take(P);
     n->kids2 = defs.v;
     n->n2 = defs.n;
     COLI_TRY(block_end(P));
     int which;
-    coli__tnode *body;
-    COLI_TRY(parse_body(P, endmacro, &which, &body));
-    n->kids = body->kids;
-    n->n = body->n;
+    COLI_TRY(sub_body(P, endmacro, &which, &n->kids, &n->n, 0));
     if (cur(P)->kind == COLI__TK_NAME && !tok_is(cur(P), COLI__TK_NAME, "endmacro"))
         take(P); /* {% endmacro name %} */
     COLI_TRY(block_end(P));

@@ -187,23 +187,26 @@ coli_status coli__tv_strdup(coli__trt *rt, const char *p, size_t n, coli__tv *ou
     return COLI_OK;
 }
 
+/* cap zeroed items in the arena (NULL and no error for cap 0). */
+static coli_status items(coli__trt *rt, size_t cap, coli__tv **out)
+{
+    *out = NULL;
+    if (!cap)
+        return COLI_OK;
+    if (cap > COLI__TPL_MEM_MAX / sizeof(coli__tv))
+        return coli__trt_fail(rt, COLI_ERANGE, "%zu items are too many for a list or dict", cap);
+    *out = coli__trt_alloc(rt, cap * sizeof **out);
+    return *out ? COLI_OK : rt->st;
+}
+
 coli_status coli__tv_list_new(coli__trt *rt, size_t cap, coli__tv *out)
 {
     coli__tlist *l = coli__trt_alloc(rt, sizeof *l);
     if (!l)
         return rt->st;
-    if (cap) {
-        if (cap > COLI__TPL_MEM_MAX / sizeof(coli__tv))
-            return coli__trt_fail(rt, COLI_ERANGE, "a list of %zu items is too long", cap);
-        l->v = coli__trt_alloc(rt, cap * sizeof *l->v);
-        if (!l->v)
-            return rt->st;
-        l->cap = cap;
-    }
-    coli__tv v = {0};
-    v.t = COLI__TV_LIST;
-    v.l = l;
-    *out = v;
+    COLI_TRY(items(rt, cap, &l->v));
+    l->cap = cap;
+    *out = (coli__tv){.t = COLI__TV_LIST, .l = l};
     return COLI_OK;
 }
 
@@ -212,19 +215,10 @@ coli_status coli__tv_dict_new(coli__trt *rt, size_t cap, coli__tv *out)
     coli__tdict *d = coli__trt_alloc(rt, sizeof *d);
     if (!d)
         return rt->st;
-    if (cap) {
-        if (cap > COLI__TPL_MEM_MAX / sizeof(coli__tv))
-            return coli__trt_fail(rt, COLI_ERANGE, "a dict of %zu items is too long", cap);
-        d->k = coli__trt_alloc(rt, cap * sizeof *d->k);
-        d->v = coli__trt_alloc(rt, cap * sizeof *d->v);
-        if (!d->k || !d->v)
-            return rt->st;
-        d->cap = cap;
-    }
-    coli__tv v = {0};
-    v.t = COLI__TV_DICT;
-    v.d = d;
-    *out = v;
+    COLI_TRY(items(rt, cap, &d->k));
+    COLI_TRY(items(rt, cap, &d->v));
+    d->cap = cap;
+    *out = (coli__tv){.t = COLI__TV_DICT, .d = d};
     return COLI_OK;
 }
 
