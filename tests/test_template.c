@@ -133,6 +133,10 @@ START_TEST(test_whitespace)
     expect("a{# note #}b{#- x -#}  c", "{}", "abc");
     /* {{ }} never strips: "  {{ 1 }}" keeps its blanks. */
     expect("  {{ 1 }}\n", "{}", "  1");
+    /* "+%}" keeps the newline trim_blocks would eat; raw text is as it is. */
+    expect("{% if true +%}\nx{% endif %}", "{}", "\nx");
+    expect("{% raw %}{{ x }}{% if %}{% endraw %}|{%- raw -%}  a  {%- endraw %}", "{}", "{{ x }}{% if %}|a");
+    expect_error("{% raw %}x", "{}", COLI_EFORMAT, "raw", NULL);
 }
 END_TEST
 

@@ -224,8 +224,8 @@ static coli_status lex_number(lexer *L)
 
 static const char *const ops2[] = {"**", "//", "==", "!=", "<=", ">="};
 
-/* The tokens of one tag up to its end marker; *trail gets whether the
- * marker had "-" (strip what follows). */
+/* The tokens of one tag up to its end marker; *strip_after gets 1 when the
+ * marker had "-" (strip what follows), 2 for "+" (keep even the newline). */
 static coli_status lex_tag(lexer *L, int var, int *strip_after)
 {
     int depth = 0;
@@ -239,10 +239,10 @@ static coli_status lex_tag(lexer *L, int var, int *strip_after)
         size_t left = L->n - L->pos;
         char endc = var ? '}' : '%';
         if (depth == 0) {
-            if (left >= 3 && s[0] == '-' && s[1] == endc && s[2] == '}') {
+            if (left >= 3 && (s[0] == '-' || (s[0] == '+' && !var)) && s[1] == endc && s[2] == '}') {
                 COLI_TRY(emit(L, var ? COLI__TK_VAR_END : COLI__TK_BLOCK_END, s, 3, L->pos));
                 L->pos += 3;
-                *strip_after = 1;
+                *strip_after = s[0] == '-' ? 1 : 2;
                 return COLI_OK;
             }
             if (left >= 2 && s[0] == endc && s[1] == '}') {
@@ -280,6 +280,76 @@ static coli_status lex_tag(lexer *L, int var, int *strip_after)
             L->pos += k;
         }
     }
+}
+
+/* Whether "[-+] raw [-]%}" follows at i (after "{%" and its sign): *end
+ * gets the position after it, *strip whether it had "-". */
+static int raw_begin(lexer *L, size_t i, size_t *end, int *strip)
+{
+    size_t k;
+    while (i < L->n && coli__tspace_at(L->s, L->n, i, &k))
+        i += k;
+    if (L->n - i < 5 || memcmp(L->s + i, "raw", 3) != 0)
+        return 0;
+    i += 3;
+    while (i < L->n && coli__tspace_at(L->s, L->n, i, &k))
+        i += k;
+    *strip = i < L->n && L->s[i] == '-';
+    i += (size_t)*strip;
+    if (L->n - i < 2 || L->s[i] != '%' || L->s[i + 1] != '}')
+        return 0;
+    *end = i + 2;
+    return 1;
+}
+
+/* The text of {% raw %}...{% endraw %} (L->pos after the raw tag): as it
+ * is, but for the markers' whitespace rules; trim_blocks applies after
+ * endraw only, as in Jinja. */
+static coli_status lex_raw(lexer *L, size_t at, int strip_begin)
+{
+    size_t k;
+    if (strip_begin)
+        while (L->pos < L->n && coli__tspace_at(L->s, L->n, L->pos, &k))
+            L->pos += k;
+    for (size_t e = L->pos; e + 1 < L->n; e++) {
+        if (L->s[e] != '{' || L->s[e + 1] != '%')
+            continue;
+        size_t i = e + 2;
+        char sign = i < L->n && (L->s[i] == '-' || L->s[i] == '+') ? L->s[i++] : 0;
+        while (i < L->n && coli__tspace_at(L->s, L->n, i, &k))
+            i += k;
+        if (L->n - i < 6 || memcmp(L->s + i, "endraw", 6) != 0)
+            continue;
+        i += 6;
+        while (i < L->n && coli__tspace_at(L->s, L->n, i, &k))
+            i += k;
+        char end_sign = i < L->n && (L->s[i] == '-' || L->s[i] == '+') ? L->s[i++] : 0;
+        if (L->n - i < 2 || L->s[i] != '%' || L->s[i + 1] != '}')
+            continue;
+        size_t text_end = e;
+        if (sign == '-') {
+            while (text_end > L->pos && coli__tspace_before(L->s, L->pos, text_end, &k))
+                text_end -= k;
+        } else if (sign != '+') {
+            size_t l = text_end, j;
+            while (l > L->pos && L->s[l - 1] != '\n')
+                l--;
+            for (j = l; j < text_end && coli__tspace_at(L->s, text_end, j, &k);)
+                j += k;
+            if (l > L->pos && j == text_end)
+                text_end = l;
+        }
+        if (text_end > L->pos)
+            COLI_TRY(emit(L, COLI__TK_TEXT, L->s + L->pos, text_end - L->pos, L->pos));
+        L->pos = i + 2;
+        if (end_sign == '-')
+            while (L->pos < L->n && coli__tspace_at(L->s, L->n, L->pos, &k))
+                L->pos += k;
+        else if (end_sign != '+' && L->pos < L->n && L->s[L->pos] == '\n')
+            L->pos++;
+        return COLI_OK;
+    }
+    return lfail(L, at, "missing end of raw block");
 }
 
 /* Normalizes newlines to "\n" and drops one trailing newline. */
@@ -357,8 +427,12 @@ coli_status coli__tlex(coli__trt *rt, const char *src, size_t len, coli__ttok **
                 e++;
             if (e + 1 >= L.n)
                 return lfail(&L, at, "missing end of comment tag");
-            strip_after = e > after && L.s[e - 1] == '-';
+            strip_after = e > after && L.s[e - 1] == '-' ? 1 : e > after && L.s[e - 1] == '+' ? 2 : 0;
             L.pos = e + 2;
+        } else if (kind == '%' && raw_begin(&L, after, &L.pos, &strip_after)) {
+            COLI_TRY(lex_raw(&L, at, strip_after));
+            line_starting = L.pos > 0 && L.s[L.pos - 1] == '\n';
+            continue;
         } else {
             int var = kind == '{';
             COLI_TRY(emit(&L, var ? COLI__TK_VAR_BEGIN : COLI__TK_BLOCK_BEGIN, L.s + at, after - at, at));
@@ -374,10 +448,10 @@ coli_status coli__tlex(coli__trt *rt, const char *src, size_t len, coli__ttok **
         }
         /* After a block or comment: "-" strips, trim_blocks eats one newline. */
         size_t p0 = L.pos;
-        if (strip_after)
+        if (strip_after == 1)
             while (L.pos < L.n && coli__tspace_at(L.s, L.n, L.pos, &k))
                 L.pos += k;
-        else if (L.pos < L.n && L.s[L.pos] == '\n')
+        else if (strip_after == 0 && L.pos < L.n && L.s[L.pos] == '\n')
             L.pos++;
         line_starting = L.pos > p0 && L.s[L.pos - 1] == '\n';
     }
