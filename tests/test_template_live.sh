@@ -1,6 +1,7 @@
 #!/bin/sh
-# test_template_live.sh - randomized conversations and small feature
-# templates rendered by jinja2 (configured as transformers does, by
+# test_template_live.sh - randomized conversations, whitespace-control
+# combinations and small feature templates rendered by jinja2 (configured
+# as transformers does, by
 # tools/render-template-reference.py) and by libcolibri through
 # tests/render_template must be the same bytes; a raise_exception()
 # message must come through. Skipped (77) when /usr/bin/python3 has no

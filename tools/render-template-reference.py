@@ -7,9 +7,10 @@ tests/data/templates/expected/golden.json, which tests/test_template.c
 compares with libcolibri byte for byte. Run it with /usr/bin/python3
 (python3-jinja2) after changing the corpus, and commit the result.
 
-Live mode (--live DRIVER): renders randomized cases with jinja2 and with
-DRIVER (tests/render_template) and reports any difference; exit 1 if one
-differs. Used by tests/test_template_live.sh.
+Live mode (--live DRIVER): renders randomized cases (conversations through
+the fixtures and feature templates, and templates of random whitespace
+control) with jinja2 and with DRIVER (tests/render_template) and reports
+any difference; exit 1 if one differs. Used by tests/test_template_live.sh.
 
 The environment is built here from transformers' documented behaviour
 (chat templating, _compile_jinja_template): an immutable sandbox with
@@ -132,6 +133,41 @@ FEATURES = [
 ]
 
 
+TEXTS = ["", " ", "  ", "\n", "\n  ", "  \n", "a", " b ", "\t", "\n\n", "c\n  ", "\u00a0", "\r\n"]
+OPENS = ["{%", "{%-", "{%+"]
+CLOSES = ["%}", "-%}", "+%}"]
+
+
+def random_whitespace_template(rng, depth=0):
+    """Text and tags in random whitespace-control combinations."""
+    out = []
+    for _ in range(rng.randint(1, 5)):
+        out.append(rng.choice(TEXTS))
+        kind = rng.randrange(8 if depth < 3 else 4)
+        o, c = rng.choice(OPENS), rng.choice(CLOSES)
+        if kind == 0:
+            out.append(rng.choice(["{{ 'x' }}", "{{- 'x' }}", "{{ 'x' -}}", "{{- 'x' -}}"]))
+        elif kind == 1:
+            out.append(rng.choice(["{# c #}", "{#- c #}", "{# c -#}", "{#- c -#}"]))
+        elif kind == 2:
+            out.append("%s set y = 1 %s" % (o, c))
+        elif kind == 3:
+            out.append(rng.choice(["{% raw %}r{{ 1 }}\n  {% endraw %}", "{%- raw -%} r {%- endraw %}"]))
+        elif kind in (4, 5):
+            out.append("%s if %s %s" % (o, rng.choice(["true", "false"]), c))
+            out.append(random_whitespace_template(rng, depth + 1))
+            if rng.random() < 0.5:
+                out.append("%s else %s" % (rng.choice(OPENS), rng.choice(CLOSES)))
+                out.append(random_whitespace_template(rng, depth + 1))
+            out.append("%s endif %s" % (rng.choice(OPENS), rng.choice(CLOSES)))
+        else:
+            out.append("%s for i in [1, 2] %s" % (o, c))
+            out.append(random_whitespace_template(rng, depth + 1))
+            out.append("%s endfor %s" % (rng.choice(OPENS), rng.choice(CLOSES)))
+    out.append(rng.choice(TEXTS))
+    return "".join(out)
+
+
 def random_messages(rng):
     msgs = []
     if rng.random() < 0.5:
@@ -160,13 +196,15 @@ def live(driver, count, seed):
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(count):
             name, source = sources[k % len(sources)]
+            if k % 3 == 2:
+                name, source = "whitespace", random_whitespace_template(rng)
             variables = {"messages": random_messages(rng), "bos_token": "<s>", "eos_token": "</s>",
                          "add_generation_prompt": rng.random() < 0.5}
             if rng.random() < 0.4:
                 variables["enable_thinking"] = rng.random() < 0.5
             text = vars_json(variables)
             tpath, vpath = os.path.join(tmp, "t.jinja"), os.path.join(tmp, "v.json")
-            with open(tpath, "w", encoding="utf-8") as f:
+            with open(tpath, "w", encoding="utf-8", newline="") as f:
                 f.write(source)
             with open(vpath, "w", encoding="utf-8") as f:
                 f.write(text)
