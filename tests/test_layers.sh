@@ -3,8 +3,9 @@
 # or in a circle (docs/architecture.md, "Folders and what they may use").
 #
 # 1. Every #include in lib/ names its folder, and a file includes only its
-#    own folder or a lower layer: base < cpu < io < store, gpu < model <
-#    the public face (lib/*.c). store and gpu do not use each other.
+#    own folder or a lower layer: base < cpu < io < store, gpu, chat <
+#    model < the public face (lib/*.c). store, gpu and chat do not use
+#    each other.
 # 2. tools/ include only the public header, config.h and their own files.
 # 3. The calls between the built objects (nm) go the same way: an object
 #    uses symbols of its own folder or of a lower layer only.
@@ -25,13 +26,13 @@ fail() {
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_layers.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-# The rank of a folder of lib/; store and gpu share a rank but are apart.
+# The rank of a folder of lib/; store, gpu and chat share a rank but are apart.
 rank() {
 	case $1 in
 	base) echo 0 ;;
 	cpu) echo 1 ;;
 	io) echo 2 ;;
-	store | gpu) echo 3 ;;
+	store | gpu | chat) echo 3 ;;
 	model) echo 4 ;;
 	top) echo 5 ;;
 	*) echo "" ;;

@@ -65,6 +65,105 @@ static coli_status eos_from_tokenizer_config(coli_model *m)
     return COLI_OK;
 }
 
+/* Chat templates and special token texts, for coli_model_chat_template and
+ * coli_model_special_text. A template is at most this long. */
+#define CHAT_TEMPLATE_MAX ((size_t)1 << 20)
+
+static coli_status keep_template(coli_model *m, const char *what, const char *s, size_t n)
+{
+    if (n > CHAT_TEMPLATE_MAX)
+        return coli__fail(&m->err, COLI_EFORMAT, "%s: the chat template has %zu bytes, more than %zu", what, n,
+                          CHAT_TEMPLATE_MAX);
+    m->chat_template = malloc(n + 1);
+    if (!m->chat_template)
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory");
+    memcpy(m->chat_template, s, n);
+    m->chat_template[n] = '\0';
+    return COLI_OK;
+}
+
+static coli_status keep_special(coli_model *m, const char *name, const char *text)
+{
+    char **p = realloc(m->special, (m->n_special + 1) * 2 * sizeof *p);
+    if (!p)
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory");
+    m->special = p;
+    p[2 * m->n_special] = strdup(name);
+    p[2 * m->n_special + 1] = strdup(text);
+    m->n_special++;
+    if (!p[2 * m->n_special - 2] || !p[2 * m->n_special - 1])
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory");
+    return COLI_OK;
+}
+
+/* chat_template.jinja in the model directory, if there is one. */
+static coli_status template_file(coli_model *m)
+{
+    char *path = coli__path_join(m->dir, "chat_template.jinja");
+    if (!path)
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory");
+    FILE *f = fopen(path, "rb");
+    coli_status st = COLI_OK;
+    if (f) {
+        char *buf = malloc(CHAT_TEMPLATE_MAX + 1);
+        size_t n = buf ? fread(buf, 1, CHAT_TEMPLATE_MAX + 1, f) : 0;
+        if (!buf)
+            st = coli__fail(&m->err, COLI_ENOMEM, "out of memory");
+        else if (ferror(f))
+            st = coli__fail(&m->err, COLI_EIO, "%s: read error", path);
+        else
+            st = keep_template(m, path, buf, n);
+        free(buf);
+        fclose(f);
+    }
+    free(path);
+    return st;
+}
+
+/* The chat template and the *_token texts of tokenizer_config.json. */
+static coli_status chat_from_tokenizer_config(coli_model *m)
+{
+    char *path = coli__path_join(m->dir, "tokenizer_config.json");
+    if (!path)
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory");
+    coli__json_doc *doc = NULL;
+    coli_status st = coli__json_parse_file_max(path, COLI__JSON_TOKENIZER_MAX, &doc, &m->err);
+    if (st == COLI_ENOENT) {
+        coli__err_clear(&m->err);
+        free(path);
+        return template_file(m);
+    }
+    if (st != COLI_OK) {
+        free(path);
+        return st;
+    }
+    const coli__json *root = coli__json_root(doc);
+    const coli__json *t = coli__json_get(root, "chat_template");
+    if (t && t->type == COLI_JSON_STRING) {
+        st = keep_template(m, path, t->str, t->len);
+    } else if (t && t->type == COLI_JSON_ARRAY) {
+        for (uint32_t i = 0; i < t->len && st == COLI_OK && !m->chat_template; i++) {
+            const char *name = coli__json_get_str(&t->items[i], "name", NULL);
+            const coli__json *body = coli__json_get(&t->items[i], "template");
+            if (name && strcmp(name, "default") == 0 && body && body->type == COLI_JSON_STRING)
+                st = keep_template(m, path, body->str, body->len);
+        }
+    }
+    for (uint32_t i = 0; root->type == COLI_JSON_OBJECT && i < root->len && st == COLI_OK; i++) {
+        const coli__json *k = coli__json_key(root, i), *v = &root->items[i];
+        if (k->len < 6 || strcmp(k->str + k->len - 6, "_token") != 0)
+            continue;
+        const char *text = v->type == COLI_JSON_STRING ? v->str : coli__json_get_str(v, "content", NULL);
+        if (text)
+            st = keep_special(m, k->str, text);
+    }
+    coli__json_free(doc);
+    free(path);
+    if (st == COLI_OK && !m->chat_template)
+        st = template_file(m);
+    return st;
+}
+
 /* Which format each kind of matrix ended up in (layer 0 speaks for all). */
 static void describe_weights(coli_model *m)
 {
@@ -211,6 +310,7 @@ static coli_status open_model(coli_model *m, const char *dir)
                           coli__tok_vocab_size(m->tok), m->cfg.vocab);
     if (m->tok && m->cfg.n_eos == 0)
         COLI_TRY(eos_from_tokenizer_config(m));
+    COLI_TRY(chat_from_tokenizer_config(m));
     coli__log(&m->opts.log, COLI_LOG_INFO,
               "%s: %s, %d layers (%d MoE), %d experts (%d active), %llu MiB of weights", dir,
               m->cfg.arch_name, m->cfg.n_layers, m->cfg.n_moe_layers, m->cfg.n_experts, m->cfg.top_k,
@@ -233,6 +333,13 @@ static void model_release(coli_model *m)
     coli__st_close(m->ts);
     m->ts = NULL;
     coli__config_free(&m->cfg);
+    free(m->chat_template);
+    m->chat_template = NULL;
+    for (size_t i = 0; i < 2 * m->n_special; i++)
+        free(m->special[i]);
+    free(m->special);
+    m->special = NULL;
+    m->n_special = 0;
 }
 
 COLI_API coli_status coli_model_open(const char *dir, const coli_options *opts, coli_model **out)
@@ -484,13 +591,15 @@ COLI_API coli_status coli_model_store_stats(const coli_model *m, coli_store_stat
 
 COLI_API const char *coli_model_chat_template(const coli_model *m)
 {
-    (void)m;
-    return NULL;
+    return m && m->ok ? m->chat_template : NULL;
 }
 
 COLI_API const char *coli_model_special_text(const coli_model *m, const char *name)
 {
-    (void)m;
-    (void)name;
+    if (!m || !m->ok || !name)
+        return NULL;
+    for (size_t i = 0; i < m->n_special; i++)
+        if (strcmp(m->special[2 * i], name) == 0)
+            return m->special[2 * i + 1];
     return NULL;
 }

@@ -99,6 +99,9 @@ struct coli_model {
     char gpu_detail[160];            /* why or how the tier is used, for coli_model_info */
     const coli__cpuk *cpuk;          /* CPU kernel set (COLI_OPT_CPU_KERNELS) */
     coli__pieces pieces;             /* of cfg.family */
+    char *chat_template;             /* tokenizer_config.json or chat_template.jinja; NULL: none */
+    char **special;                  /* name, text, name, text...: tokenizer_config's *_token */
+    size_t n_special;                /* pairs in special */
 };
 
 struct coli__container;

@@ -3,8 +3,8 @@
 # fixtures in the source tree, so that no copies are kept in the repository.
 #
 # Usage: sh tests/fuzz/make-corpus.sh SRCDIR OUTDIR
-# Writes OUTDIR/<target>/ for json, safetensors, tokenizer, tokenizer_load
-# and model_open (OUTDIR is replaced). Needs only POSIX sh, od, awk, head,
+# Writes OUTDIR/<target>/ for json, safetensors, tokenizer, tokenizer_load,
+# model_open and template (OUTDIR is replaced). Needs only POSIX sh, od, awk, head,
 # tail.
 set -eu
 LC_ALL=C
@@ -16,7 +16,7 @@ data=$src/tests/data
 models="qwen3_moe olmoe mixtral"
 
 rm -rf "$out"
-for t in json safetensors tokenizer tokenizer_load model_open; do
+for t in json safetensors tokenizer tokenizer_load model_open template; do
 	mkdir -p "$out/$t"
 done
 
@@ -193,3 +193,17 @@ for w in 3 4 5; do
 		cat "$out/model_open/qwen3_moe-notok"
 	} >"$out/model_open/qwen3_moe-w$w"
 done
+
+# ---- template: each chat template fixture, alone (the target's own
+# conversation) and with a NUL and variables of its own ----------------------
+for f in "$data"/templates/*.jinja; do
+	name=$(basename "$f" .jinja)
+	cp "$f" "$out/template/$name"
+	{
+		cat "$f"
+		printf '\000{"messages": [{"role": "user", "content": "a\\u00e9"}, {"role": "assistant",'
+		printf ' "content": ["x"], "reasoning_content": null}], "add_generation_prompt": false}'
+	} >"$out/template/$name-vars"
+done
+printf '{%%- for m in messages if m.role != "x" -%%}{{ loop.index ~ m|tojson(indent=1) }}{%% endfor %%}' \
+	>"$out/template/loop"
