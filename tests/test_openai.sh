@@ -45,8 +45,14 @@ fi
 ln -s "$modules" "$tmp/node_modules"
 cp "$srcdir/tests/openai_check.mjs" "$tmp/"
 
+# one slow server: a step every 20 ms, so that a client can leave mid-reply
+COLI_SERVE_STEP_DELAY_MS=20
+export COLI_SERVE_STEP_DELAY_MS
+start slow --parallel 1 --ctx-size 512 --api-key test-key-1 || exit 1
+unset COLI_SERVE_STEP_DELAY_MS
+slow=$base
 start main --parallel 4 --ctx-size 512 --api-key test-key-1 || exit 1
-if COLI_BASE_URL=$base/v1 COLI_API_KEY=test-key-1 COLI_MODEL_ID=demo \
+if COLI_BASE_URL=$base/v1 COLI_SLOW_BASE_URL=$slow/v1 COLI_API_KEY=test-key-1 COLI_MODEL_ID=demo \
 	node --test --test-reporter=spec "$tmp/openai_check.mjs" >"$out" 2>&1; then
 	sed -n 's/^/    /p' "$out" | tail -n 20
 	pass "the openai package's cases against coli serve"

@@ -142,14 +142,28 @@ get /v1/nothing
 check "an unknown path is 404" eval '[ "$code" = 404 ] && contains "$out" "not_found_error"'
 get /v1/completions
 check "a wrong method is 405" eval '[ "$code" = 405 ] && contains "$out" "\"error\""'
-post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}]}'
-check "chat without a template is 400 and says so" eval '[ "$code" = 400 ] && contains "$out" "the model has no chat template; pass --chat-template-file"'
+post /v1/chat/completions '{"messages":[{"role":"user","content":"In the beginning God"}],"max_tokens":20,"temperature":0}'
+check "chat through the demo's template (one text) continues it as the completion does" eval '[ "$code" = 200 ] && [ "$(json_str "$out" content)" = "$expect" ]'
+post /apply-template '{"messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}]}'
+check "/apply-template renders the messages, developer as system and parts joined" eval '[ "$code" = 200 ] && [ "$(json_str "$out" prompt)" = "Be brief.\\nHi" ]'
 post /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}'
 check "a content part other than text is 400" eval '[ "$code" = 400 ] && contains "$out" "unsupported content"'
 post /v1/chat/completions '{"messages":[{"role":"wizard","content":"x"}]}'
 check "an unknown role is 400" eval '[ "$code" = 400 ] && contains "$out" "messages[0]"'
-post /apply-template '{"messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}]}'
+# a model without a chat template: the demo's files but that one
+mkdir "$tmp/bare"
+for f in "$demo"/*; do
+	[ "${f##*/}" = chat_template.jinja ] || ln -s "$(cd "$(dirname "$f")" && pwd)/${f##*/}" "$tmp/bare/"
+done
+demo_saved=$demo
+demo=$tmp/bare
+start bare --parallel 1 --ctx-size 64 || exit 1
+demo=$demo_saved
+post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}]}'
+check "chat without a template is 400 and says so" eval '[ "$code" = 400 ] && contains "$out" "the model has no chat template; pass --chat-template-file"'
+post /apply-template '{"messages":[{"role":"user","content":"Hi"}]}'
 check "/apply-template without a template is 400" eval '[ "$code" = 400 ] && contains "$out" "chat template"'
+base=$main
 awk 'BEGIN { printf "{\"prompt\":\""; for (i = 0; i < 20000; i++) printf "x"; printf "\"}"; }' >"$tmp/big.json"
 code=$(curl -s -o "$out" -w '%{http_code}' --data-binary @"$tmp/big.json" "$base/v1/completions")
 check "a small body passes the default cap (400 for its length, not 413)" [ "$code" = 400 ]

@@ -35,7 +35,7 @@ pids="$pids $!"
 dport=
 i=0
 while [ $i -lt 100 ] && [ -z "$dport" ]; do
-	dport=$(sed -n 's/.*was started successfully on port \([0-9][0-9]*\).*/\1/p' "$tmp/driver.log")
+	dport=$(sed -n 's/.*was started successfully on port \([0-9][0-9]*\).*/\1/p' "$tmp/driver.log" 2>/dev/null)
 	i=$((i + 1))
 	sleep 0.1
 done
@@ -59,6 +59,9 @@ page() { # WHAT [ENV=VALUE...]: runs the page check against $base
 }
 
 web="--web-dir $srcdir/tools/serve/web"
+# a step every 20 ms, so that the page is seen filling in as tokens come
+COLI_SERVE_STEP_DELAY_MS=20
+export COLI_SERVE_STEP_DELAY_MS
 # shellcheck disable=SC2086 # $web is two words
 start page --parallel 2 --ctx-size 256 --api-key web-key $web || exit 1
 page "the page streams replies equal to the API's, with the history"

@@ -50,7 +50,7 @@ const session = await wd("POST", "/session", {
 const sid = session.sessionId;
 const run = (script, args = []) => wd("POST", `/session/${sid}/execute/sync`, { script, args });
 const el = async (css) => (await wd("POST", `/session/${sid}/element`, { using: "css selector", value: css }))[
-  "element-6066-11e4-a52e-4a4a4a4a4a4a"];
+  "element-6066-11e4-a52e-4f735466cecf"];
 
 // One turn through the page: what the last reply showed while it streamed
 // and at the end.
@@ -73,8 +73,9 @@ async function turn(text) {
 
 try {
   await wd("POST", `/session/${sid}/url`, { url: root + "/" });
+  // the settings, as a user opens them: the key, greedy, 48 tokens
+  await wd("POST", `/session/${sid}/element/${await el("#settings summary")}/click`, {});
   if (key) await wd("POST", `/session/${sid}/element/${await el("#key")}/value`, { text: key });
-  // the page's own settings: greedy, 48 tokens
   await run(`document.getElementById('temperature').value = '0';
              document.getElementById('max_tokens').value = '48';`);
   const first = await turn("In the beginning God created");
