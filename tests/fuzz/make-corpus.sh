@@ -16,7 +16,7 @@ data=$src/tests/data
 models="qwen3_moe olmoe mixtral"
 
 rm -rf "$out"
-for t in json safetensors tokenizer tokenizer_load model_open template; do
+for t in json safetensors tokenizer tokenizer_load model_open template request; do
 	mkdir -p "$out/$t"
 done
 
@@ -207,3 +207,11 @@ for f in "$data"/templates/*.jinja; do
 done
 printf '{%%- for m in messages if m.role != "x" -%%}{{ loop.index ~ m|tojson(indent=1) }}{%% endfor %%}' \
 	>"$out/template/loop"
+
+# ---- request: OpenAI request bodies as clients send them ------------------
+printf '%s' '{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello"}],"temperature":0.7,"top_p":0.9,"max_tokens":16,"stream":true,"stream_options":{"include_usage":true}}' \
+	>"$out/request/chat"
+printf '%s' '{"messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"42"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"chat_template_kwargs":{"enable_thinking":false},"stop":["\n","END"],"seed":7,"logprobs":true,"top_logprobs":3}' \
+	>"$out/request/tools"
+printf '%s' '{"prompt":"In the beginning","max_tokens":8,"temperature":null,"frequency_penalty":0.5,"presence_penalty":-0.5,"repeat_penalty":1.1,"top_k":40,"min_p":0.05,"unknown":{"x":[1,2]}}' \
+	>"$out/request/completion"

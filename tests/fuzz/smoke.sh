@@ -12,7 +12,7 @@ set -eu
 src=$1
 build=$2
 shift 2
-targets=${*:-json safetensors tokenizer tokenizer_load model_open template}
+targets=${*:-json safetensors tokenizer tokenizer_load model_open template request}
 run=$build/tests/fuzz/run
 
 # target -> "runs max_len": sized so that all of them together take about a
@@ -25,6 +25,7 @@ params() {
 	tokenizer_load) echo "6000 65536" ;;
 	model_open) echo "4000 81920" ;;
 	template) echo "20000 8192" ;;
+	request) echo "20000 8192" ;;
 	*) echo "smoke.sh: unknown target $1" >&2; exit 2 ;;
 	esac
 }
