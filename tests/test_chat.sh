@@ -96,5 +96,54 @@ else
 	fail "chat with a template: exit status $status: $(cat "$err")"
 fi
 
+# --mtp on the GLM demo: the same reply as without
+glm=$(dirname "$demo")/demo-glm
+printf 'In the beginning God created\n/exit\n' >"$tmp/one"
+"$COLI" chat --model "$glm" --temperature 0 --max-tokens 40 <"$tmp/one" >"$tmp/plain" 2>/dev/null
+"$COLI" chat --model "$glm" --temperature 0 --max-tokens 40 --mtp --no-mtp-guard <"$tmp/one" >"$out" 2>"$err"
+if [ -s "$out" ] && cmp -s "$out" "$tmp/plain"; then
+	pass "chat --mtp gives the reply without it"
+else
+	fail "chat --mtp: '$(cat "$out" "$err")' against '$(cat "$tmp/plain")'"
+fi
+
+# Ctrl-C stops a reply (slowed to 50 ms a token) and the chat goes on;
+# at the prompt it ends the chat
+mkfifo "$tmp/in"
+COLI_SERVE_STEP_DELAY_MS=50 "$COLI" chat --model "$demo" --temperature 0 --max-tokens 400 <"$tmp/in" \
+	>"$out" 2>"$err" &
+chat=$!
+# until_grows N: waits (up to 30 s) for the reply output to pass N bytes
+until_grows() {
+	i=0
+	while [ "$(wc -c <"$out")" -le "$1" ] && [ $i -lt 300 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+exec 3>"$tmp/in"
+echo "In the beginning God created" >&3
+until_grows 0
+kill -INT $chat
+i=0
+while ! grep -q 'the reply was stopped' "$err" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+n=$(wc -c <"$out")
+echo "And God said" >&3
+until_grows "$n"
+kill -INT $chat
+i=0
+while [ "$(grep -c 'the reply was stopped' "$err")" -lt 2 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -INT $chat 2>/dev/null
+exec 3>&-
+wait $chat
+status=$?
+words=$(wc -w <"$out")
+if [ "$status" = 0 ] && [ "$(grep -c 'the reply was stopped' "$err")" = 2 ] && [ "$words" -gt 2 ] &&
+	[ "$words" -lt 200 ]; then
+	pass "Ctrl-C stops a reply, the next turn is answered, and Ctrl-C at the prompt ends"
+else
+	fail "Ctrl-C: status $status, $words words, stderr: $(cat "$err")"
+fi
+
 echo "$checks checks, $failures failures"
 [ "$failures" -eq 0 ]

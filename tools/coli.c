@@ -1953,7 +1953,7 @@ static const char chat_synopsis[] =
     "Talk with the model: each line of standard input is a turn, rendered with\n"
     "the history through the model's chat template (as coli serve does) and\n"
     "answered on standard output. /clear forgets the history; /exit or the end\n"
-    "of input ends.";
+    "of input ends. Ctrl-C stops a reply; at the prompt it ends.";
 
 static const opthelp chat_options[] = {
     H_MODEL,
@@ -1972,6 +1972,7 @@ static const opthelp chat_options[] = {
     H_CONTEXT,
     H_CPU,
     H_KV_TYPE,
+    H_MTP,
     H_GPU,
     H_STORE,
     {O_FORMAT, "text (each reply as it comes) or json (each reply\nwhole, an object a line) (default text)"},

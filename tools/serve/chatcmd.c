@@ -11,9 +11,21 @@
 #include "sbuf.h"
 #include "think.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* Ctrl-C: during a reply it stops the reply; at the prompt it ends. */
+static volatile sig_atomic_t g_interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_interrupted = 1;
+}
 
 /* One turn of the history. */
 typedef struct turn {
@@ -83,12 +95,19 @@ typedef struct reply {
     sbuf text;
     int json;          /* --format json: the reply is printed whole, as JSON */
     int write_failed;
+    long delay_ns;     /* COLI_SERVE_STEP_DELAY_MS: a pause a token, for tests */
 } reply;
 
 static int on_token(void *user, int32_t token, const char *text, size_t len)
 {
     reply *r = user;
     (void)token;
+    if (g_interrupted)
+        return 1; /* the token is counted, not shown: the reply stops */
+    if (r->delay_ns) {
+        struct timespec d = {r->delay_ns / 1000000000L, r->delay_ns % 1000000000L};
+        nanosleep(&d, NULL);
+    }
     sbuf_add(&r->text, text, len);
     if (r->json)
         return 0;
@@ -198,6 +217,8 @@ static int turn_run(coli_model *m, coli_context *ctx, coli_sampler *smp, const c
     reply r;
     memset(&r, 0, sizeof r);
     r.json = json;
+    const char *delay = getenv("COLI_SERVE_STEP_DELAY_MS");
+    r.delay_ns = delay ? strtol(delay, NULL, 10) * 1000000L : 0;
     coli_generate_params_init(&gp, sizeof gp);
     gp.max_tokens = (size_t)max_tokens < most ? (size_t)max_tokens : most;
     gp.on_token = on_token;
@@ -274,11 +295,22 @@ int chat_run(const args *a, coli_model *model, const char *dir)
         fprintf(stderr, "%s: %s: %s\n", cli_prog, coli_strerror(st), coli_model_errmsg(model));
         goto done;
     }
+    /* without SA_RESTART, so that Ctrl-C at the prompt ends the read */
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_sa);
     rc = 0;
     for (;;) {
+        g_interrupted = 0;
+        errno = 0;
         ssize_t got = getline(&line, &cap, stdin);
-        if (got < 0)
+        if (got < 0) {
+            if (g_interrupted)
+                fputc('\n', stderr);
             break;
+        }
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
             line[--got] = '\0';
         if (got == 0)
@@ -293,7 +325,10 @@ int chat_run(const args *a, coli_model *model, const char *dir)
         convo_add(&c, 0, line, (size_t)got);
         if ((rc = turn_run(model, ctx, smp, &tmpl, &c, max_tokens, json, &held, &n_held)) != 0)
             break;
+        if (g_interrupted)
+            fprintf(stderr, "%s: [the reply was stopped]\n", cli_prog);
     }
+    sigaction(SIGINT, &old_sa, NULL);
 done:
     free(line);
     free(held);
