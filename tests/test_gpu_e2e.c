@@ -148,6 +148,7 @@ static void compare(const run *a, const run *b, const char *what)
  * width (48) is not a multiple of 32 and its down projections stay bf16
  * under the quantized formats, which changes nothing. */
 static const char *const g_format_names[] = {"q8", "q4", "q2", "bf16"}; /* model_case's, in order */
+static const coli_weight_format g_formats[] = {COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q2, COLI_WEIGHTS_BF16};
 
 /* Whether model_case runs format name for a benchmark model. */
 static int bench_format_wanted(const char *name)
@@ -527,6 +528,103 @@ START_TEST(test_mtp_model)
 }
 END_TEST
 
+/* ---- batches: several contexts in one pass, on every tier ---------------------- */
+
+#define BSEQ 4
+#define BSTEPS 6
+
+/* Greedy logits of BSEQ sequences, [BSEQ][1 + BSTEPS][vocab]: one after
+ * another (batched 0) or through coli_eval_batch, joining at different
+ * rounds and decoding together (1). mode: 0 the CPU, 1 layers and every
+ * expert on the GPU, 2 layers and half the experts, 3 experts only. */
+static float *batch_run(const char *dir, coli_weight_format fmt, int mode, int batched, size_t *vocab_out)
+{
+    static const int len[BSEQ] = {1, 5, 70, 3}, join[BSEQ] = {0, 0, 1, 3};
+    coli_options *o = NULL;
+    ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_WEIGHTS, fmt), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_THREADS, g_threads), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, 128), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU, mode ? 1 : 0), COLI_OK);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU_LAYERS, mode == 3 ? 0 : 1), COLI_OK);
+    if (mode == 2)
+        setenv("CUDA_EXPERT_GB", "0.0001", 1); /* a budget for a few experts */
+    else
+        unsetenv("CUDA_EXPERT_GB");
+    coli_model *m = NULL;
+    ck_assert_msg(coli_model_open(dir, o, &m) == COLI_OK, "%s: %s", dir, coli_model_errmsg(m));
+    coli_model_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
+    size_t V = (size_t)info.vocab_size;
+    *vocab_out = V;
+    float *all = malloc((size_t)BSEQ * (1 + BSTEPS) * V * sizeof(float));
+    ck_assert_ptr_nonnull(all);
+    coli_context *c[BSEQ];
+    int32_t ids[BSEQ][80], next[BSEQ];
+    int done[BSEQ] = {0};
+    for (int j = 0; j < BSEQ; j++) {
+        ck_assert_int_eq(coli_context_create(m, o, &c[j]), COLI_OK);
+        for (int i = 0; i < len[j]; i++)
+            ids[j][i] = (int32_t)((i * 37 + 11 * j + 5) % (int)V);
+    }
+    for (int round = 0;; round++) {
+        coli_batch_item it[BSEQ];
+        int n = 0;
+        for (int j = 0; j < BSEQ; j++) {
+            if ((batched && round < join[j]) || done[j] > BSTEPS)
+                continue;
+            it[n++] = done[j] == 0 ? (coli_batch_item){c[j], ids[j], (size_t)len[j]}
+                                   : (coli_batch_item){c[j], &next[j], 1};
+            if (!batched)
+                break; /* one sequence at a time, to its end */
+        }
+        if (n == 0)
+            break;
+        ck_assert_msg(coli_eval_batch(it, (size_t)n) == COLI_OK, "%s: %s", dir, coli_context_errmsg(it[0].ctx));
+        for (int k = 0; k < n; k++) {
+            int j = (int)(it[k].ctx == c[0] ? 0 : it[k].ctx == c[1] ? 1 : it[k].ctx == c[2] ? 2 : 3);
+            const float *l = coli_context_logits(c[j]);
+            memcpy(all + ((size_t)j * (1 + BSTEPS) + (size_t)done[j]) * V, l, V * sizeof(float));
+            next[j] = tu_argmax(l, (int)V);
+            done[j]++;
+        }
+    }
+    for (int j = 0; j < BSEQ; j++)
+        coli_context_free(c[j]);
+    coli_model_free(m);
+    coli_options_free(o);
+    unsetenv("CUDA_EXPERT_GB");
+    return all;
+}
+
+START_TEST(test_batch_tiers)
+{
+    static const char *fixtures[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe"};
+    static const char *modes[] = {"CPU", "layers and every expert on the GPU", "layers and some experts on the GPU",
+                                  "experts only on the GPU"};
+    char dir[4096], line[1024];
+    snprintf(dir, sizeof dir, "%s/%s", tu_data_dir(), fixtures[_i]);
+    for (int f = 0; f < 4; f++) {
+        size_t V = 0;
+        float *ref = batch_run(dir, g_formats[f], 0, 0, &V);
+        size_t bytes = (size_t)BSEQ * (1 + BSTEPS) * V * sizeof(float);
+        int at = snprintf(line, sizeof line, "%s %s: %d sequences batched (one of 70 tokens), the bits of each alone "
+                          "on the CPU:", fixtures[_i], g_format_names[f], BSEQ);
+        for (int mode = 0; mode < 4; mode++) {
+            float *got = batch_run(dir, g_formats[f], mode, 1, &V);
+            ck_assert_msg(memcmp(got, ref, bytes) == 0, "%s %s: batched, %s: logits differ from each sequence alone "
+                          "on the CPU", fixtures[_i], g_format_names[f], modes[mode]);
+            free(got);
+            at += snprintf(line + at, sizeof line - (size_t)at, " %s;", modes[mode]);
+        }
+        printf("%s\n", line);
+        free(ref);
+    }
+}
+END_TEST
+
 /* COLI_BENCH_MODEL, COLI_BENCH_FORMATS and COLI_E2E_THREADS, checked
  * before anything runs: 1 when one of them is wrong (said on stderr). */
 static int read_env(void)
@@ -608,6 +706,7 @@ int main(void)
         tcase_add_loop_test(tc, test_bench_model, 0, g_n_bench);
     else
         printf("test_gpu_e2e: COLI_BENCH_MODEL not set: the benchmark model is not compared\n");
+    tcase_add_loop_test(tc, test_batch_tiers, 0, 4);
     tcase_add_test(tc, test_mtp_fixture);
     if (g_n_mtp > 0)
         tcase_add_loop_test(tc, test_mtp_model, 0, g_n_mtp);
