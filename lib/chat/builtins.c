@@ -1364,7 +1364,7 @@ coli_status coli__tfilter(coli__trt *rt, const char *name, size_t n, const coli_
         if (name[0] == 'l' && x->t != COLI__TV_LIST && x->t != COLI__TV_STR)
             return coli__trt_fail(rt, COLI_EINVAL, "last: expected a sequence, got %s", coli__tv_type_name(x));
         COLI_TRY(coli__top_iter(rt, x, &it));
-        *out = it.l->n ? it.l->v[name[0] == 'f' ? 0 : it.l->n - 1] : coli__tv_undef(name);
+        *out = it.l->n ? it.l->v[name[0] == 'f' ? 0 : it.l->n - 1] : coli__tv_undef(name[0] == 'f' ? "first" : "last");
         return COLI_OK;
     }
     if (is(name, n, "join")) {

@@ -24,8 +24,7 @@ static const char *find_name(const char *const *list, const char *name, size_t n
 
 coli__tv coli__top_missing(const coli__tv *obj, const char *name, size_t n)
 {
-    coli__tv u = coli__tv_undef(name);
-    u.s.n = n;
+    coli__tv u = coli__tv_undefn(name, n);
     u.tuple = (uint8_t)(obj->t + 1);
     return u;
 }
@@ -447,10 +446,8 @@ coli_status coli__top_getitem(coli__trt *rt, const coli__tv *obj, const coli__tv
                 return COLI_OK;
             }
         }
-        *out = coli__tv_undef("item");
+        *out = coli__tv_undef("[index]");
         out->tuple = (uint8_t)(obj->t + 1);
-        out->s.p = "[index]";
-        out->s.n = 7;
         return COLI_OK;
     }
     if (key->t == COLI__TV_STR)
