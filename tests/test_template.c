@@ -137,6 +137,9 @@ START_TEST(test_whitespace)
     expect("{% if true +%}\nx{% endif %}", "{}", "\nx");
     expect("{% raw %}{{ x }}{% if %}{% endraw %}|{%- raw -%}  a  {%- endraw %}", "{}", "{{ x }}{% if %}|a");
     expect_error("{% raw %}x", "{}", COLI_EFORMAT, "raw", NULL);
+    /* transformers' {% generation %} renders its body. */
+    expect("{% for m in ms %}{% generation %}\n  <{{ m }}>\n{% endgeneration %}{% endfor %}", "{\"ms\": [\"a\", \"b\"]}",
+           "  <a>\n  <b>\n");
 }
 END_TEST
 
