@@ -137,6 +137,9 @@ START_TEST(test_whitespace)
     expect("{% if true +%}\nx{% endif %}", "{}", "\nx");
     expect("{% raw %}{{ x }}{% if %}{% endraw %}|{%- raw -%}  a  {%- endraw %}", "{}", "{{ x }}{% if %}|a");
     expect_error("{% raw %}x", "{}", COLI_EFORMAT, "raw", NULL);
+    /* transformers' {% generation %} renders its body. */
+    expect("{% for m in ms %}{% generation %}\n  <{{ m }}>\n{% endgeneration %}{% endfor %}", "{\"ms\": [\"a\", \"b\"]}",
+           "  <a>\n  <b>\n");
 }
 END_TEST
 
@@ -200,6 +203,10 @@ START_TEST(test_expressions)
            "{}", "bcdfdb[3, 4]\xc3\xa9[3, 2, 1]c[]");
     expect("{{ m.role }}{{ m['role'] }}{{ m.get('role') }}{{ m.get('x', 5) }}{{ m.keys()|list }}", "{\"m\": {\"role\": \"u\"}}",
            "uuu5['role']");
+    expect("{{ '%s-%d' % ('a', 3) }}|{{ '%5s|%-5s|' % ('ab', 'cd') }}{{ '%05d %+d' % (42, 5) }}|{{ '%.2f' % 3.14159 }}|"
+           "{{ '100%%' % () }}|{{ '%r' % 'q' }}",
+           "{}", "a-3|   ab|cd   |00042 +5|3.14|100%|'q'");
+    expect_error("{{ '%s %s' % ('a',) }}", "{}", COLI_EINVAL, "not enough arguments", NULL);
     expect_error("{{ 1 / 0 }}", "{}", COLI_EINVAL, "division by zero", NULL);
     expect_error("{{ 'a' + 1 }}", "{}", COLI_EINVAL, "str", NULL);
     expect_error("{{ 1 < 'a' }}", "{}", COLI_EINVAL, "'<' not supported", NULL);

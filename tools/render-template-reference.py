@@ -14,8 +14,9 @@ any difference; exit 1 if one differs. Used by tests/test_template_live.sh.
 
 The environment is built here from transformers' documented behaviour
 (chat templating, _compile_jinja_template): an immutable sandbox with
-trim_blocks, lstrip_blocks and loop controls, the globals raise_exception
-and strftime_now, and tojson as json.dumps with ensure_ascii off.
+trim_blocks, lstrip_blocks, loop controls and {% generation %}, the
+globals raise_exception and strftime_now, and tojson as json.dumps with
+ensure_ascii off.
 """
 import argparse
 import json
@@ -50,9 +51,24 @@ def strftime_now(fmt):
     return datetime.now().strftime(fmt)
 
 
+class Generation(jinja2.ext.Extension):
+    """{% generation %}...{% endgeneration %}: transformers marks the
+    assistant's text with it; rendered, it is its body."""
+
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller):
+        return caller()
+
+
 def environment():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[jinja2.ext.loopcontrols])
+                                        extensions=[Generation, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -130,6 +146,8 @@ FEATURES = [
     "{{ m.content.rstrip().endswith('!') }}{{ m.content.title() }}{% endfor %}",
     "{% if tools is defined %}{{ tools|length }}{% else %}none{% endif %}{{ undefined_thing|default('d') }}"
     "{{ messages[5] is defined }}{{ messages[-1].role }}",
+    "{%- for m in messages %}\n  {%- if m.role == 'assistant' %}\n    {% generation %}\n    {{- m.content }}\n"
+    "    {% endgeneration %}\n  {%- else %}[{{ m.content }}]{% endif %}\n{%- endfor %}",
 ]
 
 

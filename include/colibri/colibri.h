@@ -416,7 +416,10 @@ COLI_API const char *coli_model_special_text(const coli_model *model, const char
 typedef struct coli_chat_template coli_chat_template;
 
 /* Compiles a template (source need not be NUL-terminated). On failure
- * errbuf (errcap bytes, may be NULL) gives the line, column and reason. */
+ * errbuf (errcap bytes, may be NULL) gives the line, column and reason:
+ * COLI_EFORMAT for a syntax error or an unknown filter or test,
+ * COLI_ERANGE for nesting beyond the bound. A compiled template is only
+ * read by renders: several threads may render it at once. */
 COLI_API coli_status coli_chat_template_compile(const char *source, size_t len, coli_chat_template **out,
                                                 char *errbuf, size_t errcap);
 COLI_API void coli_chat_template_free(coli_chat_template *tmpl);

@@ -1150,12 +1150,13 @@ static coli_status f_round(coli__trt *rt, const coli__tv *x, const coli__targs *
         *out = coli__tv_int(x->t == COLI__TV_INT ? x->i : x->b);
         return COLI_OK;
     }
-    if (isfinite(v) && prec >= 0) {
-        /* printf rounds the exact binary value half to even, as Python's round. */
+    if (isfinite(v) && prec >= 0 && fabs(v) < 4503599627370496.0) {
+        /* printf rounds the exact binary value half to even, as Python's
+         * round; from 2^52 up every double is whole and stays as it is. */
         char buf[512];
         snprintf(buf, sizeof buf, "%.*f", (int)prec, v);
         v = strtod(buf, NULL);
-    } else if (isfinite(v)) {
+    } else if (isfinite(v) && prec < 0) {
         double s = pow(10.0, (double)-prec);
         v = nearbyint(v / s) * s;
     }
@@ -1185,7 +1186,7 @@ static coli_status f_indent(coli__trt *rt, const coli__tv *x, const coli__targs 
     COLI_TRY(splitlines(rt, &s, &lines));
     coli__tsb b = {0};
     COLI_TRY(coli__tsb_put(rt, &b, "", 0));
-    if (first && (lines.l->n || 1))
+    if (first)
         COLI_TRY(coli__tsb_put(rt, &b, ind.s.p, ind.s.n));
     for (size_t i = 0; i < lines.l->n; i++) {
         const coli__tv *l = &lines.l->v[i];
@@ -1364,7 +1365,7 @@ coli_status coli__tfilter(coli__trt *rt, const char *name, size_t n, const coli_
         if (name[0] == 'l' && x->t != COLI__TV_LIST && x->t != COLI__TV_STR)
             return coli__trt_fail(rt, COLI_EINVAL, "last: expected a sequence, got %s", coli__tv_type_name(x));
         COLI_TRY(coli__top_iter(rt, x, &it));
-        *out = it.l->n ? it.l->v[name[0] == 'f' ? 0 : it.l->n - 1] : coli__tv_undef(name);
+        *out = it.l->n ? it.l->v[name[0] == 'f' ? 0 : it.l->n - 1] : coli__tv_undef(name[0] == 'f' ? "first" : "last");
         return COLI_OK;
     }
     if (is(name, n, "join")) {

@@ -56,9 +56,7 @@ static coli__tv lookup(frame *f, const char *name, size_t n)
     coli__tv g;
     if (coli__tglobal(name, n, &g))
         return g;
-    coli__tv u = coli__tv_undef(name);
-    u.s.n = n;
-    return u;
+    return coli__tv_undefn(name, n);
 }
 
 /* Evaluates the arguments of a call or filter node. */
@@ -116,7 +114,6 @@ static coli_status call_macro(ev *E, const coli__tv *mv, const coli__targs *a, c
             COLI_TRY(eval(E, f, d->kids2[i], &v));
         } else {
             v = coli__tv_undef(d->names[i]);
-            v.s.n = strlen(d->names[i]);
         }
         COLI_TRY(bind(E, f, d->names[i], strlen(d->names[i]), v));
     }
@@ -284,7 +281,6 @@ static coli_status eval_node(ev *E, frame *f, const coli__tnode *n, coli__tv *ou
         if (n->c)
             return eval(E, f, n->c, out);
         *out = coli__tv_undef("the else of an inline if");
-        out->s.n = strlen(out->s.p);
         return COLI_OK;
     case COLI__N_COMPARE:
         return eval_compare(E, f, n, out);

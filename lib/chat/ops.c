@@ -2,6 +2,7 @@
 #include "chat/ops.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const dict_methods[] = {"items", "keys", "values", "get", "copy", "update", "pop",
@@ -24,8 +25,7 @@ static const char *find_name(const char *const *list, const char *name, size_t n
 
 coli__tv coli__top_missing(const coli__tv *obj, const char *name, size_t n)
 {
-    coli__tv u = coli__tv_undef(name);
-    u.s.n = n;
+    coli__tv u = coli__tv_undefn(name, n);
     u.tuple = (uint8_t)(obj->t + 1);
     return u;
 }
@@ -196,6 +196,110 @@ static coli_status arith(coli__trt *rt, int op, const coli__tv *a, const coli__t
     return COLI_OK;
 }
 
+/* Pads s to width characters (left-justified with minus). */
+static coli_status put_padded(coli__trt *rt, coli__tsb *b, const char *s, size_t n, int64_t width, int minus,
+                              char fill)
+{
+    int64_t pad = width - (int64_t)coli__utf8_count(s, n);
+    for (; !minus && pad > 0; pad--)
+        COLI_TRY(coli__tsb_putc(rt, b, fill));
+    COLI_TRY(coli__tsb_put(rt, b, s, n));
+    for (; pad > 0; pad--)
+        COLI_TRY(coli__tsb_putc(rt, b, ' '));
+    return COLI_OK;
+}
+
+/* One conversion of Python's "%" with its flags, width and precision. */
+static coli_status format_one(coli__trt *rt, coli__tsb *b, char conv, const char *flags, int64_t width,
+                              int64_t prec, const coli__tv *v)
+{
+    int minus = strchr(flags, '-') != NULL;
+    if (conv == 's' || conv == 'r') {
+        coli__tsb t = {0};
+        COLI_TRY(coli__tsb_put(rt, &t, "", 0));
+        COLI_TRY(conv == 's' ? coli__tv_str(rt, &t, v) : coli__tv_repr(rt, &t, v, 0));
+        size_t n = t.n;
+        if (prec >= 0) /* at most prec characters */
+            for (size_t i = 0, k = 0; i < t.n; i++)
+                if (((unsigned char)t.p[i] & 0xc0) != 0x80 && k++ == (size_t)prec) {
+                    n = i;
+                    break;
+                }
+        return put_padded(rt, b, t.p, n, width, minus, ' ');
+    }
+    if (!coli__tv_is_num(v))
+        return coli__trt_fail(rt, COLI_EINVAL, "%%%c format: a real number is required, not %s", conv,
+                              coli__tv_type_name(v));
+    char spec[32], num[1400]; /* "%.999f" of 1e308 fits */
+    int k = snprintf(spec, sizeof spec, "%%%s", flags);
+    if (strchr("dixXo", conv)) {
+        double f = coli__tv_num(v);
+        if (v->t == COLI__TV_FLOAT && !(f > -9.2e18 && f < 9.2e18))
+            return coli__trt_fail(rt, COLI_ERANGE, "%%%c format: %g is beyond 64 bits", conv, f);
+        long long i = v->t == COLI__TV_FLOAT ? (long long)f : v->t == COLI__TV_INT ? (long long)v->i : v->b;
+        snprintf(spec + k, sizeof spec - (size_t)k, "ll%c", conv == 'i' ? 'd' : conv);
+        snprintf(num, sizeof num, spec, i);
+    } else {
+        snprintf(spec + k, sizeof spec - (size_t)k, ".%d%c", (int)(prec < 0 ? 6 : prec), conv);
+        snprintf(num, sizeof num, spec, coli__tv_num(v));
+    }
+    char fill = strchr(flags, '0') && !minus ? '0' : ' ';
+    if (fill == '0' && (num[0] == '-' || num[0] == '+' || num[0] == ' ')) {
+        /* zero padding goes after the sign */
+        COLI_TRY(coli__tsb_putc(rt, b, num[0]));
+        return put_padded(rt, b, num + 1, strlen(num + 1), width - 1, 0, '0');
+    }
+    return put_padded(rt, b, num, strlen(num), width, minus, fill);
+}
+
+coli_status coli__top_format(coli__trt *rt, const coli__tv *fmt, const coli__tv *args, coli__tv *out)
+{
+    const coli__tv *items = args->t == COLI__TV_LIST && args->tuple ? args->l->v : args;
+    size_t nitems = args->t == COLI__TV_LIST && args->tuple ? args->l->n : 1, used = 0;
+    coli__tsb b = {0};
+    COLI_TRY(coli__tsb_put(rt, &b, "", 0));
+    const char *p = fmt->s.p, *end = fmt->s.p + fmt->s.n;
+    while (p < end) {
+        const char *pct = memchr(p, '%', (size_t)(end - p));
+        if (!pct) {
+            COLI_TRY(coli__tsb_put(rt, &b, p, (size_t)(end - p)));
+            break;
+        }
+        COLI_TRY(coli__tsb_put(rt, &b, p, (size_t)(pct - p)));
+        p = pct + 1;
+        char flags[8] = "";
+        size_t nf = 0;
+        while (p < end && strchr("-+ 0#", *p) && *p && nf < sizeof flags - 1)
+            flags[nf++] = *p++;
+        int64_t width = 0, prec = -1;
+        while (p < end && *p >= '0' && *p <= '9' && width < 100000)
+            width = width * 10 + (*p++ - '0');
+        if (p < end && *p == '.')
+            for (p++, prec = 0; p < end && *p >= '0' && *p <= '9' && prec < 1000;)
+                prec = prec * 10 + (*p++ - '0');
+        if (width >= 100000 || prec >= 1000)
+            return coli__trt_fail(rt, COLI_ERANGE, "%% format: width or precision too large");
+        if (p >= end)
+            return coli__trt_fail(rt, COLI_EINVAL, "incomplete format");
+        char conv = *p++;
+        if (conv == '%') {
+            COLI_TRY(coli__tsb_putc(rt, &b, '%'));
+            continue;
+        }
+        if (!strchr("srdixXofFeEgG", conv) || conv == '\0')
+            return coli__trt_fail(rt, COLI_EINVAL, "unsupported format character '%c'", conv);
+        if (used >= nitems)
+            return coli__trt_fail(rt, COLI_EINVAL, "not enough arguments for format string");
+        COLI_TRY(format_one(rt, &b, conv, flags, width, prec, &items[used++]));
+    }
+    int tuple = args->t == COLI__TV_LIST && args->tuple;
+    /* A lone argument left over is an error too, unless it can be a mapping. */
+    if (used < nitems && (tuple || (args->t != COLI__TV_LIST && args->t != COLI__TV_DICT)))
+        return coli__trt_fail(rt, COLI_EINVAL, "not all arguments converted during string formatting");
+    *out = coli__tsb_value(&b);
+    return COLI_OK;
+}
+
 coli_status coli__top_binary(coli__trt *rt, int op, const coli__tv *a, const coli__tv *b, coli__tv *out)
 {
     if (a->t == COLI__TV_UNDEF)
@@ -230,7 +334,7 @@ coli_status coli__top_binary(coli__trt *rt, int op, const coli__tv *a, const col
             return repeat(rt, b, intval(a), out);
     }
     if (op == COLI__OP_MOD && a->t == COLI__TV_STR)
-        return coli__trt_fail(rt, COLI_EINVAL, "printf-style string formatting is not supported");
+        return coli__top_format(rt, a, b, out);
     return arith(rt, op, a, b, out);
 }
 
@@ -447,10 +551,8 @@ coli_status coli__top_getitem(coli__trt *rt, const coli__tv *obj, const coli__tv
                 return COLI_OK;
             }
         }
-        *out = coli__tv_undef("item");
+        *out = coli__tv_undef("[index]");
         out->tuple = (uint8_t)(obj->t + 1);
-        out->s.p = "[index]";
-        out->s.n = 7;
         return COLI_OK;
     }
     if (key->t == COLI__TV_STR)

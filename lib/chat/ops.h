@@ -17,6 +17,9 @@ coli_status coli__top_binary(coli__trt *rt, int op, const coli__tv *a, const col
 coli_status coli__top_unary(coli__trt *rt, int op, const coli__tv *a, coli__tv *out);
 /* EQ .. NOTIN. */
 coli_status coli__top_compare(coli__trt *rt, int op, const coli__tv *a, const coli__tv *b, int *res);
+/* fmt % args, as Python's printf-style formatting: flags, width,
+ * precision and the conversions s r d i x X o f F e E g G and %%. */
+coli_status coli__top_format(coli__trt *rt, const coli__tv *fmt, const coli__tv *args, coli__tv *out);
 /* needle in hay, as Python's "in". */
 coli_status coli__top_contains(coli__trt *rt, const coli__tv *hay, const coli__tv *needle, int *res);
 

@@ -931,6 +931,19 @@ static coli_status parse_body(parser *P, const char *const *ends, int *which, co
                 COLI_TRY(parse_set(P, nm, &s));
             } else if (tok_is(nm, COLI__TK_NAME, "macro")) {
                 COLI_TRY(parse_macro(P, nm, &s));
+            } else if (tok_is(nm, COLI__TK_NAME, "generation")) {
+                /* transformers' {% generation %} marks the assistant's
+                 * tokens; rendered, it is its body. */
+                static const char *const endgen[] = {"endgeneration", NULL};
+                static const coli__tv yes = {.t = COLI__TV_BOOL, .b = 1};
+                NEW(n, COLI__N_IF, nm);
+                NEW(c, COLI__N_CONST, nm);
+                c->val = yes;
+                n->a = c;
+                int w;
+                COLI_TRY(block_end(P));
+                COLI_TRY(sub_body(P, endgen, &w, &n->kids, &n->n, 1));
+                s = n;
             } else if (tok_is(nm, COLI__TK_NAME, "break") || tok_is(nm, COLI__TK_NAME, "continue")) {
                 NEW(n, nm->p[0] == 'b' ? COLI__N_BREAK : COLI__N_CONTINUE, nm);
                 COLI_TRY(block_end(P));

@@ -34,6 +34,11 @@ coli_status coli__trt_fail(coli__trt *rt, coli_status st, const char *fmt, ...)
 
 void *coli__trt_alloc(coli__trt *rt, size_t n)
 {
+    if (n > COLI__TPL_MEM_MAX) {
+        coli__trt_fail(rt, COLI_ERANGE, "the template would use more than %zu MiB of memory",
+                       COLI__TPL_MEM_MAX >> 20);
+        return NULL;
+    }
     n = (n + 15) & ~(size_t)15;
     if (n == 0)
         n = 16;
@@ -126,12 +131,18 @@ coli__tv coli__tsb_value(coli__tsb *b)
     return coli__tv_strn(b->p ? b->p : "", b->n);
 }
 
-coli__tv coli__tv_undef(const char *what)
+coli__tv coli__tv_undefn(const char *what, size_t n)
 {
     coli__tv v = {0};
     v.t = COLI__TV_UNDEF;
     v.s.p = what;
+    v.s.n = n;
     return v;
+}
+
+coli__tv coli__tv_undef(const char *what)
+{
+    return coli__tv_undefn(what, what ? strlen(what) : 0);
 }
 
 coli__tv coli__tv_none(void)

@@ -107,7 +107,8 @@ coli_status coli__tsb_putc(coli__trt *rt, coli__tsb *b, char c);
 coli__tv coli__tsb_value(coli__tsb *b);
 
 /* Constructors. */
-coli__tv coli__tv_undef(const char *what);
+coli__tv coli__tv_undef(const char *what); /* what NUL-terminated, or NULL */
+coli__tv coli__tv_undefn(const char *what, size_t n);
 coli__tv coli__tv_none(void);
 coli__tv coli__tv_bool(int b);
 coli__tv coli__tv_int(int64_t i);
