@@ -557,6 +557,8 @@ static float *batch_run(const char *dir, coli_weight_format fmt, int mode, int b
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
     ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
+    ck_assert_msg(coli_model_gpu_devices(m) == (mode ? 1 : 0), "%s: the GPU tier is %s: %s", dir,
+                  mode ? "not in use" : "in use", info.gpu_detail);
     size_t V = (size_t)info.vocab_size;
     *vocab_out = V;
     float *all = malloc((size_t)BSEQ * (1 + BSTEPS) * V * sizeof(float));
