@@ -11,12 +11,12 @@
 #   LLAMA_SERVER  llama.cpp's llama-server binary
 #   GGUF          the same weights for it (e.g. Q4_0 of MODEL_DIR: sbs.sh makes one)
 # env: THREADS (2), PARALLEL (8), CLIENTS (8), REQUESTS (4), TOKENS (64),
-#      WEIGHTS (q4), CTX (512 per slot), PROMPT_WORDS (the long prompt, 400),
+#      WEIGHTS (q4), CTX (640 per slot), PROMPT_WORDS (the long prompt, 200),
 #      LLAMA_PORT (llama-server's, 18090; coli serve takes a free one)
 set -eu
 coli=$1 model=$2 llama=$3 gguf=$4 rounds=${5:-3}
 T=${THREADS:-2} P=${PARALLEL:-8} C=${CLIENTS:-8} R=${REQUESTS:-4} N=${TOKENS:-64}
-W=${WEIGHTS:-q4} CTX=${CTX:-512} WORDS=${PROMPT_WORDS:-400} LP=${LLAMA_PORT:-18090}
+W=${WEIGHTS:-q4} CTX=${CTX:-640} WORDS=${PROMPT_WORDS:-200} LP=${LLAMA_PORT:-18090}
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/serve_sbs.XXXXXX")
 cleanup() { kill $pids 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
@@ -75,6 +75,7 @@ for i in 1 2 3; do
 		"http://127.0.0.1:$cport/v1/completions" >>"$tmp/ttft"
 done
 ptoks=$(sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' "$tmp/ttft.json")
+[ -n "$ptoks" ] || { echo "serve_sbs: the long prompt failed: $(cat "$tmp/ttft.json")" >&2; exit 1; }
 kill $pids 2>/dev/null; wait 2>/dev/null; pids=
 "$coli" bench --model "$model" --weights "$W" --threads "$T" --prompt-tokens "$ptoks" --gen-tokens 0 \
 	--repetitions 3 --no-probe --format json >"$tmp/bench.json" 2>/dev/null
