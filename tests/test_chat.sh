@@ -113,10 +113,12 @@ mkfifo "$tmp/in"
 COLI_SERVE_STEP_DELAY_MS=50 "$COLI" chat --model "$demo" --temperature 0 --max-tokens 400 <"$tmp/in" \
 	>"$out" 2>"$err" &
 chat=$!
-# until_grows N: waits (up to 30 s) for the reply output to pass N bytes
+# until_grows N: waits (up to 5 minutes: a sanitizer build under load
+# opens the model slowly, and Ctrl-C before the chat is up is ignored, as a
+# background job's) for the reply output to pass N bytes
 until_grows() {
 	i=0
-	while [ "$(wc -c <"$out")" -le "$1" ] && [ $i -lt 300 ]; do
+	while [ "$(wc -c <"$out")" -le "$1" ] && [ $i -lt 3000 ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
@@ -126,13 +128,13 @@ echo "In the beginning God created" >&3
 until_grows 0
 kill -INT $chat
 i=0
-while ! grep -q 'the reply was stopped' "$err" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+while ! grep -q 'the reply was stopped' "$err" && [ $i -lt 3000 ]; do sleep 0.1; i=$((i + 1)); done
 n=$(wc -c <"$out")
 echo "And God said" >&3
 until_grows "$n"
 kill -INT $chat
 i=0
-while [ "$(grep -c 'the reply was stopped' "$err")" -lt 2 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+while [ "$(grep -c 'the reply was stopped' "$err")" -lt 2 ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i + 1)); done
 kill -INT $chat 2>/dev/null
 exec 3>&-
 wait $chat
