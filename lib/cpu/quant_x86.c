@@ -1119,6 +1119,41 @@ __attribute__((target(T_512))) INL __m512i x16_isum(int kind, const uint8_t *q, 
     return _mm512_add_epi32(a0, a1);
 }
 
+/* x16_isum of group g for two tokens, a and b, at once: the quants are
+ * unpacked once for both (the same integers, so the same sums). */
+__attribute__((target(T_512))) INL void x16_isum2(int kind, const uint8_t *q, const int8_t *pa, int32_t psa,
+                                                  const int8_t *pb, int32_t psb, __m512i *ia, __m512i *ib)
+{
+    __m512i a0, a1 = _mm512_setzero_si512(), b0, b1 = _mm512_setzero_si512();
+    if (kind == K_Q4) {
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        a0 = _mm512_set1_epi32(-8 * psa);
+        b0 = _mm512_set1_epi32(-8 * psb);
+        UNROLL for (int k = 0; k < 4; k++) {
+            __m512i v = _mm512_loadu_si512((const void *)(q + 64 * k));
+            __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            a0 = _mm512_dpbusd_epi32(a0, lo, _mm512_set1_epi32(load_i32(pa + 8 * k)));
+            a1 = _mm512_dpbusd_epi32(a1, hi, _mm512_set1_epi32(load_i32(pa + 8 * k + 4)));
+            b0 = _mm512_dpbusd_epi32(b0, lo, _mm512_set1_epi32(load_i32(pb + 8 * k)));
+            b1 = _mm512_dpbusd_epi32(b1, hi, _mm512_set1_epi32(load_i32(pb + 8 * k + 4)));
+        }
+    } else {
+        const __m512i x80 = _mm512_set1_epi8((char)0x80);
+        a0 = _mm512_set1_epi32(-128 * psa);
+        b0 = _mm512_set1_epi32(-128 * psb);
+        UNROLL for (int k = 0; k < 8; k += 2) {
+            __m512i v0 = _mm512_xor_si512(_mm512_loadu_si512((const void *)(q + 64 * k)), x80);
+            __m512i v1 = _mm512_xor_si512(_mm512_loadu_si512((const void *)(q + 64 * k + 64)), x80);
+            a0 = _mm512_dpbusd_epi32(a0, v0, _mm512_set1_epi32(load_i32(pa + 4 * k)));
+            a1 = _mm512_dpbusd_epi32(a1, v1, _mm512_set1_epi32(load_i32(pa + 4 * k + 4)));
+            b0 = _mm512_dpbusd_epi32(b0, v0, _mm512_set1_epi32(load_i32(pb + 4 * k)));
+            b1 = _mm512_dpbusd_epi32(b1, v1, _mm512_set1_epi32(load_i32(pb + 4 * k + 4)));
+        }
+    }
+    *ia = _mm512_add_epi32(a0, a1);
+    *ib = _mm512_add_epi32(b0, b1);
+}
+
 /* The scales of a record, f32, lane = row. */
 __attribute__((target(T_512))) INL __m512 x16_scales(const uint8_t *rec)
 {
@@ -1154,7 +1189,33 @@ __attribute__((target(T_512))) INL void x16_direct_body(int kind, int gsh, const
     for (int b = r0 / 16; 16 * b < r1; b++) {
         const uint8_t *blk = w->qs + (size_t)b * bb;
         const __mmask16 km = lanes(r0 - 16 * b, r1 - 16 * b);
-        for (int t = 0; t < n_tok; t++) {
+        int t = 0;
+        /* tokens in pairs: each record unpacked once for two (each
+         * token's float steps are x16_group's, in its order) */
+        for (; t + 1 < n_tok; t += 2) {
+            const int8_t *pa = p + (size_t)t * (size_t)sh->cols, *pb = pa + sh->cols;
+            const float *sa = s + (size_t)t * (size_t)ng, *sb = sa + ng;
+            const int32_t *qa = psum + (size_t)t * (size_t)ng, *qb = qa + ng;
+            __m512 P[8], Q[8];
+            UNROLL for (int k = 0; k < 8; k++)
+                P[k] = Q[k] = _mm512_setzero_ps();
+            for (int g = 0; g < ng; g++) {
+                const uint8_t *rec, *q;
+                x16_at(kind, gsh, blk, g, &rec, &q);
+                const __m512 D = x16_scales(rec), Sa = _mm512_set1_ps(sa[g]), Sb = _mm512_set1_ps(sb[g]);
+                __m512i ia, ib;
+                x16_isum2(kind, q, pa + 32 * g, qa[g], pb + 32 * g, qb[g], &ia, &ib);
+                P[g & 7] = fpart16(kind, P[g & 7], ia, D, D, Sa, Sa);
+                Q[g & 7] = fpart16(kind, Q[g & 7], ib, D, D, Sb, Sb);
+            }
+            const __m512 oa = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(P[0], P[4]), _mm512_add_ps(P[2], P[6])),
+                                            _mm512_add_ps(_mm512_add_ps(P[1], P[5]), _mm512_add_ps(P[3], P[7])));
+            const __m512 ob = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(Q[0], Q[4]), _mm512_add_ps(Q[2], Q[6])),
+                                            _mm512_add_ps(_mm512_add_ps(Q[1], Q[5]), _mm512_add_ps(Q[3], Q[7])));
+            _mm512_mask_storeu_ps(y + (size_t)t * ys + 16 * (size_t)b, km, oa);
+            _mm512_mask_storeu_ps(y + (size_t)(t + 1) * ys + 16 * (size_t)b, km, ob);
+        }
+        for (; t < n_tok; t++) {
             const int8_t *pt = p + (size_t)t * (size_t)sh->cols;
             const float *st = s + (size_t)t * (size_t)ng;
             const int32_t *pst = psum + (size_t)t * (size_t)ng;
