@@ -22,7 +22,8 @@
 #include "model/norm.h"
 #include "testutil.h"
 
-#define PROMPT 11
+/* long enough for the amx set's tile products (16 tokens or more) */
+#define PROMPT 40
 #define STEPS 4
 
 static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe"};
@@ -37,7 +38,10 @@ static const struct {
 static const struct {
     int64_t opt;
     const char *name;
-} SETS[] = {{2, "avx2, float avx2"}, {3, "avx512vnni, float avx2"}, {0, NULL}};
+} SETS[] = {{2, "avx2, float avx2"},
+             {3, "avx512vnni, float avx2"},
+             {4, "amx-int8, avx512vnni, float avx2"},
+             {0, NULL}};
 
 /* kv: COLI_OPT_KV_TYPE (-1: COLI_KV_TYPE, else f32). */
 static coli_status open_set_kv(const char *dir, coli_weight_format fmt, int64_t set, int64_t kv, coli_model **m)
@@ -84,7 +88,7 @@ static float *run(coli_model *m, int vocab)
 }
 
 /* Whether the model holds matrices in the x16 layout (docs/formats.md):
- * with the avx512 set, the fixtures' q8 and q4 attention matrices (rows a
+ * with the avx512 and amx sets, the fixtures' q8 and q4 attention matrices (rows a
  * multiple of 16) take it, and with q2 the q8 output projection where the
  * vocabulary is a multiple of 16; never with another set or format. */
 static void check_layout(coli_model *m, const char *set, coli_weight_format fmt)
@@ -93,7 +97,7 @@ static void check_layout(coli_model *m, const char *set, coli_weight_format fmt)
     info.struct_size = sizeof info;
     ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
     int q8_head = fmt == COLI_WEIGHTS_Q2 && info.vocab_size % 16 == 0;
-    int want = strncmp(set, "avx512vnni", 10) == 0 && (fmt == COLI_WEIGHTS_Q8 || fmt == COLI_WEIGHTS_Q4 || q8_head);
+    int want = strstr(set, "avx512vnni") != NULL && (fmt == COLI_WEIGHTS_Q8 || fmt == COLI_WEIGHTS_Q4 || q8_head);
     int has = strstr(info.weights_detail, "x16 layout for the CPU") != NULL;
     ck_assert_msg(has == want, "set %s, weights %d: %s", set, (int)fmt, info.weights_detail);
 }
@@ -164,12 +168,12 @@ START_TEST(test_option_bounds)
     int64_t lo = -5, hi = -5, v = -5;
     ck_assert_int_eq(coli_option_bounds(COLI_OPT_CPU_KERNELS, &lo, &hi), COLI_OK);
     ck_assert_int_eq(lo, 0);
-    ck_assert_int_eq(hi, 3);
+    ck_assert_int_eq(hi, 4);
     coli_options *o = NULL;
     ck_assert_int_eq(coli_options_create(&o), COLI_OK);
     ck_assert_int_eq(coli_options_get(o, COLI_OPT_CPU_KERNELS, &v), COLI_OK);
     ck_assert_int_eq(v, 0);
-    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CPU_KERNELS, 4), COLI_ERANGE);
+    ck_assert_int_eq(coli_options_set(o, COLI_OPT_CPU_KERNELS, 5), COLI_ERANGE);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_CPU_KERNELS, -1), COLI_ERANGE);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_CPU_KERNELS, 3), COLI_OK);
     ck_assert_int_eq(coli_options_get(o, COLI_OPT_CPU_KERNELS, &v), COLI_OK);
@@ -306,7 +310,7 @@ static int same_bits(float a, float b)
     return memcmp(&a, &b, sizeof a) == 0;
 }
 
-static const int ALL_SETS[] = {COLI__CPUK_SCALAR, COLI__CPUK_AVX2, COLI__CPUK_AVX512};
+static const int ALL_SETS[] = {COLI__CPUK_SCALAR, COLI__CPUK_AVX2, COLI__CPUK_AVX512, COLI__CPUK_AMX};
 
 /* bf16 bits of f: round to nearest even, as the KV cache stores it. */
 static uint16_t t_bf16(float f)
@@ -558,6 +562,29 @@ START_TEST(test_attention_cuts)
 }
 END_TEST
 
+/* coli_cpu_kernels_usable says which sets a model opens with. */
+START_TEST(test_usable)
+{
+    char *dir = tu_path(tu_data_dir(), "qwen3_moe");
+    unsetenv("COLI_CPU");
+    ck_assert_int_eq(coli_cpu_kernels_usable(0), 0);
+    ck_assert_int_eq(coli_cpu_kernels_usable(5), 0);
+    ck_assert_int_eq(coli_cpu_kernels_usable(-1), 0);
+    ck_assert_int_eq(coli_cpu_kernels_usable(1), 1);
+    for (int64_t set = 1; set <= 4; set++) {
+        coli_model *m = NULL;
+        coli_status st = open_set(dir, COLI_WEIGHTS_Q8, set, &m);
+        ck_assert_msg(st == (coli_cpu_kernels_usable(set) ? COLI_OK : COLI_EUNSUPPORTED), "set %d: %s", (int)set,
+                      coli_model_errmsg(m));
+        coli_model_free(m);
+    }
+    /* a set implies the ones below it */
+    for (int64_t set = 2; set <= 4; set++)
+        ck_assert(!coli_cpu_kernels_usable(set) || coli_cpu_kernels_usable(set - 1));
+    free(dir);
+}
+END_TEST
+
 /* COLI_CPU: malformed values fail at open naming it; the option wins. */
 START_TEST(test_env)
 {
@@ -672,9 +699,9 @@ START_TEST(test_pick)
     ck_assert_str_eq(err.msg, "COLI_OPT_CPU_KERNELS avx2: this CPU (or build) has only scalar");
     ck_assert_int_eq(coli__cpusel_pick(0, "avx2", COLI_CPU_AVX2 | COLI_CPU_F16C, &k, &err), COLI_EUNSUPPORTED);
     ck_assert_str_eq(err.msg, "COLI_OPT_CPU_KERNELS avx2 (from COLI_CPU): this CPU (or build) has only scalar");
-    ck_assert_int_eq(coli__cpusel_pick(4, NULL, all, &k, &err), COLI_EINVAL);
+    ck_assert_int_eq(coli__cpusel_pick(5, NULL, all, &k, &err), COLI_EINVAL);
     ck_assert_int_eq(coli__cpusel_pick(0, "avx", all, &k, &err), COLI_EINVAL);
-    ck_assert_str_eq(err.msg, "environment variable COLI_CPU: 'avx' is not scalar, avx2 or avx512");
+    ck_assert_str_eq(err.msg, "environment variable COLI_CPU: 'avx' is not scalar, avx2, avx512 or amx");
     if ((coli__cpu_features() & avx2) == avx2) {
         ck_assert_int_eq(coli__cpusel_pick(3, NULL, avx2 | COLI_CPU_AVX512, &k, &err), COLI_EUNSUPPORTED);
         ck_assert_str_eq(err.msg, "COLI_OPT_CPU_KERNELS avx512: this CPU (or build) has only scalar, avx2");
@@ -688,8 +715,18 @@ START_TEST(test_pick)
     if ((coli__cpu_features() & all) == all) {
         ck_assert_int_eq(coli__cpusel_pick(0, NULL, all, &k, &err), COLI_OK);
         ck_assert_str_eq(coli__cpuk_name(k), "avx512vnni, float avx2");
+        ck_assert_int_eq(coli__cpusel_pick(4, NULL, all, &k, &err), COLI_EUNSUPPORTED);
+        ck_assert_str_eq(err.msg, "COLI_OPT_CPU_KERNELS amx: this CPU (or build) has only scalar, avx2, avx512");
     } else {
         fprintf(stderr, "this CPU has no AVX-512 VNNI: the avx512 choice not checked\n");
+    }
+    if (coli__cpu_features() & COLI_CPU_AMX) {
+        ck_assert_int_eq(coli__cpusel_pick(0, NULL, all | COLI_CPU_AMX, &k, &err), COLI_OK);
+        ck_assert_str_eq(coli__cpuk_name(k), "amx-int8, avx512vnni, float avx2");
+        ck_assert_int_eq(coli__cpusel_pick(0, "avx512", all | COLI_CPU_AMX, &k, &err), COLI_OK);
+        ck_assert_str_eq(coli__cpuk_name(k), "avx512vnni, float avx2");
+    } else {
+        fprintf(stderr, "AMX NOT CHECKED: this CPU (or kernel) has no AMX-INT8: the amx choice not checked\n");
     }
 }
 END_TEST
@@ -712,6 +749,7 @@ static Suite *suite(void)
     tcase_add_test(opt, test_written_order);
     tcase_add_test(opt, test_option_bounds);
     tcase_add_test(opt, test_env);
+    tcase_add_test(opt, test_usable);
     tcase_add_test(opt, test_kv_env);
     tcase_add_test(opt, test_pick);
     suite_add_tcase(s, opt);

@@ -1051,6 +1051,22 @@ static void poison(float *y, size_t n)
         y[i] = bits_f(POISON);
 }
 
+/* w in the x16 layout as *xw, where it fits (the buffer returned, to be
+ * freed); else *xw = *w and NULL. */
+static uint8_t *x16_copy(const coli__qmat *w, coli__qmat *xw)
+{
+    *xw = *w;
+    if (!coli__q_x16_fits(w->type, w->rows))
+        return NULL;
+    uint8_t *xb = malloc(coli__q_x16_block_bytes(w->type, w->group, w->cols) * (size_t)(w->rows / 16));
+    ck_assert_ptr_nonnull(xb);
+    coli__q_x16_pack(w, w->rows, xb);
+    xw->qs = xb;
+    xw->d = xw->m = NULL;
+    xw->layout = COLI__QL_X16;
+    return xb;
+}
+
 /* Compares table k with the scalar definition over the shape grid of the
  * brief; every output (and every untouched slot) must match bitwise. */
 static void check_table(const coli__qkernels *k)
@@ -1077,16 +1093,8 @@ static void check_table(const coli__qkernels *k)
                 qbuf_init(&b, qconf[c].type, qconf[c].group, rows, cols);
                 fill_weights(&b, rng_int(2));
                 /* the same values in the x16 layout, where they fit */
-                coli__qmat xw = b.w;
-                uint8_t *xb = NULL;
-                if (coli__q_x16_fits(b.w.type, rows)) {
-                    xb = malloc(coli__q_x16_block_bytes(b.w.type, b.w.group, cols) * (size_t)(rows / 16));
-                    ck_assert_ptr_nonnull(xb);
-                    coli__q_x16_pack(&b.w, rows, xb);
-                    xw.qs = xb;
-                    xw.d = xw.m = NULL;
-                    xw.layout = COLI__QL_X16;
-                }
+                coli__qmat xw;
+                uint8_t *xb = x16_copy(&b.w, &xw);
                 for (size_t ti = 0; ti < sizeof tokv / sizeof tokv[0]; ti++) {
                     int n_tok = tokv[ti];
                     acts x;
@@ -1248,6 +1256,88 @@ END_TEST
 START_TEST(test_bitexact_avx512)
 {
     check_named_table("avx512", coli__q_kernels_avx512());
+}
+END_TEST
+
+/* Many tokens (the tile path of the amx table: 16 or more, tiles that
+ * overlap at the end, several passes) on x16 matrices and on the row
+ * layout, against the scalar definition. */
+static void check_table_many(const coli__qkernels *k)
+{
+    static const int colsv[] = {32, 128, 288, 1024};
+    static const int rowsv[] = {16, 48, 80};
+    static const int tokv[] = {15, 16, 17, 31, 48, 64, 70, 129};
+    const coli__qkernels *ref = coli__q_kernels_scalar();
+    long calls = 0;
+    rng_seed(77);
+    for (int c = 0; c < N_QCONF; c++)
+        for (size_t ci = 0; ci < sizeof colsv / sizeof colsv[0]; ci++) {
+            const int cols = colsv[ci];
+            if (cols % qconf[c].group)
+                continue;
+            for (size_t ri = 0; ri < sizeof rowsv / sizeof rowsv[0]; ri++) {
+                const int rows = rowsv[ri];
+                qbuf b;
+                qbuf_init(&b, qconf[c].type, qconf[c].group, rows, cols);
+                fill_weights(&b, rng_int(2));
+                /* the same values in the x16 layout, where they fit */
+                coli__qmat xw;
+                uint8_t *xb = x16_copy(&b.w, &xw);
+                for (size_t ti = 0; ti < sizeof tokv / sizeof tokv[0]; ti++) {
+                    const int n_tok = tokv[ti];
+                    acts x;
+                    acts_init(&x, cols, n_tok);
+                    fill_acts(&x, rng_int(2));
+                    const size_t stride = (size_t)rows + (size_t)rng_int(3);
+                    int r0 = rng_int(2) ? 0 : rng_int(rows), r1 = rng_int(2) ? rows : r0 + 1 + rng_int(rows - r0);
+                    const size_t ny = stride * (size_t)n_tok;
+                    float *ya = malloc(ny * sizeof *ya), *yb = malloc(ny * sizeof *yb);
+                    ck_assert(ya && yb);
+                    poison(ya, ny);
+                    ref->gemm(&b.w, r0, r1, n_tok, x.p, x.s, x.psum, ya, stride);
+                    for (int lay = 0; lay < (xb ? 2 : 1); lay++) {
+                        poison(yb, ny);
+                        k->gemm(lay ? &xw : &b.w, r0, r1, n_tok, x.p, x.s, x.psum, yb, stride);
+                        calls++;
+                        for (size_t i = 0; i < ny; i++)
+                            ck_assert_msg(fbits(ya[i]) == fbits(yb[i]),
+                                          "%s %s vs scalar: %s cols %d rows %d n_tok %d r0 %d r1 %d: "
+                                          "y[t=%zu][r=%zu] = %a, scalar %a", k->name, lay ? "x16" : "rows",
+                                          qconf[c].name, cols, rows, n_tok, r0, r1, i / stride, i % stride,
+                                          (double)yb[i], (double)ya[i]);
+                    }
+                    free(ya);
+                    free(yb);
+                    acts_free(&x);
+                }
+                free(xb);
+                qbuf_free(&b);
+            }
+        }
+    ck_assert(calls > 300);
+    fprintf(stderr, "test_quant: %s: %ld products of 15 to 129 tokens compared with scalar\n", k->name, calls);
+}
+
+START_TEST(test_bitexact_many)
+{
+    /* every table on many tokens; AMX only where the CPU has it */
+    check_table_many(coli__q_kernels_scalar());
+    const coli__qkernels *t[] = {coli__q_kernels_avx2(), coli__q_kernels_avx512()};
+    for (size_t i = 0; i < 2; i++)
+        if (t[i])
+            check_table_many(t[i]);
+}
+END_TEST
+
+START_TEST(test_bitexact_amx)
+{
+    const coli__qkernels *k = coli__q_kernels_amx();
+    if (!k) {
+        fprintf(stderr, "test_quant: AMX-INT8 NOT CHECKED: this CPU (or build, or kernel) lacks it\n");
+        return;
+    }
+    check_named_table("amx", k);
+    check_table_many(k);
 }
 END_TEST
 
@@ -1598,6 +1688,8 @@ static Suite *quant_suite(void)
     tcase_add_test(tk, test_bitexact_scalar);
     tcase_add_test(tk, test_bitexact_avx2);
     tcase_add_test(tk, test_bitexact_avx512);
+    tcase_add_test(tk, test_bitexact_many);
+    tcase_add_test(tk, test_bitexact_amx);
     tcase_add_test(tk, test_bitexact_best);
     tcase_add_test(tk, test_float_dot_order);
     suite_add_tcase(s, tk);

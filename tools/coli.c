@@ -89,13 +89,13 @@ static int parse_weights(const char *opt, const char *w, int64_t *out)
 /* --cpu: the values of COLI_OPT_CPU_KERNELS past 0 (auto). */
 static int parse_cpu(const char *w, int64_t *out)
 {
-    static const char *const names[] = {"scalar", "avx2", "avx512"};
+    static const char *const names[] = {"scalar", "avx2", "avx512", "amx"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(w, names[i]) == 0) {
             *out = (int64_t)i + 1;
             return 0;
         }
-    return usage_error("invalid value '%s' for --cpu (expected scalar, avx2 or avx512)", w);
+    return usage_error("invalid value '%s' for --cpu (expected scalar, avx2, avx512 or amx)", w);
 }
 
 /* --kv-type: the names of coli_kv_type's values. */
@@ -386,8 +386,8 @@ static int detokenize_ids(coli_model *model, const int32_t *ids, size_t n, int s
     {O_CONTEXT, "KV cache positions; 0 = the model's maximum, at\nmost 4096 (default 0)"}
 #define H_VERBOSE {O_VERBOSE, "print the library's log messages on standard error"}
 #define H_CPU                                                                         \
-    {O_CPU, "CPU kernel set: scalar, avx2 or avx512 (default:\nCOLI_CPU, else the best " \
-            "this CPU has); every set\ngives the same logits"}
+    {O_CPU, "CPU kernel set: scalar, avx2, avx512 or amx\n(default: COLI_CPU, else the best this " \
+            "CPU\nhas); every set gives the same logits"}
 #define H_MTP                                                                               \
     {O_MTP, "multi-token prediction: the model's MTP layer\ndrafts tokens, one pass of the model " \
             "verifies\nthem; the output does not change (GLM-4.5)"},                         \
@@ -1397,6 +1397,12 @@ static int cmd_info(const args *a)
         printf("gpu:                %s\n", info.gpu_detail ? info.gpu_detail : "off");
         printf("store:              %s\n", info.store_detail ? info.store_detail : "resident");
         printf("cpu kernels:        %s\n", info.cpu_kernels ? info.cpu_kernels : "unknown");
+        printf("cpu kernel sets:   ");
+        static const char *const sets[] = {"scalar", "avx2", "avx512", "amx"};
+        for (int i = 0; i < 4; i++)
+            if (coli_cpu_kernels_usable(i + 1))
+                printf("%s %s", i ? "," : "", sets[i]);
+        printf(" (--cpu; this CPU and build)\n");
         if (info.bos_id >= 0)
             printf("bos id:             %" PRId32 "\n", info.bos_id);
         else

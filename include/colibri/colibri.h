@@ -102,6 +102,9 @@ typedef enum coli_feature {
 
 /* 1 if the feature was compiled in, else 0. */
 COLI_API int coli_has_feature(coli_feature feature);
+/* 1 if the CPU kernel set (a value of COLI_OPT_CPU_KERNELS: 1 scalar,
+ * 2 avx2, 3 avx512, 4 amx) runs on this CPU with this build, else 0. */
+COLI_API int coli_cpu_kernels_usable(int64_t set);
 
 /* ---- logging --------------------------------------------------------- */
 
@@ -180,7 +183,8 @@ typedef enum coli_option {
     COLI_OPT_HOTSET = 12,        /* 1 (default): read and update model.coli.hot, the
                                     routing counts that pick the pinned hot set; 0: off */
     COLI_OPT_CPU_KERNELS = 13,   /* CPU kernel set, per model: 1 scalar, 2 avx2, 3 avx512
-                                    (AVX-512 VNNI); 0 (default): COLI_CPU=scalar|avx2|avx512,
+                                    (AVX-512 VNNI), 4 amx (AMX-INT8 tiles for prefill, else
+                                    avx512); 0 (default): COLI_CPU=scalar|avx2|avx512|amx,
                                     else the best this CPU has. Every set gives the same bits;
                                     one this CPU or build lacks makes coli_model_open fail */
     COLI_OPT_KV_TYPE = 14,       /* coli_kv_type of the KV cache, per context; -1 (default):

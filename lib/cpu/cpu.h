@@ -13,7 +13,8 @@ enum {
     COLI_CPU_F16C = 1u << 2,
     COLI_CPU_AVX512 = 1u << 3,     /* AVX-512 F, BW and VL together */
     COLI_CPU_AVX512VNNI = 1u << 4,
-    COLI_CPU_SSE42 = 1u << 5       /* the crc32 instruction (lib/io/crc32c.c) */
+    COLI_CPU_SSE42 = 1u << 5,      /* the crc32 instruction (lib/io/crc32c.c) */
+    COLI_CPU_AMX = 1u << 6         /* AMX-TILE and AMX-INT8, the tile state granted (Linux) */
 };
 
 /* The COLI_CPU_* bits this CPU and OS support (0 off x86-64). */

@@ -199,7 +199,7 @@ struct coli__cpuk {
 
 /* Filled once, read-only after: index COLI__CPUK_*; q NULL when the CPU or
  * the build lacks the set. */
-static coli__cpuk g_sets[4];
+static coli__cpuk g_sets[5];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 unsigned coli__cpuk_needs(int which)
@@ -207,7 +207,10 @@ unsigned coli__cpuk_needs(int which)
     const unsigned avx2 = COLI_CPU_AVX2 | COLI_CPU_FMA | COLI_CPU_F16C;
     if (which == COLI__CPUK_AVX2)
         return avx2;
-    return which == COLI__CPUK_AVX512 ? avx2 | COLI_CPU_AVX512 | COLI_CPU_AVX512VNNI : 0;
+    const unsigned avx512 = avx2 | COLI_CPU_AVX512 | COLI_CPU_AVX512VNNI;
+    if (which == COLI__CPUK_AMX)
+        return avx512 | COLI_CPU_AMX;
+    return which == COLI__CPUK_AVX512 ? avx512 : 0;
 }
 
 static void pick_kernels(void)
@@ -235,6 +238,15 @@ static void pick_kernels(void)
             g_sets[COLI__CPUK_AVX512] = v;
             g_sets[COLI__CPUK_AUTO] = v;
         }
+        /* AMX tiles for the products of many tokens, the rest as avx512 */
+        v.name = "amx-int8, avx512vnni, float avx2";
+        v.q = v.q && (f & coli__cpuk_needs(COLI__CPUK_AMX)) == coli__cpuk_needs(COLI__CPUK_AMX)
+                  ? coli__q_kernels_amx()
+                  : NULL;
+        if (v.q) {
+            g_sets[COLI__CPUK_AMX] = v;
+            g_sets[COLI__CPUK_AUTO] = v;
+        }
     }
 #endif
 }
@@ -242,7 +254,7 @@ static void pick_kernels(void)
 const coli__cpuk *coli__cpuk_get(int which)
 {
     pthread_once(&g_once, pick_kernels);
-    if (which < COLI__CPUK_AUTO || which > COLI__CPUK_AVX512 || !g_sets[which].q)
+    if (which < COLI__CPUK_AUTO || which > COLI__CPUK_AMX || !g_sets[which].q)
         return NULL;
     return &g_sets[which];
 }
@@ -349,8 +361,8 @@ uint64_t coli__mat_bytes(const coli__mat *w)
 
 int coli__cpuk_x16(const coli__cpuk *k)
 {
-    const coli__qkernels *a = coli__q_kernels_avx512();
-    return a && or_best(k)->q == a;
+    const coli__qkernels *q = or_best(k)->q;
+    return q && (q == coli__q_kernels_avx512() || q == coli__q_kernels_amx());
 }
 
 const char *coli__qkernels_name(void)

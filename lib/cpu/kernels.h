@@ -2,7 +2,8 @@
  *
  * Weights are row-major [rows, cols] matrices kept in the dtype they were
  * loaded in; bf16 and f16 rows are widened to f32 as they are used. A kernel
- * set (scalar, AVX2+FMA, or AVX-512 VNNI for quantized products) is picked
+ * set (scalar, AVX2+FMA, AVX-512 VNNI for quantized products, or AMX-INT8
+ * tiles for their prefill) is picked
  * per model at open (COLI_OPT_CPU_KERNELS); every set gives the same bits.
  *
  * lib/cpu/ holds the CPU's arithmetic: the instruction-set probe, the
@@ -27,7 +28,7 @@ typedef struct coli__mat {
 
 /* A kernel set: a quantized table (lib/cpu/quant.h) and the float path. */
 typedef struct coli__cpuk coli__cpuk;
-enum { COLI__CPUK_AUTO = 0, COLI__CPUK_SCALAR = 1, COLI__CPUK_AVX2 = 2, COLI__CPUK_AVX512 = 3 };
+enum { COLI__CPUK_AUTO = 0, COLI__CPUK_SCALAR = 1, COLI__CPUK_AVX2 = 2, COLI__CPUK_AVX512 = 3, COLI__CPUK_AMX = 4 };
 /* The set COLI__CPUK_* (AUTO: the best this CPU has), or NULL when this CPU
  * or this build lacks it. The sets are made once and never change. */
 const coli__cpuk *coli__cpuk_get(int which);

@@ -66,10 +66,8 @@ size_t coli__q_x16_block_bytes(coli__dtype type, int group, int cols)
     return (size_t)(cols / G) * record_bytes(type, group);
 }
 
-/* Where row i (of 16) of group g of a block starts: its scale at *d, the
- * 16 * group_bytes quant bytes of the group's 16 rows at *q. */
-static void locate(coli__dtype type, int group, const uint8_t *blk, int g, const uint8_t **rec,
-                   const uint8_t **q)
+void coli__q_x16_locate(coli__dtype type, int group, const uint8_t *blk, int g, const uint8_t **rec,
+                        const uint8_t **q)
 {
     int per = type == COLI_DT_Q4 ? group / 32 : 1;
     *rec = blk + (size_t)(g / per) * record_bytes(type, group);
@@ -90,7 +88,7 @@ void coli__q_x16_pack(const coli__qmat *src, int n, uint8_t *dst)
         uint8_t *blk = dst + (size_t)b * bb;
         for (int g = 0; g < ng; g++) {
             const uint8_t *rec, *q;
-            locate(src->type, src->group, blk, g, &rec, &q);
+            coli__q_x16_locate(src->type, src->group, blk, g, &rec, &q);
             uint8_t *qo = (uint8_t *)(uintptr_t)q, *ro = (uint8_t *)(uintptr_t)rec;
             for (int i = 0; i < 16; i++) {
                 int r = 16 * b + i;
@@ -120,7 +118,7 @@ void coli__q_x16_group(const coli__qmat *w, int r, int g, uint8_t *q, uint16_t *
     const uint8_t *blk = w->qs + (size_t)(r / 16) * coli__q_x16_block_bytes(w->type, w->group, w->cols);
     const uint8_t *rec, *qs;
     const int i = r % 16;
-    locate(w->type, w->group, blk, g, &rec, &qs);
+    coli__q_x16_locate(w->type, w->group, blk, g, &rec, &qs);
     memcpy(d, rec + 2 * i, 2);
     if (w->type == COLI_DT_Q8) {
         for (int c = 0; c < 32; c++)

@@ -45,6 +45,11 @@ size_t coli__q_x16_block_bytes(coli__dtype type, int group, int cols);
 /* Writes rows [0, n) of the row-layout matrix src (n a multiple of 16) as
  * n / 16 x16 blocks at dst. */
 void coli__q_x16_pack(const coli__qmat *src, int n, uint8_t *dst);
+/* Where 32-column group g of the x16 block at blk lies: *rec is its
+ * record (the 16 rows' fp16 scales first), *q the 16 * (32 or 16) bytes of
+ * the group's quants. */
+void coli__q_x16_locate(coli__dtype type, int group, const uint8_t *blk, int g, const uint8_t **rec,
+                        const uint8_t **q);
 /* The row-layout bytes of 32-column group g of row r of the x16 matrix w:
  * q[coli__q_row_bytes(type, 32)] and its scale *d. */
 void coli__q_x16_group(const coli__qmat *w, int r, int g, uint8_t *q, uint16_t *d);

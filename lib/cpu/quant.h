@@ -5,7 +5,8 @@
  *
  * The files call downward only, bottom first: qlayout.c (sizes, layouts),
  * quant.c (the definition and the scalar table), quant_x86.c (the SIMD
- * tables); lib/cpu/kernels.c above them picks a table. */
+ * tables), quant_amx.c (AMX tiles for many tokens, the AVX-512 table for
+ * the rest); lib/cpu/kernels.c above them picks a table. */
 #ifndef COLI_QUANT_H
 #define COLI_QUANT_H
 
@@ -58,6 +59,9 @@ const coli__qkernels *coli__q_kernels_scalar(void);
  * the choice among the tables is made above them (lib/cpu/kernels.h). */
 const coli__qkernels *coli__q_kernels_avx2(void);
 const coli__qkernels *coli__q_kernels_avx512(void);
+/* AMX-INT8 (quant_amx.c) for 16 or more tokens of an x16 q8 or q4
+ * matrix, the AVX-512 table for every other product; NULL without AMX. */
+const coli__qkernels *coli__q_kernels_amx(void);
 
 /* The scalar definition of one product, for tests. */
 float coli__q_dot_ref(const coli__qmat *w, int r, const int8_t *p, const float *s, const int32_t *psum);

@@ -19,7 +19,14 @@
 #include "model/pieces.h"
 #include "model/rope.h"
 
-#define CHUNK 64 /* tokens per pass; bounds scratch memory */
+/* Tokens per pass: at most CHUNK, fewer where their activations would
+ * pass CHUNK_BYTES (chunk_cap). A routed expert's weights are read once a
+ * chunk for all its tokens there, so a long prompt gains from large chunks
+ * (an expert of 8 in 64 meets 64 of 512 tokens: enough for a tile
+ * product); the scratch holds about 30 hidden sizes of floats a token. */
+#define CHUNK 512
+#define CHUNK_MIN 64
+#define CHUNK_BYTES ((size_t)64 << 20)
 
 void coli__scratch_free(coli__scratch *s)
 {
@@ -78,6 +85,18 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t
     b->group = (signed char *)p;
     b->n_pred = 0;
     return COLI_OK;
+}
+
+/* The most tokens a pass takes for this model (see CHUNK). */
+static int chunk_cap(const coli__config *c)
+{
+    const size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
+    const size_t KV = (size_t)c->n_kv_heads * c->head_dim, K = (size_t)(c->top_k > 0 ? c->top_k : 1);
+    size_t GI = (size_t)c->inter > K * (size_t)c->moe_inter ? (size_t)c->inter : K * (size_t)c->moe_inter;
+    GI += (size_t)c->shared_inter;
+    const size_t per = 4 * (6 * H + 2 * QD + 2 * KV + 2 * GI + (size_t)c->n_experts + 2 * K * H + 4 * K);
+    size_t n = CHUNK_BYTES / (per ? per : 1);
+    return n >= CHUNK ? CHUNK : n <= CHUNK_MIN ? CHUNK_MIN : (int)n;
 }
 
 static void norm_rows(coli__pass *b, const float *w)
@@ -205,8 +224,9 @@ coli_status coli__forward_run(const struct coli_model *m, coli__kv *kv, coli__sc
     const int H = c->hidden, n = f->n, pos0 = f->pos0;
     const stack k = f->h_in ? (stack){c->n_trunk, c->n_trunk + 1, &w->mtp.embed, &w->mtp.head, w->mtp.head_norm}
                             : (stack){0, c->n_trunk, &w->embed, &w->lm_head, w->final_norm};
+    const int cap = chunk_cap(c);
     for (int done = 0; done < n;) {
-        int S = n - done < CHUNK ? n - done : CHUNK;
+        int S = n - done < cap ? n - done : cap;
         coli__pass b;
         const coli__seg seg = {.kv = kv, .pos0 = pos0 + done, .t0 = 0, .n = S};
         COLI_TRY(chunk_begin(&b, m, s, pool, &k, &seg, 1, S, f->h_in != NULL, counts, err));
@@ -250,10 +270,11 @@ coli_status coli__forward_batch(const struct coli_model *m, const coli__seq *q, 
     const coli__weights *w = &m->w;
     const size_t H = (size_t)c->hidden, V = (size_t)c->vocab;
     const stack k = {0, c->n_trunk, &w->embed, &w->lm_head, w->final_norm};
+    const int cap = chunk_cap(c);
     int ends = 0; /* sequences that end in one chunk, at most */
     for (int i = 0; i < n_q; i++)
         ends += q[i].n > 0;
-    ends = ends < CHUNK ? ends : CHUNK;
+    ends = ends < cap ? ends : cap;
     float *tmp = NULL; /* logits of the chunk's last rows, when more than one */
     if (ends > 1 && !(tmp = malloc((size_t)ends * V * sizeof *tmp)))
         return coli__fail(err, COLI_ENOMEM, "out of memory for the logits of %d sequences", ends);
@@ -265,8 +286,8 @@ coli_status coli__forward_batch(const struct coli_model *m, const coli__seq *q, 
         int32_t tok[CHUNK];
         float *dst[CHUNK];
         int n_seg = 0, S = 0, n_out = 0, row[CHUNK];
-        for (; i < n_q && S < CHUNK; off = 0, i++) {
-            int take = q[i].n - off < CHUNK - S ? q[i].n - off : CHUNK - S;
+        for (; i < n_q && S < cap; off = 0, i++) {
+            int take = q[i].n - off < cap - S ? q[i].n - off : cap - S;
             if (take <= 0)
                 continue;
             seg[n_seg++] = (coli__seg){.kv = q[i].kv, .pos0 = q[i].pos0 + off, .t0 = S, .n = take};

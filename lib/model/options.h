@@ -33,7 +33,7 @@
     X(PREFETCH, prefetch, 0, 1, 1, NULL)                                                            \
     X(IO_THREADS, io_threads, 1, 64, 4, NULL)                                                       \
     X(HOTSET, hotset, 0, 1, 1, NULL)                                                                \
-    X(CPU_KERNELS, cpu_kernels, COLI__CPUK_AUTO, COLI__CPUK_AVX512, COLI__CPUK_AUTO, NULL)         \
+    X(CPU_KERNELS, cpu_kernels, COLI__CPUK_AUTO, COLI__CPUK_AMX, COLI__CPUK_AUTO, NULL)         \
     /* -1: not set, COLI_KV_TYPE decides (lib/model/kv.c) */                                       \
     X(KV_TYPE, kv_type, -1, COLI_KV_BF16, -1, NULL)                                                \
     /* multi-token prediction (lib/model/speculate.c) */                                           \
