@@ -46,6 +46,10 @@
 /* Token tiles (of 16) per pass over a row block: their partial sums,
  * TT * 8 KiB, stay in L1 with the block's quants. */
 #define TT 4
+/* Vectors from one partial sum's run of P to the next: the TT * 16 tokens
+ * and a pad, so that the runs are not 4 KiB apart (a load would then seem
+ * to depend on the store of the run before). */
+#define PSTRIDE (TT * 16 + 2)
 
 /* The 64-byte operand of LDTILECFG (palette 1). */
 typedef struct tilecfg {
@@ -74,6 +78,19 @@ static void cfg_make(tilecfg *c)
     }
 }
 
+/* GCC's tile-load intrinsic is an asm statement that does not tell the
+ * compiler it reads memory, and its LDTILECFG says it reads 8 of the 64
+ * bytes: stores that only a tile load reads could be dropped or moved past
+ * it. A compiler barrier before each tile load, and our own LDTILECFG with
+ * the whole configuration as its operand, keep them. (Tile stores declare
+ * their memory clobber.) */
+#define BEFORE_TILE_LOAD() __asm__ volatile("" ::: "memory")
+
+__attribute__((target(T_AMX))) INL void load_config(const tilecfg *c)
+{
+    __asm__ volatile("ldtilecfg %0" : : "m"(*c));
+}
+
 /* Lanes [lo, hi) of a 16-row block. */
 static __mmask16 lanes(int lo, int hi)
 {
@@ -93,6 +110,7 @@ __attribute__((target(T_AMX))) INL void tile_mul(int j, int odd, const int8_t *a
 {
 #define MUL_CASE(n, tc, ta, tb)                                                                                 \
     case n:                                                                                                     \
+        BEFORE_TILE_LOAD();                                                                                     \
         _tile_loadd(ta, a, 32);                                                                                 \
         _tile_dpbssd(tc, ta, tb);                                                                               \
         break;
@@ -144,6 +162,7 @@ __attribute__((target(T_AMX))) INL void unpack_q4(const uint8_t *q, int8_t *buf)
 /* Loads B for a group (tmm6 even, tmm7 odd) from 8 rows of 64 bytes. */
 __attribute__((target(T_AMX))) INL void load_b(int odd, const void *b)
 {
+    BEFORE_TILE_LOAD();
     if (odd)
         _tile_loadd(7, b, 64);
     else
@@ -157,7 +176,7 @@ __attribute__((target(T_AMX))) INL void fpart(const int32_t *c, __m512 D, const 
                                               int j, __m512 *P)
 {
     const float *sj = s + (size_t)st * (size_t)ng + g;
-    __m512 *Pj = P + (size_t)(g & 7) * (TT * 16) + (size_t)j * 16;
+    __m512 *Pj = P + (size_t)(g & 7) * PSTRIDE + (size_t)j * 16;
     UNROLL for (int t = 0; t < 16; t++) {
         __m512 ds = _mm512_mul_ps(D, _mm512_set1_ps(sj[(size_t)t * (size_t)ng]));
         KEEP512(ds);
@@ -170,10 +189,9 @@ __attribute__((target(T_AMX))) INL void fpart(const int32_t *c, __m512 D, const 
 
 /* Rows of block blk (rows 16b..16b+15, lanes km stored) for the nt token
  * tiles starting at tokens st[0..nt), whose activations are a (tile
- * after tile, group after group, 512 bytes each). P: 8 partial sums x TT
- * * 16 tokens x 16 rows (a group's updates in one run of memory: 4 KiB
- * apart, the same partial sum of two tokens would alias in the store
- * buffer).
+ * after tile, group after group, 512 bytes each). P: a run per partial
+ * sum (PSTRIDE vectors apart) of TT * 16 tokens x 16 rows, so that a
+ * group's updates are one run of memory.
  *
  * Software-pipelined so that the tile unit and the vector units work at
  * once: in step g, the products of group g are interleaved with the float
@@ -189,7 +207,7 @@ __attribute__((target(T_AMX))) INL void amx_pass(int q4, const uint8_t *blk, int
 {
     for (int k = ng; k < 8; k++) /* partial sums no group reaches */
         for (int i = 0; i < TT * 16; i++)
-            P[k * TT * 16 + i] = _mm512_setzero_ps();
+            P[k * PSTRIDE + i] = _mm512_setzero_ps();
     const uint8_t *rec, *q, *prev = NULL;
     coli__q_x16_locate((coli__dtype)type, group, blk, 0, &rec, &q);
     if (q4)
@@ -222,7 +240,7 @@ __attribute__((target(T_AMX))) INL void amx_pass(int q4, const uint8_t *blk, int
     for (int j = 0; j < nt; j++)
         for (int t = 0; t < 16; t++) {
             const __m512 *v = P + (size_t)j * 16 + (size_t)t;
-#define PK(k) v[(k) * TT * 16]
+#define PK(k) v[(k) * PSTRIDE]
             __m512 o = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(PK(0), PK(4)), _mm512_add_ps(PK(2), PK(6))),
                                      _mm512_add_ps(_mm512_add_ps(PK(1), PK(5)), _mm512_add_ps(PK(3), PK(7))));
 #undef PK
@@ -241,12 +259,12 @@ __attribute__((target(T_AMX))) static int amx_x16(const coli__qmat *w, int r0, i
     int8_t *abuf = malloc((size_t)TT * 16 * (size_t)w->cols);
     if (!abuf)
         return 0;
-    _Alignas(64) __m512 P[TT * 16 * 8];
+    _Alignas(64) __m512 P[PSTRIDE * 8];
     _Alignas(64) int32_t cbuf[2 * TT * 256];
     _Alignas(64) int8_t bbuf[1024];
     tilecfg cfg;
     cfg_make(&cfg);
-    _tile_loadconfig(&cfg);
+    load_config(&cfg);
     UNROLL for (int j = 0; j < TT; j++)
         tile_out(j, cbuf); /* zeroes C; cbuf's contents are overwritten below */
     const size_t bb = coli__q_x16_block_bytes(w->type, w->group, w->cols);
