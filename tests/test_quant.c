@@ -860,7 +860,9 @@ END_TEST
 
 /* ---- activations ----------------------------------------------------------- */
 
-START_TEST(test_act_hand)
+/* The hand-derived values below, from one table's activation
+ * quantization. */
+static void check_act_hand(const coli__qkernels *k)
 {
     float a[160] = {0};
     /* group 0: amax 127 -> t = 1, s = 1, p = rne(a): ties to even */
@@ -890,7 +892,7 @@ START_TEST(test_act_hand)
     float s[5];
     int32_t psum[5];
     memset(p, 0x55, sizeof p);
-    coli__q_quantize_act(a, 160, p, s, psum);
+    k->act(a, 160, p, s, psum);
     for (int i = 0; i < 32; i++) {
         ck_assert_int_eq(p[i], i < 7 ? p0[i] : 0);
         ck_assert_int_eq(p[32 + i], i < 6 ? p1[i] : 0);
@@ -910,6 +912,81 @@ START_TEST(test_act_hand)
     ck_assert_int_eq(p[129], -127);
     ck_assert_int_eq(p[130], 0);
     ck_assert_int_eq(psum[4], 0);
+}
+
+/* Every table, where this CPU has it: the scalar one is
+ * coli__q_quantize_act itself. */
+static const coli__qkernels *act_tables(int i)
+{
+    switch (i) {
+    case 0:
+        return coli__q_kernels_scalar();
+    case 1:
+        return coli__q_kernels_avx2();
+    case 2:
+        return coli__q_kernels_avx512();
+    default:
+        return coli__q_kernels_amx();
+    }
+}
+
+START_TEST(test_act_hand)
+{
+    ck_assert(coli__q_kernels_scalar()->act == coli__q_quantize_act);
+    for (int i = 0; i < 4; i++)
+        if (act_tables(i))
+            check_act_hand(act_tables(i));
+}
+END_TEST
+
+/* Every table's activation quantization against coli__q_quantize_act:
+ * random magnitudes, ties, subnormals, zero groups and groups whose t
+ * overflows, at several lengths. */
+START_TEST(test_act_tables)
+{
+    rng_seed(41);
+    static const int colsv[] = {32, 64, 1024, 4128};
+    for (int i = 1; i < 4; i++) {
+        const coli__qkernels *k = act_tables(i);
+        if (!k) {
+            fprintf(stderr, "test_quant: activation table %d not on this CPU: not checked\n", i);
+            continue;
+        }
+        for (size_t ci = 0; ci < sizeof colsv / sizeof colsv[0]; ci++)
+            for (int it = 0; it < 50; it++) {
+                const int cols = colsv[ci], ng = cols / 32;
+                float *a = malloc((size_t)cols * sizeof *a);
+                int8_t *pa = malloc((size_t)cols), *pb = malloc((size_t)cols);
+                float *sa = malloc((size_t)ng * sizeof *sa), *sb = malloc((size_t)ng * sizeof *sb);
+                int32_t *qa = malloc((size_t)ng * sizeof *qa), *qb = malloc((size_t)ng * sizeof *qb);
+                ck_assert(a && pa && pb && sa && sb && qa && qb);
+                for (int g = 0; g < ng; g++) {
+                    const int kind = rng_int(8);
+                    const float scale = kind == 0 ? 0.0f : kind == 1 ? 1e-39f : kind == 2 ? 1e-30f
+                                        : kind == 3 ? 1e30f : (float)(1 << rng_int(12)) / 64.0f;
+                    for (int j = 0; j < 32; j++) {
+                        float v = (float)(rng_int(2001) - 1000) / 1000.0f * scale;
+                        if (kind == 4) /* halves: ties after the scaling */
+                            v = (float)(rng_int(255) - 127) * 0.5f;
+                        a[32 * g + j] = rng_int(16) == 0 ? -0.0f : v;
+                    }
+                }
+                memset(pa, 0x55, (size_t)cols);
+                memset(pb, 0x66, (size_t)cols);
+                coli__q_quantize_act(a, cols, pa, sa, qa);
+                k->act(a, cols, pb, sb, qb);
+                ck_assert_msg(memcmp(pa, pb, (size_t)cols) == 0, "%s: quants differ, cols %d", k->name, cols);
+                ck_assert_msg(memcmp(sa, sb, (size_t)ng * sizeof *sa) == 0, "%s: scales differ", k->name);
+                ck_assert_msg(memcmp(qa, qb, (size_t)ng * sizeof *qa) == 0, "%s: sums differ", k->name);
+                free(a);
+                free(pa);
+                free(pb);
+                free(sa);
+                free(sb);
+                free(qa);
+                free(qb);
+            }
+    }
 }
 END_TEST
 
@@ -1673,6 +1750,7 @@ static Suite *quant_suite(void)
     tcase_add_test(tc, test_quant_error);
     tcase_add_test(tc, test_quant_rule);
     tcase_add_test(tc, test_act_hand);
+    tcase_add_test(tc, test_act_tables);
     tcase_add_test(tc, test_act_random);
     tcase_add_test(tc, test_dot_double);
     tcase_add_test(tc, test_dot_stepwise);

@@ -501,8 +501,8 @@ static void quant_task(void *arg, int64_t b, int64_t e, int thread)
         const qin *q = &j->qa[qj->task];
         const int ng = q->cols / COLI_QK;
         for (int k = qj->r0; k < qj->r1; k++)
-            coli__q_quantize_act(q->x + (size_t)k * q->cols, q->cols, q->p + (size_t)k * q->cols,
-                                 q->s + (size_t)k * ng, q->psum + (size_t)k * ng);
+            j->k->q->act(q->x + (size_t)k * q->cols, q->cols, q->p + (size_t)k * q->cols,
+                         q->s + (size_t)k * ng, q->psum + (size_t)k * ng);
     }
 }
 

@@ -477,7 +477,7 @@ static void gemm_scalar(const coli__qmat *w, int r0, int r1, int n_tok, const in
     }
 }
 
-static const coli__qkernels g_scalar = {"scalar", gemm_scalar};
+static const coli__qkernels g_scalar = {"scalar", gemm_scalar, coli__q_quantize_act};
 
 const coli__qkernels *coli__q_kernels_scalar(void)
 {

@@ -47,9 +47,13 @@ void coli__q_quantize_act(const float *a, int cols, int8_t *p, float *s, int32_t
 typedef void (*coli__qgemm_fn)(const coli__qmat *w, int r0, int r1, int n_tok, const int8_t *p,
                                const float *s, const int32_t *psum, float *y, size_t y_stride);
 
+/* The activation quantization of coli__q_quantize_act, the same bits. */
+typedef void (*coli__qact_fn)(const float *a, int cols, int8_t *p, float *s, int32_t *psum);
+
 typedef struct coli__qkernels {
-    const char *name;          /* "scalar", "avx2", "avx512vnni" */
+    const char *name;          /* "scalar", "avx2", "avx512vnni", "amx-int8" */
     coli__qgemm_fn gemm;       /* handles all three types */
+    coli__qact_fn act;         /* quantizes the activations a product takes */
 } coli__qkernels;
 
 /* The portable definition (quant.c). */

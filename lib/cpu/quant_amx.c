@@ -307,9 +307,14 @@ static void gemm_amx(const coli__qmat *w, int r0, int r1, int n_tok, const int8_
     coli__q_kernels_avx512()->gemm(w, r0, r1, n_tok, p, s, psum, y, ys);
 }
 
+static void act_amx(const float *a, int cols, int8_t *p, float *s, int32_t *psum)
+{
+    coli__q_kernels_avx512()->act(a, cols, p, s, psum);
+}
+
 const coli__qkernels *coli__q_kernels_amx(void)
 {
-    static const coli__qkernels table = {"amx-int8", gemm_amx};
+    static const coli__qkernels table = {"amx-int8", gemm_amx, act_amx};
     return (coli__cpu_features() & COLI_CPU_AMX) && coli__q_kernels_avx512() ? &table : NULL;
 }
 

@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
+#include "cpu/qround.h"
 #include "cpu/quant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -1438,18 +1439,69 @@ __attribute__((target(T_512))) static void gemm_512(const coli__qmat *w, int r0,
         direct_512(w, r0, r1, n_tok, p, s, psum, y, y_stride);
 }
 
+/* ---- activations ------------------------------------------------------ */
+
+/* coli__q_quantize_act 16 lanes at a time: the exact maximum of the
+ * magnitudes' bits, the operations of lib/cpu/qround.h per value (one f32
+ * multiplication, then + and - 1.5 * 2^23, each rounded on its own), the
+ * exact sum. A group whose t overflows takes qround.h's scalar path. */
+__attribute__((target(T_512))) static void act_512(const float *a, int cols, int8_t *p, float *s, int32_t *psum)
+{
+    const __m512i mag = _mm512_set1_epi32(0x7fffffff);
+    const __m512 big = _mm512_set1_ps(12582912.0f);
+    for (int g = 0; g < cols / COLI_QK; g++) {
+        const float *x = a + COLI_QK * g;
+        int8_t *pg = p + COLI_QK * g;
+        const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+        const __m512i m = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(x0), mag),
+                                           _mm512_and_si512(_mm512_castps_si512(x1), mag));
+        const uint32_t mb = _mm512_reduce_max_epu32(m);
+        float amax;
+        memcpy(&amax, &mb, sizeof amax);
+        s[g] = coli__qact_scale(amax);
+        if (amax == 0.0f) {
+            memset(pg, 0, COLI_QK);
+            psum[g] = 0;
+            continue;
+        }
+        const float t = coli__qact_mul(amax);
+        if (!coli__qact_finite(t)) {
+            int32_t sum = 0;
+            for (int i = 0; i < COLI_QK; i++) {
+                int q = coli__qact_round_inf(x[i], t);
+                pg[i] = (int8_t)q;
+                sum += q;
+            }
+            psum[g] = sum;
+            continue;
+        }
+        const __m512 T = _mm512_set1_ps(t);
+        __m512 v0 = _mm512_mul_ps(x0, T), v1 = _mm512_mul_ps(x1, T);
+        KEEP512(v0);
+        KEEP512(v1);
+        __m512 r0 = _mm512_add_ps(v0, big), r1 = _mm512_add_ps(v1, big);
+        KEEP512(r0);
+        KEEP512(r1);
+        const __m512i q0 = _mm512_cvttps_epi32(_mm512_sub_ps(r0, big));
+        const __m512i q1 = _mm512_cvttps_epi32(_mm512_sub_ps(r1, big));
+        _mm_storeu_si128((__m128i *)(void *)pg, _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(void *)(pg + 16), _mm512_cvtepi32_epi8(q1));
+        psum[g] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+}
+
 /* ---- tables ---------------------------------------------------------- */
 
 const coli__qkernels *coli__q_kernels_avx2(void)
 {
-    static const coli__qkernels k = {"avx2", gemm_avx2};
+    static const coli__qkernels k = {"avx2", gemm_avx2, coli__q_quantize_act};
     const unsigned need = COLI_CPU_AVX2 | COLI_CPU_F16C;
     return (coli__cpu_features() & need) == need ? &k : NULL;
 }
 
 const coli__qkernels *coli__q_kernels_avx512(void)
 {
-    static const coli__qkernels k = {"avx512vnni", gemm_512};
+    static const coli__qkernels k = {"avx512vnni", gemm_512, act_512};
     const unsigned need = COLI_CPU_AVX2 | COLI_CPU_F16C | COLI_CPU_AVX512 | COLI_CPU_AVX512VNNI;
     return (coli__cpu_features() & need) == need ? &k : NULL;
 }
