@@ -264,9 +264,7 @@ __attribute__((target(T_AMX))) static int amx_x16(const coli__qmat *w, int r0, i
     _Alignas(64) int8_t bbuf[1024];
     tilecfg cfg;
     cfg_make(&cfg);
-    load_config(&cfg);
-    UNROLL for (int j = 0; j < TT; j++)
-        tile_out(j, cbuf); /* zeroes C; cbuf's contents are overwritten below */
+    load_config(&cfg); /* which zeroes every tile */
     const size_t bb = coli__q_x16_block_bytes(w->type, w->group, w->cols);
     /* token tiles: 16 tokens each, the last one ending at n_tok (it may
      * overlap the one before: those tokens are computed twice, the same

@@ -47,8 +47,12 @@ static coli_status grab(coli__scratch *s, size_t floats, coli__err *err)
     return COLI_OK;
 }
 
-static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t scores, int mtp, coli__pass *b,
-                          coli__err *err)
+enum { N_BUFS = 22 };
+
+/* The floats of each buffer of a pass of S tokens (scores: the
+ * attention's scratch), in layout()'s order; returns their sum, each
+ * rounded up to 64 bytes. */
+static size_t pass_sizes(const coli__config *c, int S, size_t scores, int mtp, size_t sizes[N_BUFS])
 {
     const size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
     const size_t KV = (size_t)c->n_kv_heads * c->head_dim;
@@ -58,13 +62,23 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t
     /* the shared experts' rows follow the routed pairs' (lib/model/ffn.c) */
     GI = GI > K * (size_t)c->moe_inter + (size_t)c->shared_inter ? GI : K * (size_t)c->moe_inter + (size_t)c->shared_inter;
     /* rl: the router's logits, then its scratch (lib/model/pieces.h) */
-    size_t sizes[] = {
+    const size_t v[N_BUFS] = {
         S * H, S * H, S * QD, S * KV, S * KV, S * QD, S * H, S * GI, S * GI, S * E + 2 * E, S * K * H, S * K * H,
         scores, S * K, S * (size_t)c->head_dim, S * H, mtp ? 2 * S * H : 0, S * K, S * K, S * K, K, (E + 3) / 4,
     };
     size_t total = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        total += (sizes[i] + 15) & ~(size_t)15; /* keep each buffer 64-byte spaced */
+    for (size_t i = 0; i < N_BUFS; i++) {
+        sizes[i] = v[i];
+        total += (v[i] + 15) & ~(size_t)15; /* keep each buffer 64-byte spaced */
+    }
+    return total;
+}
+
+static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t scores, int mtp, coli__pass *b,
+                          coli__err *err)
+{
+    size_t sizes[N_BUFS];
+    const size_t total = pass_sizes(c, S, scores, mtp, sizes);
     COLI_TRY(grab(s, total, err));
     float *p = s->p;
     float **dst[] = {&b->x, &b->xn, &b->q, &b->k, &b->v, &b->att, &b->o, &b->g, &b->u, &b->rl,
@@ -87,14 +101,12 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t
     return COLI_OK;
 }
 
-/* The most tokens a pass takes for this model (see CHUNK). */
+/* The most tokens a pass takes for this model (see CHUNK): the floats a
+ * token adds to a pass (with MTP's buffers, the larger case). */
 static int chunk_cap(const coli__config *c)
 {
-    const size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
-    const size_t KV = (size_t)c->n_kv_heads * c->head_dim, K = (size_t)(c->top_k > 0 ? c->top_k : 1);
-    size_t GI = (size_t)c->inter > K * (size_t)c->moe_inter ? (size_t)c->inter : K * (size_t)c->moe_inter;
-    GI += (size_t)c->shared_inter;
-    const size_t per = 4 * (6 * H + 2 * QD + 2 * KV + 2 * GI + (size_t)c->n_experts + 2 * K * H + 4 * K);
+    size_t sizes[N_BUFS];
+    const size_t per = 4 * (pass_sizes(c, 1, 0, 1, sizes) - pass_sizes(c, 0, 0, 1, sizes));
     size_t n = CHUNK_BYTES / (per ? per : 1);
     return n >= CHUNK ? CHUNK : n <= CHUNK_MIN ? CHUNK_MIN : (int)n;
 }
