@@ -39,8 +39,8 @@ static const struct {
     int64_t opt;
     const char *name;
 } SETS[] = {{2, "avx2, float avx2"},
-             {3, "avx512vnni, float avx2"},
-             {4, "amx-int8, avx512vnni, float avx2"},
+             {3, "avx512vnni, float avx512"},
+             {4, "amx-int8, avx512vnni, float avx512"},
              {0, NULL}};
 
 /* kv: COLI_OPT_KV_TYPE (-1: COLI_KV_TYPE, else f32). */
@@ -213,7 +213,7 @@ START_TEST(test_swiglu)
         want[i] = coli__swiglu(g[i], u[i]);
     }
     /* the scalar set is lib/cpu/silu.h itself: the vector sets are the test */
-    const int sets[] = {COLI__CPUK_AVX2, COLI__CPUK_AVX512};
+    const int sets[] = {COLI__CPUK_AVX2, COLI__CPUK_AVX512, COLI__CPUK_AMX};
     for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
         const coli__cpuk *set = coli__cpuk_get(sets[k]);
         if (!set) {
@@ -377,6 +377,49 @@ END_TEST
  * 256; the scores cut in two blocks (with their maxima combined) and the
  * mix over a slice of dimensions, as the split decode does, give the same
  * bits. */
+/* Float products (f32, bf16 widened) of many tokens in every set: each
+ * value is the text's dot of the widened row, whatever tokens it is done
+ * with (four at a time in the avx512 set). */
+START_TEST(test_float_products)
+{
+    enum { ROWS = 13, MAXC = 1100, MAXT = 41 };
+    static float wf[ROWS * MAXC], ww[ROWS * MAXC], x[MAXT * MAXC], y[MAXT * ROWS];
+    static uint16_t wb[ROWS * MAXC];
+    uint64_t st = 99;
+    for (int i = 0; i < ROWS * MAXC; i++) {
+        wf[i] = t_random(&st);
+        wb[i] = t_bf16(wf[i] * 0.5f);
+        ww[i] = t_widen(wb[i]);
+    }
+    for (int i = 0; i < MAXT * MAXC; i++)
+        x[i] = t_random(&st) * 2.0f;
+    static const int cols[] = {1024, 1100, 33, 64};
+    static const int toks[] = {1, 4, 8, 9, 12, 13, 40, 41};
+    for (size_t s = 0; s < sizeof ALL_SETS / sizeof ALL_SETS[0]; s++) {
+        const coli__cpuk *set = coli__cpuk_get(ALL_SETS[s]);
+        if (!set)
+            continue;
+        for (int bf = 0; bf < 2; bf++)
+            for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++)
+                for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++) {
+                    const int c = cols[ci], n = toks[ti];
+                    const coli__mat w = coli__mat_at(bf ? COLI_DT_BF16 : COLI_DT_F32, 0, ROWS, c,
+                                                     bf ? (const void *)wb : (const void *)wf);
+                    memset(y, 0xff, sizeof y); /* NaN: a value not written shows */
+                    ck_assert_int_eq(coli__matmul(set, NULL, &w, x, n, y), COLI_OK);
+                    for (int t = 0; t < n; t++)
+                        for (int r = 0; r < ROWS; r++) {
+                            float want = t_dot((bf ? ww : wf) + (size_t)r * c, x + (size_t)t * c, c);
+                            ck_assert_msg(same_bits(y[(size_t)t * ROWS + r], want),
+                                          "%s %s: row %d token %d of %d, %d columns: %.9g, the text %.9g",
+                                          coli__cpuk_name(set), bf ? "bf16" : "f32", r, t, n, c,
+                                          (double)y[(size_t)t * ROWS + r], (double)want);
+                        }
+                }
+    }
+}
+END_TEST
+
 START_TEST(test_attention_kernels)
 {
     enum { MAXN = 600, MAXD = 264, STRIDE = 3 * MAXD + 8, MAXG = 9 };
@@ -395,7 +438,7 @@ START_TEST(test_attention_kernels)
     }
     for (int i = 0; i < MAXG * MAXD; i++)
         q[i] = t_random(&st) * 4.0f;
-    static const int hds[] = {64, 128, 16, 24, 40, 72, 12, 264};
+    static const int hds[] = {64, 128, 16, 24, 40, 72, 12, 264, 32, 96, 256, 48, 80};
     static const int gs[] = {1, 4, 3, 9};
     static const int ns[] = {1, 5, 8, 9, 31, 32, 33, 63, 64, 65, 127, 129, 255, 256, 257, 300, 513, 600};
     for (size_t s = 0; s < sizeof ALL_SETS / sizeof ALL_SETS[0]; s++) {
@@ -419,7 +462,7 @@ START_TEST(test_attention_kernels)
                             memcpy(rwt[h], rw, (size_t)n * sizeof(float));
                             mx[h] = mx2[h] = -INFINITY;
                         }
-                        coli__attn_scores(set, q, g, hd, k, dt, STRIDE, n, scale, sc, MAXN, mx);
+                        coli__attn_scores(set, q, g, hd, k, dt, STRIDE, n, scale, sc, MAXN, mx, NULL);
                         for (int h = 0; h < g; h++) {
                             ck_assert_msg(mx[h] == rmx[h], "%s: max", sn);
                             for (int j = 0; j < n; j++)
@@ -434,9 +477,9 @@ START_TEST(test_attention_kernels)
                         float mb[MAXG];
                         for (int h = 0; h < g; h++)
                             mb[h] = -INFINITY;
-                        coli__attn_scores(set, q, g, hd, k, dt, STRIDE, cut, scale, sc2, MAXN, mx2);
+                        coli__attn_scores(set, q, g, hd, k, dt, STRIDE, cut, scale, sc2, MAXN, mx2, NULL);
                         coli__attn_scores(set, q, g, hd, (const char *)k + (size_t)cut * STRIDE * (bf ? 2 : 4), dt,
-                                          STRIDE, n - cut, scale, sc2 + cut, MAXN, mb);
+                                          STRIDE, n - cut, scale, sc2 + cut, MAXN, mb, NULL);
                         for (int h = 0; h < g; h++) {
                             float m = mb[h] > mx2[h] ? mb[h] : mx2[h];
                             ck_assert_msg(m == rmx[h] && memcmp(sc2 + h * MAXN, sc + h * MAXN,
@@ -449,7 +492,7 @@ START_TEST(test_attention_kernels)
                                 ck_assert_msg(same_bits(sc[h * MAXN + j], rwt[h][j]),
                                               "%s: weight hd=%d n=%d head %d row %d", sn, hd, n, h, j);
                         }
-                        coli__attn_mix(set, o, hd, g, hd, sc, MAXN, v, dt, STRIDE, n);
+                        coli__attn_mix(set, o, hd, g, hd, sc, MAXN, v, dt, STRIDE, n, NULL);
                         for (int h = 0; h < g; h++)
                             for (int i = 0; i < hd; i++)
                                 ck_assert_msg(same_bits(o[h * hd + i], ro[h][i]),
@@ -460,11 +503,44 @@ START_TEST(test_attention_kernels)
                         const int d0 = hd > 16 ? 16 : 8;
                         memset(o2, 0, sizeof o2);
                         coli__attn_mix(set, o2 + d0, hd, g, hd - d0, sc, MAXN,
-                                       (const char *)v + (size_t)d0 * (bf ? 2 : 4), dt, STRIDE, n);
+                                       (const char *)v + (size_t)d0 * (bf ? 2 : 4), dt, STRIDE, n, NULL);
                         for (int h = 0; h < g; h++)
                             ck_assert_msg(memcmp(o2 + h * hd + d0, o + h * hd + d0,
                                                  (size_t)(hd - d0) * sizeof(float)) == 0,
                                           "%s: mix of a slice", sn);
+                        if (g == 1)
+                            continue;
+                        /* each head its own rows (a block of tokens: head
+                         * h sees n - g + 1 + h of them, or some fewer) */
+                        int nh[MAXG];
+                        for (int h = 0; h < g; h++) {
+                            nh[h] = n - (g - 1 - h) * (1 + (int)(ni % 3)) > 0 ? n - (g - 1 - h) * (1 + (int)(ni % 3)) : 1;
+                            t_attention(q + h * hd, (bf ? kw : kf) + off, (bf ? vw : vf) + off, STRIDE, nh[h], hd, ra,
+                                        rw, &rmx[h], ro[h]);
+                            memcpy(rwt[h], rw, (size_t)nh[h] * sizeof(float));
+                            mx[h] = -INFINITY;
+                            for (int j = 0; j < MAXN; j++)
+                                sc[h * MAXN + j] = 1234.5f; /* past nh[h]: must stay */
+                        }
+                        coli__attn_scores(set, q, g, hd, k, dt, STRIDE, n, scale, sc, MAXN, mx, nh);
+                        for (int h = 0; h < g; h++) {
+                            ck_assert_msg(mx[h] == rmx[h], "%s: max of head %d's %d rows", sn, h, nh[h]);
+                            for (int j = nh[h]; j < n; j++)
+                                ck_assert_msg(sc[h * MAXN + j] == 1234.5f, "%s: score past a head's rows", sn);
+                            coli__attn_softmax(set, sc + h * MAXN, nh[h], mx[h]);
+                            ck_assert_msg(memcmp(sc + h * MAXN, rwt[h], (size_t)nh[h] * sizeof(float)) == 0,
+                                          "%s: weights of head %d's %d rows", sn, h, nh[h]);
+                            for (int j = nh[h]; j < n; j++)
+                                sc[h * MAXN + j] = NAN; /* never read */
+                        }
+                        coli__attn_mix(set, o, hd, g, hd, sc, MAXN, v, dt, STRIDE, n, nh);
+                        for (int h = 0; h < g; h++)
+                            for (int i = 0; i < hd; i++)
+                                ck_assert_msg(same_bits(o[h * hd + i], ro[h][i]),
+                                              "%s %s: mix hd=%d g=%d n=%d head %d of %d rows, dim %d is %.9g, the "
+                                              "text %.9g",
+                                              sn, bf ? "bf16" : "f32", hd, g, n, h, nh[h], i, (double)o[h * hd + i],
+                                              (double)ro[h][i]);
                     }
         fprintf(stderr, "attention kernels: %s = the text\n", sn);
     }
@@ -609,7 +685,7 @@ START_TEST(test_env)
     ck_assert_str_eq(kernels_of(a), "scalar, float scalar");
     coli_status st = open_set(dir, COLI_WEIGHTS_Q8, 0, &b);
     if (st == COLI_OK) {
-        ck_assert_str_eq(kernels_of(b), "avx512vnni, float avx2");
+        ck_assert_str_eq(kernels_of(b), "avx512vnni, float avx512");
         ck_assert_str_eq(kernels_of(a), "scalar, float scalar");
     } else {
         ck_assert_int_eq(st, COLI_EUNSUPPORTED);
@@ -714,7 +790,7 @@ START_TEST(test_pick)
     }
     if ((coli__cpu_features() & all) == all) {
         ck_assert_int_eq(coli__cpusel_pick(0, NULL, all, &k, &err), COLI_OK);
-        ck_assert_str_eq(coli__cpuk_name(k), "avx512vnni, float avx2");
+        ck_assert_str_eq(coli__cpuk_name(k), "avx512vnni, float avx512");
         ck_assert_int_eq(coli__cpusel_pick(4, NULL, all, &k, &err), COLI_EUNSUPPORTED);
         ck_assert_str_eq(err.msg, "COLI_OPT_CPU_KERNELS amx: this CPU (or build) has only scalar, avx2, avx512");
     } else {
@@ -722,9 +798,9 @@ START_TEST(test_pick)
     }
     if (coli__cpu_features() & COLI_CPU_AMX) {
         ck_assert_int_eq(coli__cpusel_pick(0, NULL, all | COLI_CPU_AMX, &k, &err), COLI_OK);
-        ck_assert_str_eq(coli__cpuk_name(k), "amx-int8, avx512vnni, float avx2");
+        ck_assert_str_eq(coli__cpuk_name(k), "amx-int8, avx512vnni, float avx512");
         ck_assert_int_eq(coli__cpusel_pick(0, "avx512", all | COLI_CPU_AMX, &k, &err), COLI_OK);
-        ck_assert_str_eq(coli__cpuk_name(k), "avx512vnni, float avx2");
+        ck_assert_str_eq(coli__cpuk_name(k), "avx512vnni, float avx512");
     } else {
         fprintf(stderr, "AMX NOT CHECKED: this CPU (or kernel) has no AMX-INT8: the amx choice not checked\n");
     }
@@ -743,6 +819,7 @@ static Suite *suite(void)
     TCase *kern = tcase_create("attention_kernels");
     tcase_set_timeout(kern, 300);
     tcase_add_test(kern, test_attention_kernels);
+    tcase_add_test(kern, test_float_products);
     suite_add_tcase(s, kern);
     TCase *opt = tcase_create("option");
     tcase_add_test(opt, test_swiglu);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cpu/kernels.h"
+#include "cpu/threadpool.h"
 #include "cpu/quant.h"
 #include "testutil.h"
 
@@ -1406,6 +1407,73 @@ START_TEST(test_bitexact_many)
 }
 END_TEST
 
+/* Products whose tokens are picked from a shared input by (token, expert)
+ * pairs (the routed experts of a prompt): each the same bits as the
+ * product of the same rows copied out as floats, in every set, with and
+ * without the threads. */
+START_TEST(test_picked_rows)
+{
+    enum { S = 23, K = 3, COLS = 256, ROWS = 48, NT = 4 };
+    static float x[S * COLS], xg[NT][S * K * COLS], ya[NT][S * K * ROWS], yb[NT][S * K * ROWS];
+    static float ua[NT][S * K * ROWS], ub[NT][S * K * ROWS];
+    static int pairs[NT][S * K];
+    rng_seed(5);
+    for (int i = 0; i < S * COLS; i++)
+        x[i] = (float)rng_normal() * 2.0f;
+    coli__pool *pool = NULL;
+    coli__err perr;
+    ck_assert_int_eq(coli__pool_create(2, &pool, &perr), COLI_OK);
+    for (int c = 0; c < N_QCONF; c++) {
+        qbuf g, u;
+        qbuf_init(&g, qconf[c].type, qconf[c].group, ROWS, COLS);
+        qbuf_init(&u, qconf[c].type, qconf[c].group, ROWS, COLS);
+        fill_weights(&g, 0);
+        fill_weights(&u, 0);
+        const coli__mat mg = {.rows = ROWS, .cols = COLS, .dt = qconf[c].type, .q = g.w};
+        const coli__mat mu = {.rows = ROWS, .cols = COLS, .dt = qconf[c].type, .q = u.w};
+        coli__mm picked[NT], plain[NT];
+        for (int t = 0; t < NT; t++) {
+            /* task t: some pairs of some tokens, ascending (the routed order) */
+            int n = 0;
+            for (int p = 0; p < S * K; p++)
+                if (rng_int(NT) == t || (t == 0 && p % 7 == 0))
+                    pairs[t][n++] = p;
+            for (int i = 0; i < n; i++)
+                memcpy(xg[t] + (size_t)i * COLS, x + (size_t)(pairs[t][i] / K) * COLS, COLS * sizeof(float));
+            const coli__mat *up = t % 2 ? &mu : NULL;
+            picked[t] = (coli__mm){.w = &mg, .x = x, .n_tok = n, .y = yb[t], .up = up, .y_up = ub[t],
+                                   .x_rows = pairs[t], .x_div = K};
+            plain[t] = (coli__mm){.w = &mg, .x = xg[t], .n_tok = n, .y = ya[t], .up = up, .y_up = ua[t]};
+        }
+        for (int set = COLI__CPUK_SCALAR; set <= COLI__CPUK_AMX; set++) {
+            const coli__cpuk *k = coli__cpuk_get(set);
+            if (!k)
+                continue;
+            for (int th = 0; th < 2; th++) {
+                poison(&ya[0][0], sizeof ya / sizeof(float));
+                poison(&yb[0][0], sizeof yb / sizeof(float));
+                ck_assert_int_eq(coli__matmul_multi(k, th ? pool : NULL, plain, NT), COLI_OK);
+                ck_assert_int_eq(coli__matmul_multi(k, th ? pool : NULL, picked, NT), COLI_OK);
+                for (int t = 0; t < NT; t++)
+                    for (size_t i = 0; i < (size_t)picked[t].n_tok * ROWS; i++)
+                        ck_assert_msg(fbits(ya[t][i]) == fbits(yb[t][i]),
+                                      "%s, %s, %d threads: task %d value %zu: picked %a, copied %a", qconf[c].name,
+                                      coli__cpuk_name(k), th + 1, t, i, (double)yb[t][i], (double)ya[t][i]);
+            }
+        }
+        /* a picked input is for quantized products only */
+        const coli__mat fl = {.rows = ROWS, .cols = COLS, .dt = COLI_DT_F32, .data = xg[0]};
+        coli__mm bad = picked[0];
+        bad.w = &fl;
+        bad.up = NULL;
+        ck_assert_int_eq(coli__matmul_multi(NULL, NULL, &bad, 1), COLI_EINVAL);
+        qbuf_free(&g);
+        qbuf_free(&u);
+    }
+    coli__pool_free(pool);
+}
+END_TEST
+
 START_TEST(test_bitexact_amx)
 {
     const coli__qkernels *k = coli__q_kernels_amx();
@@ -1719,10 +1787,13 @@ START_TEST(test_float_dot_order)
                 wf[i] = fmt == 0 ? w[i] : fmt == 1 ? b : coli__f16_to_f32(wh[i]);
             }
             float want = float_dot_contract(wf, x, n);
-            for (int simd = 0; simd < 2; simd++) {
-                float got = coli__dot_for_test(dt, wp, x, n, simd);
+            for (int set = COLI__CPUK_SCALAR; set <= COLI__CPUK_AMX; set++) {
+                const coli__cpuk *k = coli__cpuk_get(set);
+                if (!k)
+                    continue; /* not on this CPU: the sets it has are checked */
+                float got = coli__dot_for_test(k, dt, wp, x, n);
                 ck_assert_msg(fbits(got) == fbits(want), "format %d n %d %s: %.9g, the contract %.9g", (int)dt, n,
-                              simd ? coli__kernels_name() : "scalar", (double)got, (double)want);
+                              coli__cpuk_name(k), (double)got, (double)want);
             }
         }
         free(w);
@@ -1767,6 +1838,7 @@ static Suite *quant_suite(void)
     tcase_add_test(tk, test_bitexact_avx2);
     tcase_add_test(tk, test_bitexact_avx512);
     tcase_add_test(tk, test_bitexact_many);
+    tcase_add_test(tk, test_picked_rows);
     tcase_add_test(tk, test_bitexact_amx);
     tcase_add_test(tk, test_bitexact_best);
     tcase_add_test(tk, test_float_dot_order);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu/attn.h"
+#include "cpu/attn_x86.h"
 #include "cpu/exp_avx2.h"
 #include "cpu/fp16.h"
 #include "cpu/fsum.h"
@@ -32,10 +33,12 @@ static inline float elem(const void *base, coli__dtype dt, size_t at)
 /* ---- plain C: the text as written ------------------------------------- */
 
 static void scores_scalar(const float *q, int g, int hd, const void *k, coli__dtype dt, size_t stride, int n,
-                          float scale, float *out, size_t ostride, float *mx)
+                          float scale, float *out, size_t ostride, float *mx, const int *nh)
 {
     for (int j = 0; j < n; j++)
         for (int h = 0; h < g; h++) {
+            if (nh && j >= nh[h])
+                continue;
             const float *qh = q + (size_t)h * (size_t)hd;
             float P[32] = {0};
             for (int i = 0; i < hd; i++)
@@ -74,10 +77,10 @@ static void softmax_scalar(float *a, int n, float m)
 #define MIX_DIMS 64
 
 static void mix_scalar(float *out, size_t ostride, int g, int dims, const float *w, size_t wstride, const void *v,
-                       coli__dtype dt, size_t stride, int n)
+                       coli__dtype dt, size_t stride, int n_all, const int *nh)
 {
     for (int h = 0; h < g; h++)
-        for (int base = 0; base < dims; base += MIX_DIMS) {
+        for (int base = 0, n = nh ? nh[h] : n_all; base < dims; base += MIX_DIMS) {
             int m = dims - base < MIX_DIMS ? dims - base : MIX_DIMS;
             float *o = out + (size_t)h * ostride + (size_t)base;
             for (int t0 = 0; t0 < n; t0 += COLI__ATTN_TILE) {
@@ -109,98 +112,6 @@ const coli__attnk *coli__attn_kernels_scalar(void)
 
 /* ---- AVX2 + FMA --------------------------------------------------------- */
 #if COLI_X86
-#define AVX2 __attribute__((target("avx2,fma")))
-
-static size_t elem_size(coli__dtype dt)
-{
-    return dt == COLI_DT_BF16 ? sizeof(uint16_t) : sizeof(float);
-}
-
-AVX2 static inline __m256 load_bf16x8(const uint16_t *p)
-{
-    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-/* Asks for the lines of rows [0, r) of a block, bytes [0, len) of each,
- * ahead of their use: a KV head's rows come from memory once per token, and
- * the hardware's prefetcher alone leaves the loads waiting. Speed only. */
-AVX2 static inline void prefetch_rows(const char *p, size_t stride_bytes, int r, size_t len)
-{
-    for (int j = 0; j < r; j++)
-        for (size_t b = 0; b < len; b += 64)
-            _mm_prefetch(p + (size_t)j * stride_bytes + b, _MM_HINT_T0);
-}
-
-/* Rows [0, r) of a bf16 block, dimensions [0, d) (d % 8 == 0), widened
- * into dst, rows of d floats: once, for every head that reads them. */
-AVX2 static void widen_rows(float *dst, const uint16_t *src, size_t stride, int r, int d)
-{
-    for (int j = 0; j < r; j++)
-        for (int i = 0; i < d; i += 8)
-            _mm256_storeu_ps(dst + (size_t)j * (size_t)d + (size_t)i, load_bf16x8(src + (size_t)j * stride + (size_t)i));
-}
-
-/* The float product's partial sums over hd % 8 == 0 values: register c
- * holds P_{8c+l}; a short last block leaves the registers it does not
- * reach at +0, as the text's loop leaves those P. Returns the u of the
- * tree: lane l is (P_l + P_l+16) + (P_l+8 + P_l+24). */
-AVX2 static inline __m256 dot_u(const float *q, const float *k, int hd)
-{
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= hd; i += 32) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 16), _mm256_loadu_ps(k + i + 16), s2);
-        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 24), _mm256_loadu_ps(k + i + 24), s3);
-    }
-    if (i < hd) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
-        if (i + 8 < hd)
-            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), s1);
-        if (i + 16 < hd)
-            s2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 16), _mm256_loadu_ps(k + i + 16), s2);
-    }
-    return _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
-}
-
-/* ((u0 + u4) + (u2 + u6)) + ((u1 + u5) + (u3 + u7)) of one u. */
-AVX2 static inline float tree8(__m256 u)
-{
-    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-    return _mm_cvtss_f32(lo);
-}
-
-/* tree8 of eight rows' u at once, row r's in lane r: the same additions,
- * gathered by shuffles instead of done one row at a time. */
-AVX2 static inline __m256 tree8x8(const __m256 *U)
-{
-    __m256 a[4];
-    for (int p = 0; p < 4; p++) /* [U_2p: u_l + u_l+4 | U_2p+1: the same] */
-        a[p] = _mm256_add_ps(_mm256_permute2f128_ps(U[2 * p], U[2 * p + 1], 0x20),
-                             _mm256_permute2f128_ps(U[2 * p], U[2 * p + 1], 0x31));
-    /* rows 0, 2 | 1, 3 (and 4, 6 | 5, 7): (u0 + u4) + (u2 + u6), (u1 + u5) + (u3 + u7) */
-    __m256 b0 = _mm256_add_ps(_mm256_shuffle_ps(a[0], a[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm256_shuffle_ps(a[0], a[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    __m256 b1 = _mm256_add_ps(_mm256_shuffle_ps(a[2], a[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm256_shuffle_ps(a[2], a[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    /* rows 0, 2, 4, 6 | 1, 3, 5, 7: the last addition */
-    __m256 t = _mm256_add_ps(_mm256_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm256_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm256_permutevar8x32_ps(t, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
-AVX2 static inline float hmax8(__m256 v)
-{
-    __m256 t = _mm256_max_ps(v, _mm256_permute2f128_ps(v, v, 1));
-    t = _mm256_max_ps(t, _mm256_shuffle_ps(t, t, _MM_SHUFFLE(1, 0, 3, 2)));
-    t = _mm256_max_ps(t, _mm256_shuffle_ps(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm256_cvtss_f32(t);
-}
 
 /* dot_u of one head's q against eight rows: what dot_u computes, with q
  * held in registers across the rows where it fits (hd 64), or each part of
@@ -250,19 +161,15 @@ AVX2 static void u8_rows(const float *q, const float *rows, size_t rs, int hd, _
         U[x] = dot_u(q, rows + (size_t)x * rs, hd);
 }
 
-/* Head dimensions the AVX2 scores keep a widened block of (larger ones
- * take the plain C path), and how many rows ahead they prefetch. */
-#define SC_MAXD 256
-#define SC_AHEAD 32
 
 /* Eight rows at a time: each head's eight u go through tree8x8, so a
  * score costs no horizontal sum of its own; the rows stay in L1 while
  * every head of the group reads them. */
 AVX2 static void scores_avx2(const float *q, int g, int hd, const void *k, coli__dtype dt, size_t stride, int n,
-                             float scale, float *out, size_t ostride, float *mx)
+                             float scale, float *out, size_t ostride, float *mx, const int *nh)
 {
     if (hd % 8 != 0 || hd > SC_MAXD) {
-        scores_scalar(q, g, hd, k, dt, stride, n, scale, out, ostride, mx);
+        scores_scalar(q, g, hd, k, dt, stride, n, scale, out, ostride, mx, nh);
         return;
     }
     float wide[8 * SC_MAXD] __attribute__((aligned(32)));
@@ -284,7 +191,8 @@ AVX2 static void scores_avx2(const float *q, int g, int hd, const void *k, coli_
         for (int h = 0; h < g; h++) {
             const float *qh = q + (size_t)h * (size_t)hd;
             float *o = out + (size_t)h * ostride + (size_t)j;
-            if (r == 8) {
+            const int rh = nh && nh[h] - j < r ? nh[h] - j : r; /* this head's rows of the block */
+            if (rh == 8) {
                 __m256 U[8];
                 u8_rows(qh, rows, rs, hd, U);
                 __m256 s = _mm256_mul_ps(tree8x8(U), vs);
@@ -292,7 +200,7 @@ AVX2 static void scores_avx2(const float *q, int g, int hd, const void *k, coli_
                 float m8 = hmax8(s);
                 mx[h] = m8 > mx[h] ? m8 : mx[h];
             } else {
-                for (int x = 0; x < r; x++) {
+                for (int x = 0; x < rh; x++) {
                     float a = tree8(dot_u(qh, rows + (size_t)x * rs, hd)) * scale;
                     o[x] = a;
                     mx[h] = a > mx[h] ? a : mx[h];
@@ -337,121 +245,35 @@ AVX2 static void softmax_avx2(float *a, int n, float m)
         a[j] = a[j] * inv;
 }
 
-/* The mix: rows in blocks of MIX_R (16 KiB of f32 for 64 dimensions, in L1
- * for every head of the group), heads MIX_HB at a time, each head's eight
- * partial sums per dimension kept in st between the blocks of a tile (a
- * tile is a whole number of blocks). */
-#define MIX_R 64
-#define MIX_HB 8
-_Static_assert(COLI__ATTN_TILE % MIX_R == 0, "a tile is a whole number of the mix's blocks");
+COLI_DEFINE_TILE_END(mix_tile_end, AVX2, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps)
 
-/* A tile's end: U_t = ((O0 + O4) + (O2 + O6)) + ((O1 + O5) + (O3 + O7)) of
- * each head's nv registers of dimensions (st: [head][k][dw floats]), then
- * out = U_0 for the first tile, out = out + U_t after it. */
-AVX2 static void mix_tile_end(const float *st, int dw, float *out, size_t ostride, int hb, int nv, int first)
-{
-    for (int h = 0; h < hb; h++)
-        for (int c = 0; c < nv; c++) {
-            const float *s = st + (size_t)h * 8 * (size_t)dw + 8 * (size_t)c;
-            __m256 O[8];
-            for (int k = 0; k < 8; k++)
-                O[k] = _mm256_load_ps(s + (size_t)k * (size_t)dw);
-            __m256 u = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(O[0], O[4]), _mm256_add_ps(O[2], O[6])),
-                                     _mm256_add_ps(_mm256_add_ps(O[1], O[5]), _mm256_add_ps(O[3], O[7])));
-            float *o = out + (size_t)h * ostride + 8 * (size_t)c;
-            _mm256_storeu_ps(o, first ? u : _mm256_add_ps(_mm256_loadu_ps(o), u));
-        }
-}
-
-/* Accumulator x of the eight in flight: row j = o + k0 + x / NV (chain
- * k0 + x / NV), dimensions 8 (x % NV) .. +7. */
-#define MIX_ROW(x) ((x) / NV)
-#define MIX_FMA(x)                                                                                              \
-    a##x = _mm256_fmadd_ps(_mm256_broadcast_ss(wh + o + k0 + MIX_ROW(x)),                                      \
-                           _mm256_loadu_ps(rows + (size_t)(o + k0 + MIX_ROW(x) - b0) * rs + 8 * ((x) % NV)), a##x)
-#define MIX_FMA_IF(x)                                                                                           \
-    if (o + k0 + MIX_ROW(x) < be)                                                                               \
-    MIX_FMA(x)
-#define MIX_ST(x) (st + ((size_t)h * 8 + (size_t)(k0 + MIX_ROW(x))) * (8 * NV) + 8 * ((x) % NV))
-#define MIX_ALL(M) M(0); M(1); M(2); M(3); M(4); M(5); M(6); M(7)
-#define MIX_LOAD(x) __m256 a##x = _mm256_loadu_ps(MIX_ST(x))
-#define MIX_STORE(x) _mm256_storeu_ps(MIX_ST(x), a##x)
-
-/* Dimensions [0, 8 NV) of hb <= MIX_HB heads. Chains k0 .. k0 + 8/NV - 1
- * run together, NV registers each: eight FMA chains always in flight. */
-#define DEFINE_MIX(name, NV_)                                                                                   \
-    AVX2 static void name(float *out, size_t ostride, int hb, const float *w, size_t wstride, const void *v,    \
-                          coli__dtype dt, size_t stride, int n)                                                 \
-    {                                                                                                           \
-        enum { NV = NV_ };                                                                                      \
-        const size_t es = elem_size(dt);                                                                        \
-        float st[MIX_HB * 8 * 8 * NV] __attribute__((aligned(32)));                                             \
-        float wide[MIX_R * 8 * NV] __attribute__((aligned(32)));                                                \
-        memset(st, 0, sizeof st); /* +0 */                                                                      \
-        for (int b0 = 0; b0 < n; b0 += MIX_R) {                                                                 \
-            const int be = n - b0 < MIX_R ? n : b0 + MIX_R;                                                     \
-            const float *rows = wide;                                                                           \
-            size_t rs = 8 * NV;                                                                                 \
-            if (be < n) /* the next block, while this one is worked on */                                     \
-                prefetch_rows((const char *)v + (size_t)be * stride * es, stride * es,                         \
-                              n - be < MIX_R ? n - be : MIX_R, 8 * NV * es);                                    \
-            if (dt == COLI_DT_BF16)                                                                             \
-                widen_rows(wide, (const uint16_t *)v + (size_t)b0 * stride, stride, be - b0, 8 * NV);          \
-            else {                                                                                              \
-                rows = (const float *)v + (size_t)b0 * stride;                                                  \
-                rs = stride;                                                                                    \
-            }                                                                                                   \
-            for (int h = 0; h < hb; h++) {                                                                      \
-                const float *wh = w + (size_t)h * wstride;                                                      \
-                for (int k0 = 0; k0 < 8; k0 += 8 / NV) {                                                        \
-                    MIX_ALL(MIX_LOAD);                                                                          \
-                    int o = b0;                                                                                 \
-                    for (; o + 8 <= be; o += 8) {                                                               \
-                        MIX_ALL(MIX_FMA);                                                                       \
-                    }                                                                                           \
-                    if (o < be) {                                                                               \
-                        MIX_ALL(MIX_FMA_IF);                                                                    \
-                    }                                                                                           \
-                    MIX_ALL(MIX_STORE);                                                                         \
-                }                                                                                               \
-            }                                                                                                   \
-            if (be == n || be % COLI__ATTN_TILE == 0) { /* a tile's end: U_t into out */                       \
-                mix_tile_end(st, 8 * NV, out, ostride, hb, NV, be <= COLI__ATTN_TILE);                          \
-                memset(st, 0, sizeof st);                                                                       \
-            }                                                                                                   \
-        }                                                                                                       \
-    }
-
-DEFINE_MIX(mix_nv8, 8)
-DEFINE_MIX(mix_nv4, 4)
-DEFINE_MIX(mix_nv2, 2)
-DEFINE_MIX(mix_nv1, 1)
+#define VEC_ __m256
+#define W_ 8
+#define LOADU_ _mm256_loadu_ps
+#define STOREU_ _mm256_storeu_ps
+#define FMADD_ _mm256_fmadd_ps
+#define SET1_ _mm256_set1_ps
+COLI_DEFINE_MIX(mix_nv8, 8, AVX2, mix_tile_end)
+COLI_DEFINE_MIX(mix_nv4, 4, AVX2, mix_tile_end)
+COLI_DEFINE_MIX(mix_nv2, 2, AVX2, mix_tile_end)
+COLI_DEFINE_MIX(mix_nv1, 1, AVX2, mix_tile_end)
+#undef VEC_
+#undef W_
+#undef LOADU_
+#undef STOREU_
+#undef FMADD_
+#undef SET1_
 
 AVX2 static void mix_avx2(float *out, size_t ostride, int g, int dims, const float *w, size_t wstride,
-                          const void *v, coli__dtype dt, size_t stride, int n)
+                          const void *v, coli__dtype dt, size_t stride, int n, const int *nh)
 {
+    static const mix_slice_fn fn[] = {mix_nv8, mix_nv4, mix_nv2, mix_nv1};
+    static const int width[] = {64, 32, 16, 8};
     const int vd = dims - dims % 8;
-    const size_t es = elem_size(dt);
-    for (int h0 = 0; h0 < g; h0 += MIX_HB) {
-        const int hb = g - h0 < MIX_HB ? g - h0 : MIX_HB;
-        float *o = out + (size_t)h0 * ostride;
-        const float *wh = w + (size_t)h0 * wstride;
-        int d = 0;
-        for (; d + 64 <= vd; d += 64)
-            mix_nv8(o + d, ostride, hb, wh, wstride, (const char *)v + (size_t)d * es, dt, stride, n);
-        if (vd - d >= 32) {
-            mix_nv4(o + d, ostride, hb, wh, wstride, (const char *)v + (size_t)d * es, dt, stride, n);
-            d += 32;
-        }
-        if (vd - d >= 16) {
-            mix_nv2(o + d, ostride, hb, wh, wstride, (const char *)v + (size_t)d * es, dt, stride, n);
-            d += 16;
-        }
-        if (vd - d >= 8)
-            mix_nv1(o + d, ostride, hb, wh, wstride, (const char *)v + (size_t)d * es, dt, stride, n);
-    }
+    mix_slices(fn, width, 4, out, ostride, g, vd, w, wstride, v, dt, stride, n, nh);
     if (vd < dims) /* the last dims % 8 dimensions */
-        mix_scalar(out + vd, ostride, g, dims - vd, w, wstride, (const char *)v + (size_t)vd * es, dt, stride, n);
+        mix_scalar(out + vd, ostride, g, dims - vd, w, wstride, (const char *)v + (size_t)vd * elem_size(dt), dt,
+                   stride, n, nh);
 }
 
 static const coli__attnk g_avx2 = {scores_avx2, softmax_avx2, mix_avx2};

@@ -9,9 +9,11 @@
 #include "cpu/attn.h"
 #include "cpu/cpu.h"
 #include "cpu/exp_avx2.h"
+#include "cpu/exp_avx512.h"
 #include "cpu/fp16.h"
 #include "cpu/fsum.h"
 #include "cpu/kernels.h"
+#include "cpu/p32x4_avx512.h"
 #include "cpu/silu.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -172,6 +174,98 @@ __attribute__((target("avx2"))) static void swiglu_avx2(float *g, const float *u
 }
 #endif
 
+/* ---- AVX-512 ----------------------------------------------------------- */
+#if COLI_X86
+#define AVX512F __attribute__((target("avx512f,avx2,fma,f16c")))
+
+AVX512F static inline __m512 load_f32x16(const float *p)
+{
+    return _mm512_loadu_ps(p);
+}
+
+AVX512F static inline __m512 load_bf16x16(const uint16_t *p)
+{
+    __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+AVX512F static inline __m512 load_f16x16(const uint16_t *p)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+}
+
+/* The AVX2 dot's four registers as two: P_0..15 and P_16..31, each lane
+ * one P's chain in order; their sum's halves added are the AVX2 kernel's
+ * (s0 + s2) + (s1 + s3), and the same hsum256 ends it. */
+#define DEFINE_DOT_AVX512(name, wtype, load16, at)                                                         \
+    AVX512F static float name(const wtype *w, const float *x, int n)                                      \
+    {                                                                                                     \
+        __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();                                          \
+        int i = 0;                                                                                        \
+        for (; i + 32 <= n; i += 32) {                                                                    \
+            a = _mm512_fmadd_ps(load16(w + i), _mm512_loadu_ps(x + i), a);                                \
+            b = _mm512_fmadd_ps(load16(w + i + 16), _mm512_loadu_ps(x + i + 16), b);                      \
+        }                                                                                                 \
+        if (i == n) {                                                                                     \
+            __m512 s = _mm512_add_ps(a, b);                                                               \
+            return hsum256(_mm256_add_ps(_mm512_castps512_ps256(s),                                       \
+                                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)))); \
+        }                                                                                                 \
+        float P[32];                                                                                      \
+        _mm512_storeu_ps(P, a);                                                                           \
+        _mm512_storeu_ps(P + 16, b);                                                                      \
+        for (; i < n; i++)                                                                                \
+            P[i & 31] = fmaf(at(w + i), x[i], P[i & 31]);                                                 \
+        return coli__fold32(P);                                                                           \
+    }
+
+DEFINE_DOT_AVX512(dot_f32_avx512, float, load_f32x16, f32_at)
+DEFINE_DOT_AVX512(dot_bf16_avx512, uint16_t, load_bf16x16, bf16_at)
+DEFINE_DOT_AVX512(dot_f16_avx512, uint16_t, load_f16x16, f16_at)
+
+/* dot_f32_avx512 of one row w against four rows of x (xs floats apart),
+ * out[t] for t < 4: eight chains in flight where one dot has two, each
+ * lane's chain in the same order, so each out[t] is the same bits. */
+AVX512F static void dot4_f32_avx512(const float *w, const float *x, size_t xs, int n, float *out)
+{
+    __m512 A[4], B[4];
+    coli__p32x4(w, x, xs, n, A, B);
+    const int i = n - n % 32; /* the tail, in the text's order */
+    for (int t = 0; t < 4; t++) {
+        float P[32];
+        _mm512_storeu_ps(P, A[t]);
+        _mm512_storeu_ps(P + 16, B[t]);
+        const float *xt = x + (size_t)t * xs;
+        for (int j = i; j < n; j++)
+            P[j & 31] = fmaf(w[j], xt[j], P[j & 31]);
+        out[t] = coli__fold32(P);
+    }
+}
+
+AVX512F static void axpy_avx512(float *y, float a, const float *x, int n)
+{
+    __m512 va = _mm512_set1_ps(a);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    axpy_avx2(y + i, a, x + i, n - i);
+}
+
+/* swiglu_avx2's steps on sixteen lanes (exp_avx512.h). */
+AVX512F static void swiglu_avx512(float *g, const float *u, int n)
+{
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 gv = _mm512_loadu_ps(g + i);
+        __m512 e = coli__exp16(_mm512_castsi512_ps(
+            _mm512_xor_si512(_mm512_castps_si512(gv), _mm512_set1_epi32((int)0x80000000u)))); /* -g */
+        __m512 h = _mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+        _mm512_storeu_ps(g + i, _mm512_mul_ps(h, _mm512_loadu_ps(u + i)));
+    }
+    swiglu_avx2(g + i, u + i, n - i);
+}
+#endif
+
 /* ---- sums ------------------------------------------------------------- */
 
 float coli__sum32(const float *a, int n)
@@ -192,6 +286,8 @@ struct coli__cpuk {
     const coli__qkernels *q;
     dot_f32_fn dot_f32;
     dot_h_fn dot_bf16, dot_f16;
+    /* out[t] = dot_f32(w, x + t xs, n) for t < 4; NULL: four dot_f32 */
+    void (*dot4_f32)(const float *w, const float *x, size_t xs, int n, float *out);
     void (*axpy)(float *, float, const float *, int);
     const coli__attnk *attn;
     void (*swiglu)(float *, const float *, int);
@@ -215,22 +311,40 @@ unsigned coli__cpuk_needs(int which)
 
 static void pick_kernels(void)
 {
-    const coli__cpuk scalar = {"scalar, float scalar", coli__q_kernels_scalar(), dot_f32_scalar, dot_bf16_scalar,
-                               dot_f16_scalar, axpy_scalar, coli__attn_kernels_scalar(),
-                               swiglu_scalar};
+    const coli__cpuk scalar = {.name = "scalar, float scalar",
+                               .q = coli__q_kernels_scalar(),
+                               .dot_f32 = dot_f32_scalar,
+                               .dot_bf16 = dot_bf16_scalar,
+                               .dot_f16 = dot_f16_scalar,
+                               .axpy = axpy_scalar,
+                               .attn = coli__attn_kernels_scalar(),
+                               .swiglu = swiglu_scalar};
     g_sets[COLI__CPUK_SCALAR] = scalar;
     g_sets[COLI__CPUK_AUTO] = scalar;
 #if COLI_X86
     unsigned f = coli__cpu_features();
     if ((f & coli__cpuk_needs(COLI__CPUK_AVX2)) == coli__cpuk_needs(COLI__CPUK_AVX2)) {
-        coli__cpuk v = {"avx2, float avx2", coli__q_kernels_avx2(), dot_f32_avx2, dot_bf16_avx2, dot_f16_avx2,
-                        axpy_avx2, coli__attn_kernels_avx2(), swiglu_avx2};
+        coli__cpuk v = {.name = "avx2, float avx2",
+                        .q = coli__q_kernels_avx2(),
+                        .dot_f32 = dot_f32_avx2,
+                        .dot_bf16 = dot_bf16_avx2,
+                        .dot_f16 = dot_f16_avx2,
+                        .axpy = axpy_avx2,
+                        .attn = coli__attn_kernels_avx2(),
+                        .swiglu = swiglu_avx2};
         if (v.q) {
             g_sets[COLI__CPUK_AVX2] = v;
             g_sets[COLI__CPUK_AUTO] = v;
         }
-        /* no AVX-512 float path: the quantized table is the difference */
-        v.name = "avx512vnni, float avx2";
+        /* AVX-512 for the float path too: the same bits on wider registers */
+        v.name = "avx512vnni, float avx512";
+        v.dot_f32 = dot_f32_avx512;
+        v.dot_bf16 = dot_bf16_avx512;
+        v.dot_f16 = dot_f16_avx512;
+        v.dot4_f32 = dot4_f32_avx512;
+        v.axpy = axpy_avx512;
+        v.attn = coli__attn_kernels_avx512();
+        v.swiglu = swiglu_avx512;
         v.q = (f & coli__cpuk_needs(COLI__CPUK_AVX512)) == coli__cpuk_needs(COLI__CPUK_AVX512)
                   ? coli__q_kernels_avx512()
                   : NULL;
@@ -239,7 +353,7 @@ static void pick_kernels(void)
             g_sets[COLI__CPUK_AUTO] = v;
         }
         /* AMX tiles for the products of many tokens, the rest as avx512 */
-        v.name = "amx-int8, avx512vnni, float avx2";
+        v.name = "amx-int8, avx512vnni, float avx512";
         v.q = v.q && (f & coli__cpuk_needs(COLI__CPUK_AMX)) == coli__cpuk_needs(COLI__CPUK_AMX)
                   ? coli__q_kernels_amx()
                   : NULL;
@@ -269,19 +383,14 @@ const char *coli__cpuk_name(const coli__cpuk *k)
     return or_best(k)->name;
 }
 
-float coli__dot_for_test(coli__dtype dt, const void *w, const float *x, int n, int simd)
+float coli__dot_for_test(const coli__cpuk *k, coli__dtype dt, const void *w, const float *x, int n)
 {
-    const coli__cpuk *k = coli__cpuk_get(simd ? COLI__CPUK_AUTO : COLI__CPUK_SCALAR);
+    k = or_best(k);
     if (dt == COLI_DT_F32)
         return k->dot_f32(w, x, n);
     if (dt == COLI_DT_BF16)
         return k->dot_bf16(w, x, n);
     return k->dot_f16(w, x, n);
-}
-
-const char *coli__kernels_name(void)
-{
-    return or_best(NULL)->dot_f32 == dot_f32_scalar ? "scalar" : "avx2";
 }
 
 void coli__swiglu_rows(const coli__cpuk *k, float *g, const float *u, int n)
@@ -290,9 +399,9 @@ void coli__swiglu_rows(const coli__cpuk *k, float *g, const float *u, int n)
 }
 
 void coli__attn_scores(const coli__cpuk *k, const float *q, int g, int hd, const void *kr, coli__dtype dt,
-                       size_t stride, int n, float scale, float *out, size_t ostride, float *mx)
+                       size_t stride, int n, float scale, float *out, size_t ostride, float *mx, const int *nh)
 {
-    or_best(k)->attn->scores(q, g, hd, kr, dt, stride, n, scale, out, ostride, mx);
+    or_best(k)->attn->scores(q, g, hd, kr, dt, stride, n, scale, out, ostride, mx, nh);
 }
 
 void coli__attn_softmax(const coli__cpuk *k, float *a, int n, float m)
@@ -301,9 +410,9 @@ void coli__attn_softmax(const coli__cpuk *k, float *a, int n, float m)
 }
 
 void coli__attn_mix(const coli__cpuk *k, float *out, size_t ostride, int g, int dims, const float *w, size_t wstride,
-                    const void *v, coli__dtype dt, size_t stride, int n)
+                    const void *v, coli__dtype dt, size_t stride, int n, const int *nh)
 {
-    or_best(k)->attn->mix(out, ostride, g, dims, w, wstride, v, dt, stride, n);
+    or_best(k)->attn->mix(out, ostride, g, dims, w, wstride, v, dt, stride, n, nh);
 }
 
 void coli__axpy(const coli__cpuk *k, float *y, float a, const float *x, int n)
@@ -423,13 +532,16 @@ static float dot_row(const coli__cpuk *k, const coli__mat *w, int r, const float
 /* Tokens up to which a float row is read once per token: a verification
  * of multi-token prediction (lib/model/speculate.c) is 2 to 9 tokens. */
 #define FEW_TOK 8
+/* Rows of a float product done together for many tokens (widened into
+ * the per-thread scratch). */
+#define FLOAT_RB 4
 
 /* Float formats, rows [b, e) of one product. */
 static void float_rows(const coli__cpuk *k, const coli__mat *w, const float *x, int n_tok, float *y, int64_t b,
                        int64_t e, float *buf)
 {
     int rows = w->rows, cols = w->cols;
-    if (n_tok <= FEW_TOK || w->dt == COLI_DT_F32) {
+    if (n_tok <= FEW_TOK) {
         /* the row stays in L1 for the few tokens; the widening below pays
          * only for many (dot_bf16 is the dot_f32 of the widened row) */
         for (int64_t r = b; r < e; r++)
@@ -437,10 +549,32 @@ static void float_rows(const coli__cpuk *k, const coli__mat *w, const float *x, 
                 y[(size_t)t * (size_t)rows + (size_t)r] = dot_row(k, w, (int)r, x + (size_t)t * (size_t)cols);
         return;
     }
-    for (int64_t r = b; r < e; r++) {
-        coli__mat_row(w, (int)r, buf); /* widened once for all tokens */
-        for (int t = 0; t < n_tok; t++)
-            y[(size_t)t * (size_t)rows + (size_t)r] = k->dot_f32(buf, x + (size_t)t * (size_t)cols, cols);
+    /* FLOAT_RB rows at a time against blocks of four tokens, so that the
+     * rows and the tokens' activations stay in L1 together */
+    for (int64_t r0 = b; r0 < e; r0 += FLOAT_RB) {
+        const int nr = e - r0 < FLOAT_RB ? (int)(e - r0) : FLOAT_RB;
+        const float *row[FLOAT_RB];
+        for (int i = 0; i < nr; i++) {
+            float *wide = buf + (size_t)i * (size_t)cols;
+            if (w->dt == COLI_DT_F32)
+                row[i] = (const float *)w->data + (size_t)(r0 + i) * (size_t)cols;
+            else {
+                coli__mat_row(w, (int)r0 + i, wide); /* widened once for all tokens */
+                row[i] = wide;
+            }
+        }
+        int t = 0;
+        if (k->dot4_f32) /* four tokens' products at once, the same bits */
+            for (; t + 4 <= n_tok; t += 4)
+                for (int i = 0; i < nr; i++) {
+                    float o[4];
+                    k->dot4_f32(row[i], x + (size_t)t * (size_t)cols, (size_t)cols, cols, o);
+                    for (int u = 0; u < 4; u++)
+                        y[(size_t)(t + u) * (size_t)rows + (size_t)(r0 + i)] = o[u];
+                }
+        for (; t < n_tok; t++)
+            for (int i = 0; i < nr; i++)
+                y[(size_t)t * (size_t)rows + (size_t)(r0 + i)] = k->dot_f32(row[i], x + (size_t)t * (size_t)cols, cols);
     }
 }
 
@@ -466,13 +600,17 @@ typedef struct chunk {
 } chunk;
 
 /* Quantized activations of one product's input, made from x (rows of
- * cols floats). */
+ * cols floats), or (from set) copied from the rows rows[t] / div of
+ * another's. */
 typedef struct qin {
     int8_t *p;
     float *s;
     int32_t *psum;
     const float *x;
     int cols;
+    const struct qin *from;
+    const int *rows;
+    int div;
 } qin;
 
 typedef struct multi_job {
@@ -480,9 +618,9 @@ typedef struct multi_job {
     const qin *qa;
     const chunk *chunks;
     const coli__cpuk *k;
-    float *scratch; /* per thread: max_cols floats */
+    float *scratch; /* per thread: FLOAT_RB * max_cols floats */
     int max_cols;
-    const chunk *qjobs; /* quantization: tokens [r0, r1) of a task's input */
+    const chunk *qjobs; /* quantization: tokens [r0, r1) of an input (a task's, or a shared one's) */
 } multi_job;
 
 /* Tokens per quantization job, and the fewest for which the threads
@@ -490,8 +628,8 @@ typedef struct multi_job {
 #define QUANT_JOB_TOK 8
 #define QUANT_PAR_MIN_TOK 16
 
-/* Quantizes the activations of quantization jobs [b, e): tokens
- * [k0, k1) of one task's input. */
+/* Quantizes (or copies) the activations of quantization jobs [b, e):
+ * tokens [k0, k1) of one input. */
 static void quant_task(void *arg, int64_t b, int64_t e, int thread)
 {
     (void)thread;
@@ -499,10 +637,18 @@ static void quant_task(void *arg, int64_t b, int64_t e, int thread)
     for (int64_t i = b; i < e; i++) {
         const chunk *qj = &j->qjobs[i];
         const qin *q = &j->qa[qj->task];
-        const int ng = q->cols / COLI_QK;
-        for (int k = qj->r0; k < qj->r1; k++)
-            j->k->q->act(q->x + (size_t)k * q->cols, q->cols, q->p + (size_t)k * q->cols,
-                         q->s + (size_t)k * ng, q->psum + (size_t)k * ng);
+        const size_t ng = (size_t)q->cols / COLI_QK, cols = (size_t)q->cols;
+        for (int k = qj->r0; k < qj->r1; k++) {
+            if (!q->from) {
+                j->k->q->act(q->x + (size_t)k * cols, q->cols, q->p + (size_t)k * cols, q->s + (size_t)k * ng,
+                             q->psum + (size_t)k * ng);
+                continue;
+            }
+            const size_t r = (size_t)(q->rows[k] / q->div);
+            memcpy(q->p + (size_t)k * cols, q->from->p + r * cols, cols);
+            memcpy(q->s + (size_t)k * ng, q->from->s + r * ng, ng * sizeof(float));
+            memcpy(q->psum + (size_t)k * ng, q->from->psum + r * ng, ng * sizeof(int32_t));
+        }
     }
 }
 
@@ -522,7 +668,7 @@ static void multi_task(void *arg, int64_t b, int64_t e, int thread)
     for (int64_t c = b; c < e; c++) {
         const chunk *ch = &j->chunks[c];
         const coli__mm *m = &j->tasks[ch->task];
-        float *scr = j->scratch ? j->scratch + (size_t)thread * (size_t)j->max_cols : NULL;
+        float *scr = j->scratch ? j->scratch + (size_t)thread * FLOAT_RB * (size_t)j->max_cols : NULL;
         some_rows(j, m->w, &j->qa[ch->task], m->x, m->n_tok, m->y, ch->r0, ch->r1, scr);
         if (!m->up)
             continue;
@@ -552,45 +698,114 @@ static int chunk_rows(uint64_t row_bytes, int rows, uint64_t left, int threads)
     return g < (uint64_t)rows ? (int)g : rows;
 }
 
+/* Bytes of one token's quantized activations of cols values. */
+static size_t qrow_bytes(int cols)
+{
+    return (size_t)(cols / COLI_QK) * (sizeof(float) + sizeof(int32_t)) + (size_t)cols;
+}
+
+/* Lays out n_tok tokens' quantized activations at *qp. */
+static void qin_place(qin *q, char **qp, int n_tok, int cols)
+{
+    const size_t ns = (size_t)n_tok * (size_t)(cols / COLI_QK);
+    q->s = (float *)(void *)*qp;
+    q->psum = (int32_t *)(void *)(*qp + ns * sizeof(float));
+    q->p = (int8_t *)(*qp + ns * (sizeof(float) + sizeof(int32_t)));
+    q->cols = cols;
+    *qp += (size_t)n_tok * qrow_bytes(cols);
+}
+
+/* Picked inputs a hand-out takes at most (the layer input of the routed
+ * experts is one). */
+#define COLI__MM_PICKED 4
+
+/* The picked inputs of a hand-out: each distinct (x, cols) of the tasks
+ * with x_rows, and the rows of x they take (the largest row + 1). */
+typedef struct picked {
+    const float *x;
+    int cols, rows;
+} picked;
+
+static int picked_of(const picked *pk, int n, const coli__mm *m)
+{
+    for (int i = 0; i < n; i++)
+        if (pk[i].x == m->x && pk[i].cols == m->w->cols)
+            return i;
+    return -1;
+}
+
 coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const coli__mm *tasks, int n_tasks)
 {
     const int threads = coli__pool_size(pool);
-    size_t n_chunks = 0, n_qjobs = 0, qbytes = 0;
+    size_t n_chunks = 0, n_qjobs = 0, n_copy = 0, qbytes = 0;
     uint64_t total = 0;
-    int max_cols = 0, need_scratch = 0, n_quant = 0;
+    int max_cols = 0, need_scratch = 0, n_quant = 0, n_pk = 0;
+    picked pk[COLI__MM_PICKED];
     for (int t = 0; t < n_tasks; t++) {
-        const coli__mat *w = tasks[t].w;
-        if (tasks[t].n_tok <= 0 || w->rows <= 0)
+        const coli__mm *m = &tasks[t];
+        const coli__mat *w = m->w;
+        if (m->n_tok <= 0 || w->rows <= 0)
             continue;
+        if (m->x_rows && (!needs_q(m) || !coli__dtype_is_quant(w->dt) || (m->up && !coli__dtype_is_quant(m->up->dt))))
+            return COLI_EINVAL; /* picked rows are for quantized products only */
         n_chunks += (size_t)((w->rows + 15) / 16); /* at most */
-        total += coli__mm_bytes(&tasks[t]);
-        if (needs_q(&tasks[t])) {
-            size_t ng = (size_t)w->cols / COLI_QK;
-            n_qjobs += (size_t)(tasks[t].n_tok + QUANT_JOB_TOK - 1) / QUANT_JOB_TOK;
-            qbytes += (size_t)tasks[t].n_tok * (ng * (sizeof(float) + sizeof(int32_t)) + (size_t)w->cols);
+        total += coli__mm_bytes(m);
+        if (needs_q(m)) {
+            size_t nj = (size_t)(m->n_tok + QUANT_JOB_TOK - 1) / QUANT_JOB_TOK;
+            n_qjobs += nj;
+            n_copy += m->x_rows ? nj : 0;
+            qbytes += (size_t)m->n_tok * qrow_bytes(w->cols);
         }
-        if (tasks[t].n_tok > FEW_TOK && (widens(w) || (tasks[t].up && widens(tasks[t].up))))
+        if (m->x_rows) {
+            int i = picked_of(pk, n_pk, m);
+            if (i < 0) {
+                if (n_pk == COLI__MM_PICKED)
+                    return COLI_EINVAL;
+                i = n_pk++;
+                pk[i] = (picked){m->x, w->cols, 0};
+            }
+            for (int k = 0; k < m->n_tok; k++)
+                if (m->x_rows[k] / m->x_div + 1 > pk[i].rows)
+                    pk[i].rows = m->x_rows[k] / m->x_div + 1;
+        }
+        if (m->n_tok > FEW_TOK && (widens(w) || (m->up && widens(m->up))))
             need_scratch = 1;
         max_cols = w->cols > max_cols ? w->cols : max_cols;
     }
     if (n_chunks == 0)
         return COLI_OK;
-    /* One allocation: chunk list, quantization jobs, per-task activation
-     * descriptors, then scales and sums (4-byte aligned) before the int8
-     * quants, then scratch. */
+    for (int i = 0; i < n_pk; i++) {
+        n_qjobs += (size_t)(pk[i].rows + QUANT_JOB_TOK - 1) / QUANT_JOB_TOK;
+        qbytes += (size_t)pk[i].rows * qrow_bytes(pk[i].cols);
+    }
+    /* One allocation: chunk list, quantization jobs, activation
+     * descriptors (the tasks', then the picked inputs'), then scales and
+     * sums (4-byte aligned) before the int8 quants, then scratch. */
     size_t off_qj = (n_chunks * sizeof(chunk) + 15) & ~(size_t)15;
     size_t off_qa = (off_qj + n_qjobs * sizeof(chunk) + 15) & ~(size_t)15;
-    size_t off_q = off_qa + (size_t)n_tasks * sizeof(qin);
+    size_t off_q = off_qa + (size_t)(n_tasks + n_pk) * sizeof(qin);
     off_q = (off_q + 63) & ~(size_t)63;
     size_t off_scr = (off_q + qbytes + 63) & ~(size_t)63;
-    size_t scr = need_scratch ? (size_t)threads * (size_t)max_cols * sizeof(float) : 0;
+    size_t scr = need_scratch ? (size_t)threads * FLOAT_RB * (size_t)max_cols * sizeof(float) : 0;
     char *mem = malloc(off_scr + scr);
     if (!mem)
         return COLI_ENOMEM;
-    chunk *chunks = (chunk *)mem, *qjobs = (chunk *)(mem + off_qj);
-    size_t nq = 0;
+    /* quantization jobs [0, nq), then the copies out of the picked
+     * inputs [n_qjobs - n_copy, n_qjobs), in a second hand-out */
+    chunk *chunks = (chunk *)mem, *qjobs = (chunk *)(mem + off_qj), *copies = qjobs + (n_qjobs - n_copy);
+    size_t nq = 0, ncp = 0;
     qin *qa = (qin *)(mem + off_qa);
     char *qp = mem + off_q;
+    /* the picked inputs' rows first: each quantized once, in the first
+     * hand-out; the copies out of them come after it */
+    for (int i = 0; i < n_pk; i++) {
+        qin *q = &qa[n_tasks + i];
+        *q = (qin){.x = pk[i].x};
+        qin_place(q, &qp, pk[i].rows, pk[i].cols);
+        for (int k = 0; k < pk[i].rows; k += QUANT_JOB_TOK)
+            qjobs[nq++] = (chunk){n_tasks + i, k, pk[i].rows - k < QUANT_JOB_TOK ? pk[i].rows : k + QUANT_JOB_TOK};
+        n_quant += pk[i].rows;
+    }
     size_t c = 0;
     for (int t = 0; t < n_tasks; t++) {
         const coli__mm *m = &tasks[t];
@@ -598,8 +813,8 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
         if (m->n_tok <= 0 || w->rows <= 0)
             continue;
         int shared = 0;
-        for (int u = 0; u < t && needs_q(m); u++)
-            if (needs_q(&tasks[u]) && tasks[u].x == m->x && tasks[u].n_tok == m->n_tok &&
+        for (int u = 0; u < t && needs_q(m) && !m->x_rows; u++)
+            if (needs_q(&tasks[u]) && !tasks[u].x_rows && tasks[u].x == m->x && tasks[u].n_tok == m->n_tok &&
                 tasks[u].w->cols == w->cols) {
                 qa[t] = qa[u]; /* same input (q/k/v, gate/up): quantized once */
                 shared = 1;
@@ -607,17 +822,21 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
             }
         if (needs_q(m) && !shared) {
             /* each token's activations are quantized once (docs/formats.md) */
-            const int cols = w->cols, ng = cols / COLI_QK;
-            size_t ns = (size_t)m->n_tok * (size_t)ng;
-            qa[t].s = (float *)qp;
-            qa[t].psum = (int32_t *)(qp + ns * sizeof(float));
-            qa[t].p = (int8_t *)(qp + ns * (sizeof(float) + sizeof(int32_t)));
-            qp += ns * (sizeof(float) + sizeof(int32_t)) + (size_t)m->n_tok * (size_t)cols;
-            qa[t].x = m->x;
-            qa[t].cols = cols;
+            qa[t] = (qin){.x = m->x};
+            qin_place(&qa[t], &qp, m->n_tok, w->cols);
+            chunk *to = qjobs;
+            size_t *n = &nq;
+            if (m->x_rows) {
+                qa[t].from = &qa[n_tasks + picked_of(pk, n_pk, m)];
+                qa[t].rows = m->x_rows;
+                qa[t].div = m->x_div;
+                to = copies;
+                n = &ncp;
+            } else {
+                n_quant += m->n_tok;
+            }
             for (int k = 0; k < m->n_tok; k += QUANT_JOB_TOK)
-                qjobs[nq++] = (chunk){t, k, m->n_tok - k < QUANT_JOB_TOK ? m->n_tok : k + QUANT_JOB_TOK};
-            n_quant += m->n_tok;
+                to[(*n)++] = (chunk){t, k, m->n_tok - k < QUANT_JOB_TOK ? m->n_tok : k + QUANT_JOB_TOK};
         }
         uint64_t row_bytes = coli__mm_bytes(m) / (uint64_t)w->rows;
         for (int r = 0; r < w->rows;) {
@@ -631,11 +850,16 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
     multi_job j = {tasks, qa, chunks, or_best(ks), need_scratch ? (float *)(mem + off_scr) : NULL,
                    max_cols, qjobs};
     /* each token's activations are quantized once (docs/formats.md): by
-     * the threads when there are enough tokens to pay for a hand-out */
+     * the threads when there are enough tokens to pay for a hand-out; the
+     * picked inputs before the copies out of them */
     if (n_quant >= QUANT_PAR_MIN_TOK)
         coli__pool_run(pool, (int64_t)nq, 1, quant_task, &j);
     else
         quant_task(&j, 0, (int64_t)nq, 0);
+    if (ncp > 0) {
+        j.qjobs = copies;
+        coli__pool_run(pool, (int64_t)ncp, 1, quant_task, &j);
+    }
     coli__pool_run(pool, (int64_t)c, 1, multi_task, &j);
     free(mem);
     return COLI_OK;
@@ -659,6 +883,6 @@ void coli__matmul_hint(coli__pool *pool, const coli__mat *const *w, int n, uint6
 coli_status coli__matmul(const coli__cpuk *k, coli__pool *pool, const coli__mat *w, const float *x, int n_tok,
                          float *y)
 {
-    coli__mm m = {w, x, n_tok, y, NULL, NULL};
+    coli__mm m = {.w = w, .x = x, .n_tok = n_tok, .y = y};
     return coli__matmul_multi(k, pool, &m, 1);
 }

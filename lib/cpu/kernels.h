@@ -32,7 +32,7 @@ enum { COLI__CPUK_AUTO = 0, COLI__CPUK_SCALAR = 1, COLI__CPUK_AVX2 = 2, COLI__CP
 /* The set COLI__CPUK_* (AUTO: the best this CPU has), or NULL when this CPU
  * or this build lacks it. The sets are made once and never change. */
 const coli__cpuk *coli__cpuk_get(int which);
-/* e.g. "avx512vnni, float avx2" (NULL: the best set). */
+/* e.g. "avx512vnni, float avx512" (NULL: the best set). */
 const char *coli__cpuk_name(const coli__cpuk *k);
 /* Whether set k (NULL: the best) has kernels for the x16 layout of q8 and
  * q4 matrices (lib/cpu/qlayout.c), so that the loader should make it. */
@@ -76,6 +76,12 @@ typedef struct coli__mm {
     float *y;
     const coli__mat *up; /* NULL: a plain product */
     float *y_up;
+    /* NULL, or (quantized w and up only) token t's input is row
+     * x_rows[t] / x_div of x: the routed experts' tokens picked from the
+     * layer's input by their (token, expert) pairs, so that each row of x
+     * is quantized once for all the products that take it */
+    const int *x_rows;
+    int x_div;
 } coli__mm;
 
 /* Weight bytes one product reads (w, and up when set). */
@@ -106,10 +112,11 @@ float coli__sum32(const float *a, int n);
  * its cached rows (docs/formats.md, "Attention of one head"; lib/cpu/attn.h
  * says more). Rows are kr + j * stride (in elements) of dt, COLI_DT_F32 or
  * COLI_DT_BF16, widened exactly. */
-/* out[h * ostride + j] = dot(q_h, k_j) * scale for h < g, j < n, with
- * q_h = q + h * hd; mx[h] = the largest of mx[h] and those scores. */
+/* out[h * ostride + j] = dot(q_h, k_j) * scale for h < g, j < n_h, with
+ * q_h = q + h * hd and n_h = nh[h] (nh NULL: n); mx[h] = the largest of
+ * mx[h] and those scores. */
 void coli__attn_scores(const coli__cpuk *k, const float *q, int g, int hd, const void *kr, coli__dtype dt,
-                       size_t stride, int n, float scale, float *out, size_t ostride, float *mx);
+                       size_t stride, int n, float scale, float *out, size_t ostride, float *mx, const int *nh);
 /* In place: a_j = e(a_j - m) (the exp of lib/cpu/silu.h), Z = the sum32
  * of each tile of 256 of them added tile after tile, then a_j = e_j * (1 /
  * Z). */
@@ -117,21 +124,20 @@ void coli__attn_softmax(const coli__cpuk *k, float *a, int n, float m);
 /* out[h * ostride + i], h < g, i < dims: for each tile of 256 positions,
  * eight partial sums O_{j mod 8} = fma(w_h[j], v_j,i, O_{j mod 8}) from +0
  * in increasing j, then ((O0+O4)+(O2+O6))+((O1+O5)+(O3+O7)); the tiles'
- * added in order. w_h = w + h * wstride. */
+ * added in order. w_h = w + h * wstride; head h's j < n_h, as above. */
 void coli__attn_mix(const coli__cpuk *k, float *out, size_t ostride, int g, int dims, const float *w, size_t wstride,
-                    const void *v, coli__dtype dt, size_t stride, int n);
+                    const void *v, coli__dtype dt, size_t stride, int n, const int *nh);
 
 /* g_i = swiglu(g_i, u_i) (lib/cpu/silu.h) for i < n, the same bits in every
  * set. */
 void coli__swiglu_rows(const coli__cpuk *k, float *g, const float *u, int n);
 
 /* Tests: the float product of n values of w (F32, BF16 or F16) with x, by
- * the scalar code (simd 0) or the best set (simd 1); the same bits. */
-float coli__dot_for_test(coli__dtype dt, const void *w, const float *x, int n, int simd);
+ * set k's code (NULL: the best set); the same bits in every set. */
+float coli__dot_for_test(const coli__cpuk *k, coli__dtype dt, const void *w, const float *x, int n);
 
-/* Name of the best set's path for float formats ("avx2" or "scalar") and
- * for quantized ones ("avx512vnni", "avx2" or "scalar"). */
-const char *coli__kernels_name(void);
+/* Name of the best set's path for quantized formats ("avx512vnni", "avx2"
+ * or "scalar"). */
 const char *coli__qkernels_name(void);
 /* The fastest quantized table (lib/cpu/quant.h) this CPU has, whatever
  * the float path: AVX-512 VNNI, AVX2, else scalar. Made here, above the

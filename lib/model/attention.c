@@ -16,9 +16,12 @@
  * is cut one of two ways, with the same bits (docs/formats.md fixes every
  * value, not who computes it):
  *
- * - whole: one task per token and KV head: scores, softmax and mix of the
- *   group over all its positions, in per-thread scratch. Prefill, and
- *   decode when the KV heads share out evenly over the threads;
+ * - whole: one task per KV head and block of consecutive tokens: scores,
+ *   softmax and mix of the group's heads of every token of the block over
+ *   its positions, in per-thread scratch, each token's heads reading only
+ *   the rows up to its own position: a row read once serves the heads of
+ *   several tokens. Prefill, and decode when the KV heads share out
+ *   evenly over the threads;
  * - split (decode with fewer KV heads than threads to keep busy): three
  *   hand-outs over [S][nh][room] scores: blocks of positions of each KV
  *   head (scores and each block's maximum), then each head's softmax over
@@ -35,9 +38,11 @@ typedef struct attn_job {
     int l;
     coli__dtype dt;
     size_t es; /* bytes of a cached value */
-    int pos0, room, group; /* room: positions a head's scores have room for */
+    int pos0, n_tok, room, group; /* room: positions a head's scores have room for */
     float scale;
-    float *scores; /* whole: per thread [group][room] then group maxima; split: [S][nh][room] */
+    int tb;        /* whole: tokens per task */
+    float *scores; /* whole: per thread the block's [tb * group][room] scores, then whole_scratch's rest; split:
+                      [S][nh][room] */
     float *bmax;   /* split: [S][nh][nb], each block's maximum */
     int block, nb; /* split: positions per scoring task, and tasks per token and KV head */
     int dims, nd;  /* split: dimensions per mixing task, and tasks per token and KV head */
@@ -60,24 +65,70 @@ static const char *row(const attn_job *j, int values, int lo, int g, int d)
     return base + ((size_t)lo * (size_t)j->c->head_dim + (size_t)d) * j->es;
 }
 
+/* Query heads a whole task takes at most (tokens times the group's heads):
+ * the rows of a block read once serve that many. */
+#define WHOLE_HEADS 16
+
+/* Tokens of a whole task: consecutive tokens see the same first rows
+ * (not so in a sliding window, whose first row moves); as many tasks as
+ * threads at least. */
+static int whole_tokens(const coli__config *c, int S, int threads)
+{
+    int g = c->n_heads / c->n_kv_heads, tb = g < WHOLE_HEADS ? WHOLE_HEADS / g : 1;
+    int most = S * c->n_kv_heads / (threads > 0 ? threads : 1);
+    if (c->attn.sliding_window > 0 || most < 1)
+        return 1;
+    tb = tb < most ? tb : most;
+    return tb < S ? tb : S;
+}
+
+/* Floats of a thread's whole-task scratch: scores, maxima, the block's
+ * query heads and their outputs, their row counts. */
+static size_t whole_scratch(const coli__config *c, int tb, int room)
+{
+    const size_t H = (size_t)tb * (size_t)(c->n_heads / c->n_kv_heads);
+    return H * (size_t)room + H + 2 * H * (size_t)c->head_dim + H;
+}
+
 static void whole_task(void *arg, int64_t b, int64_t e, int thread)
 {
     const attn_job *j = arg;
     const int hd = j->c->head_dim, nkv = j->c->n_kv_heads, G = j->group, QD = j->c->n_heads * hd;
-    float *sc = j->scores + (size_t)thread * ((size_t)G * (size_t)j->room + (size_t)G);
-    float *mx = sc + (size_t)G * (size_t)j->room;
+    const size_t HB = (size_t)j->tb * (size_t)G; /* query heads of a full block */
+    float *sc = j->scores + (size_t)thread * whole_scratch(j->c, j->tb, j->room);
+    float *mx = sc + HB * (size_t)j->room;
+    float *qb = mx + HB, *ob = qb + HB * (size_t)hd;
+    int *nh = (int *)(void *)(ob + HB * (size_t)hd);
     for (int64_t it = b; it < e; it++) {
-        int t = (int)(it / nkv), g = (int)(it % nkv), lo, n;
-        span(j, t, &lo, &n);
-        size_t first = (size_t)t * (size_t)QD + (size_t)g * (size_t)G * (size_t)hd;
-        for (int h = 0; h < G; h++)
-            mx[h] = -INFINITY;
-        coli__attn_scores(j->k, j->q + first, G, hd, row(j, 0, lo, g, 0), j->dt, (size_t)hd, n, j->scale, sc,
-                          (size_t)j->room, mx);
-        for (int h = 0; h < G; h++)
-            coli__attn_softmax(j->k, sc + (size_t)h * (size_t)j->room, n, mx[h]);
-        coli__attn_mix(j->k, j->out + first, (size_t)hd, G, hd, sc, (size_t)j->room, row(j, 1, lo, g, 0), j->dt,
-                       (size_t)hd, n);
+        const int t0 = (int)(it / nkv) * j->tb, g = (int)(it % nkv);
+        const int tb = j->n_tok - t0 < j->tb ? j->n_tok - t0 : j->tb, H = tb * G;
+        int lo, n;
+        span(j, t0 + tb - 1, &lo, &n); /* the last token's: the most rows */
+        const float *q = j->q + (size_t)t0 * QD + (size_t)g * G * hd;
+        for (int x = 0; x < tb; x++) {
+            int lx, nx;
+            span(j, t0 + x, &lx, &nx);
+            if (tb > 1) /* the block's query heads side by side */
+                memcpy(qb + (size_t)x * G * hd, q + (size_t)x * QD, (size_t)G * (size_t)hd * sizeof(float));
+            for (int h = 0; h < G; h++) {
+                nh[x * G + h] = nx; /* lx == lo: no window when tb > 1 */
+                mx[x * G + h] = -INFINITY;
+            }
+        }
+        coli__attn_scores(j->k, tb > 1 ? qb : q, H, hd, row(j, 0, lo, g, 0), j->dt, (size_t)hd, n, j->scale, sc,
+                          (size_t)j->room, mx, tb > 1 ? nh : NULL);
+        for (int h = 0; h < H; h++)
+            coli__attn_softmax(j->k, sc + (size_t)h * (size_t)j->room, nh[h], mx[h]);
+        if (tb == 1) {
+            coli__attn_mix(j->k, j->out + (size_t)t0 * QD + (size_t)g * G * hd, (size_t)hd, G, hd, sc,
+                           (size_t)j->room, row(j, 1, lo, g, 0), j->dt, (size_t)hd, n, NULL);
+            continue;
+        }
+        coli__attn_mix(j->k, ob, (size_t)hd, H, hd, sc, (size_t)j->room, row(j, 1, lo, g, 0), j->dt, (size_t)hd, n,
+                       nh);
+        for (int x = 0; x < tb; x++)
+            memcpy(j->out + (size_t)(t0 + x) * QD + (size_t)g * G * hd, ob + (size_t)x * G * hd,
+                   (size_t)G * (size_t)hd * sizeof(float));
     }
 }
 
@@ -103,7 +154,7 @@ static void split_scores(void *arg, int64_t b, int64_t e, int thread)
                 coli__attn_scores(j->k, j->q + (head0 + (size_t)h0) * (size_t)hd, hb, hd, row(j, 0, lo + r0, g, 0),
                                   j->dt, (size_t)hd, r, j->scale,
                                   j->scores + (head0 + (size_t)h0) * (size_t)j->room + (size_t)r0, (size_t)j->room,
-                                  mx);
+                                  mx, NULL);
             for (int h = 0; h < hb; h++)
                 j->bmax[(head0 + (size_t)(h0 + h)) * (size_t)j->nb + (size_t)bl] = mx[h];
         }
@@ -139,7 +190,7 @@ static void split_mix(void *arg, int64_t b, int64_t e, int thread)
         size_t head0 = (size_t)t * (size_t)nh + (size_t)g * (size_t)G;
         coli__attn_mix(j->k, j->out + head0 * (size_t)hd + (size_t)d, (size_t)hd, G, dims,
                        j->scores + head0 * (size_t)j->room, (size_t)j->room, row(j, 1, lo, g, d), j->dt,
-                       (size_t)hd, n);
+                       (size_t)hd, n, NULL);
     }
 }
 
@@ -165,8 +216,8 @@ static int room(int last, int n_ctx)
 
 static size_t scratch(const coli__config *c, int S, int last, int n_ctx, int threads)
 {
-    const size_t G = (size_t)(c->n_heads / c->n_kv_heads), R = (size_t)room(last, n_ctx);
-    size_t whole = (size_t)threads * (G * R + G);
+    const size_t R = (size_t)room(last, n_ctx);
+    size_t whole = (size_t)threads * whole_scratch(c, whole_tokens(c, S, threads), (int)R);
     if (!split_fits(S, c->n_kv_heads, threads))
         return whole;
     size_t nb = (R + SPLIT_BLOCK - 1) / SPLIT_BLOCK;
@@ -223,6 +274,8 @@ static void attend(coli__pass *b, const coli__seg *sg, int l)
         .dt = kv->dt,
         .es = kv->dt == COLI_DT_BF16 ? 2 : 4,
         .pos0 = sg->pos0,
+        .n_tok = S,
+        .tb = whole_tokens(c, S, threads),
         .room = room(last, kv->n_ctx),
         .group = nh / nkv,
         .scale = 1.0f / sqrtf((float)hd),
@@ -242,7 +295,7 @@ static void attend(coli__pass *b, const coli__seg *sg, int l)
         coli__pool_run(b->pool, (int64_t)S * nh, 1, split_softmax, &aj);
         coli__pool_run(b->pool, (int64_t)S * nkv * aj.nd, 1, split_mix, &aj);
     } else {
-        coli__pool_run(b->pool, (int64_t)S * nkv, 1, whole_task, &aj);
+        coli__pool_run(b->pool, (int64_t)((S + aj.tb - 1) / aj.tb) * nkv, 1, whole_task, &aj);
     }
 }
 

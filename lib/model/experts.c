@@ -610,6 +610,8 @@ typedef struct moe_call {
     int lo[MAXD + 1], hi[MAXD + 1]; /* each group's rows of xe and ye */
     int failed[MAXD];            /* devices whose call failed */
     coli__pool *pool;            /* the CPU's threads, for copies too */
+    int pick;                    /* the CPU's experts take their tokens' rows of xn by pair: each
+                                    token's row is quantized once for all its experts */
 } moe_call;
 
 static int group_of(const moe_call *c, int e)
@@ -673,7 +675,8 @@ static void gather_rows(void *arg, int64_t begin, int64_t end, int thread)
     (void)thread;
     for (int64_t r = begin; r < end; r++) {
         const int pair = io->rows[r];
-        if (group_of(c, io->sel[pair]) != c->cpu || c->S > 1) /* one token on the CPU reads xn itself */
+        /* one token on the CPU reads xn itself, and so do picked rows */
+        if (group_of(c, io->sel[pair]) != c->cpu || (c->S > 1 && !c->pick))
             memcpy(io->xe + (size_t)io->pos[pair] * c->H, io->xn + (size_t)(pair / c->K) * c->H,
                    (size_t)c->H * sizeof(float));
     }
@@ -800,8 +803,19 @@ static coli_status run_cpu(moe_call *c, coli__pool *pool, coli__err *err)
         int p0 = io->pos[io->rows[r0]], cnt = r - r0;
         const float *xe = gi == c->cpu && c->S == 1 ? io->xn : io->xe + (size_t)p0 * H;
         float *g = io->g + (size_t)p0 * I, *u = io->u + (size_t)p0 * I;
-        b.tg[b.nt] = (coli__mm){&em[0], xe, cnt, g, &em[1], u};
-        b.td[b.nt] = (coli__mm){&em[2], g, cnt, io->ye + (size_t)p0 * H, NULL, NULL};
+        b.tg[b.nt] = (coli__mm){.w = &em[0], .x = xe, .n_tok = cnt, .y = g, .up = &em[1], .y_up = u};
+        if (gi == c->cpu && c->pick) {
+            if (coli__dtype_is_quant(em[0].dt) && coli__dtype_is_quant(em[1].dt)) {
+                b.tg[b.nt].x = io->xn;
+                b.tg[b.nt].x_rows = io->rows + r0;
+                b.tg[b.nt].x_div = c->K;
+            } else { /* not quantized after all: its rows, as floats */
+                for (int q = r0; q < r; q++)
+                    memcpy(io->xe + (size_t)io->pos[io->rows[q]] * H, io->xn + (size_t)(io->rows[q] / c->K) * H,
+                           (size_t)H * sizeof(float));
+            }
+        }
+        b.td[b.nt] = (coli__mm){.w = &em[2], .x = g, .n_tok = cnt, .y = io->ye + (size_t)p0 * H};
         b.nt++;
     }
     if (io->shared) { /* in the same two hand-outs as the last routed experts */
@@ -812,8 +826,9 @@ static coli_status run_cpu(moe_call *c, coli__pool *pool, coli__err *err)
         }
         const coli__mat *sm = io->shared;
         b.ref[b.nt] = -1;
-        b.tg[b.nt] = (coli__mm){&sm[0], io->xn, c->S, io->shared_g, &sm[1], io->shared_u};
-        b.td[b.nt] = (coli__mm){&sm[2], io->shared_g, c->S, io->shared_y, NULL, NULL};
+        b.tg[b.nt] = (coli__mm){.w = &sm[0], .x = io->xn, .n_tok = c->S, .y = io->shared_g, .up = &sm[1],
+                                .y_up = io->shared_u};
+        b.td[b.nt] = (coli__mm){.w = &sm[2], .x = io->shared_g, .n_tok = c->S, .y = io->shared_y};
         b.nt++;
     }
     coli_status st = flush(pool, &b);
@@ -858,6 +873,8 @@ static coli_status run_pairs(moe_call *c, const coli_model *m, int l, coli__pool
         .pool = pool,
     };
     c->group = c->t ? io->group : NULL;
+    const coli__layer *ly = &m->w.layers[l];
+    c->pick = c->S > 1 && coli__dtype_is_quant(ly->e_gate[0].dt) && coli__dtype_is_quant(ly->e_up[0].dt);
     order_pairs(c, read, pair_counts);
     assign_groups(c);
     group_rows(c);
