@@ -172,42 +172,7 @@ AVX2 static void scores_avx2(const float *q, int g, int hd, const void *k, coli_
         scores_scalar(q, g, hd, k, dt, stride, n, scale, out, ostride, mx, nh);
         return;
     }
-    float wide[8 * SC_MAXD] __attribute__((aligned(32)));
-    const __m256 vs = _mm256_set1_ps(scale);
-    const size_t es = elem_size(dt), rb = stride * es;
-    for (int j = 0; j < n; j += 8) {
-        int r = n - j < 8 ? n - j : 8;
-        if (j + SC_AHEAD < n) /* the rows SC_AHEAD on */
-            prefetch_rows((const char *)k + (size_t)(j + SC_AHEAD) * rb, rb,
-                          n - j - SC_AHEAD < 8 ? n - j - SC_AHEAD : 8, (size_t)hd * es);
-        const float *rows = wide;
-        size_t rs = (size_t)hd;
-        if (dt == COLI_DT_BF16)
-            widen_rows(wide, (const uint16_t *)k + (size_t)j * stride, stride, r, hd);
-        else {
-            rows = (const float *)k + (size_t)j * stride;
-            rs = stride;
-        }
-        for (int h = 0; h < g; h++) {
-            const float *qh = q + (size_t)h * (size_t)hd;
-            float *o = out + (size_t)h * ostride + (size_t)j;
-            const int rh = nh && nh[h] - j < r ? nh[h] - j : r; /* this head's rows of the block */
-            if (rh == 8) {
-                __m256 U[8];
-                u8_rows(qh, rows, rs, hd, U);
-                __m256 s = _mm256_mul_ps(tree8x8(U), vs);
-                _mm256_storeu_ps(o, s);
-                float m8 = hmax8(s);
-                mx[h] = m8 > mx[h] ? m8 : mx[h];
-            } else {
-                for (int x = 0; x < rh; x++) {
-                    float a = tree8(dot_u(qh, rows + (size_t)x * rs, hd)) * scale;
-                    o[x] = a;
-                    mx[h] = a > mx[h] ? a : mx[h];
-                }
-            }
-        }
-    }
+    scores_blocks(u8_rows, q, g, hd, k, dt, stride, n, scale, out, ostride, mx, nh);
 }
 
 /* e and each tile's sum32 eight lanes at a time: register c of P holds

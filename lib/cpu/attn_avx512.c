@@ -31,13 +31,15 @@ AVX512 static inline __m256 fold_ab(__m512 a, __m512 b)
                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(w), 1)));
 }
 
-/* The u of one head's q against four rows, hd % 32 == 0. */
-AVX512 static inline void u4_rows(const float *q, const float *rows, size_t rs, int hd, __m256 *U)
+/* The u of one head's q against eight rows, hd % 32 == 0: four at a time. */
+AVX512 static void u8_rows16(const float *q, const float *rows, size_t rs, int hd, __m256 *U)
 {
-    __m512 a[4], b[4];
-    coli__p32x4(q, rows, rs, hd, a, b);
-    for (int x = 0; x < 4; x++)
-        U[x] = fold_ab(a[x], b[x]);
+    for (int half = 0; half < 2; half++) {
+        __m512 a[4], b[4];
+        coli__p32x4(q, rows + (size_t)(4 * half) * rs, rs, hd, a, b);
+        for (int x = 0; x < 4; x++)
+            U[4 * half + x] = fold_ab(a[x], b[x]);
+    }
 }
 
 AVX512 static void scores_avx512(const float *q, int g, int hd, const void *k, coli__dtype dt, size_t stride, int n,
@@ -47,43 +49,7 @@ AVX512 static void scores_avx512(const float *q, int g, int hd, const void *k, c
         coli__attn_kernels_avx2()->scores(q, g, hd, k, dt, stride, n, scale, out, ostride, mx, nh);
         return;
     }
-    float wide[8 * SC_MAXD] __attribute__((aligned(64)));
-    const __m256 vs = _mm256_set1_ps(scale);
-    const size_t es = elem_size(dt), rb = stride * es;
-    for (int j = 0; j < n; j += 8) {
-        int r = n - j < 8 ? n - j : 8;
-        if (j + SC_AHEAD < n)
-            prefetch_rows((const char *)k + (size_t)(j + SC_AHEAD) * rb, rb,
-                          n - j - SC_AHEAD < 8 ? n - j - SC_AHEAD : 8, (size_t)hd * es);
-        const float *rows = wide;
-        size_t rs = (size_t)hd;
-        if (dt == COLI_DT_BF16)
-            widen_rows(wide, (const uint16_t *)k + (size_t)j * stride, stride, r, hd);
-        else {
-            rows = (const float *)k + (size_t)j * stride;
-            rs = stride;
-        }
-        for (int h = 0; h < g; h++) {
-            const float *qh = q + (size_t)h * (size_t)hd;
-            float *o = out + (size_t)h * ostride + (size_t)j;
-            const int rh = nh && nh[h] - j < r ? nh[h] - j : r; /* this head's rows of the block */
-            if (rh == 8) {
-                __m256 U[8];
-                u4_rows(qh, rows, rs, hd, U);
-                u4_rows(qh, rows + 4 * rs, rs, hd, U + 4);
-                __m256 s = _mm256_mul_ps(tree8x8(U), vs);
-                _mm256_storeu_ps(o, s);
-                float m8 = hmax8(s);
-                mx[h] = m8 > mx[h] ? m8 : mx[h];
-            } else {
-                for (int x = 0; x < rh; x++) {
-                    float a = tree8(dot_u(qh, rows + (size_t)x * rs, hd)) * scale;
-                    o[x] = a;
-                    mx[h] = a > mx[h] ? a : mx[h];
-                }
-            }
-        }
-    }
+    scores_blocks(u8_rows16, q, g, hd, k, dt, stride, n, scale, out, ostride, mx, nh);
 }
 
 /* e and each tile's sum32 sixteen lanes at a time: positions j .. j + 15

@@ -110,6 +110,63 @@ AVX2 static inline __m256 tree8x8(const __m256 *U)
     return _mm256_permutevar8x32_ps(t, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+AVX2 static inline float hmax8(__m256 v)
+{
+    __m256 t = _mm256_max_ps(v, _mm256_permute2f128_ps(v, v, 1));
+    t = _mm256_max_ps(t, _mm256_shuffle_ps(t, t, _MM_SHUFFLE(1, 0, 3, 2)));
+    t = _mm256_max_ps(t, _mm256_shuffle_ps(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm256_cvtss_f32(t);
+}
+
+/* u8 of one head's q against eight rows: lane r of U[x]'s tree is row x's
+ * score (the AVX2 u8_rows, or the AVX-512 kernel's). */
+typedef void (*u8_fn)(const float *q, const float *rows, size_t rs, int hd, __m256 *U);
+
+/* The scores of scores_avx2, eight rows at a time: each head's eight u
+ * through tree8x8, so a score costs no horizontal sum of its own; the rows
+ * stay in L1 while every head of the group reads them. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+scores_blocks(u8_fn u8, const float *q, int g, int hd, const void *k, coli__dtype dt, size_t stride, int n,
+              float scale, float *out, size_t ostride, float *mx, const int *nh)
+{
+    float wide[8 * SC_MAXD] __attribute__((aligned(64)));
+    const __m256 vs = _mm256_set1_ps(scale);
+    const size_t es = elem_size(dt), rb = stride * es;
+    for (int j = 0; j < n; j += 8) {
+        int r = n - j < 8 ? n - j : 8;
+        if (j + SC_AHEAD < n) /* the rows SC_AHEAD on */
+            prefetch_rows((const char *)k + (size_t)(j + SC_AHEAD) * rb, rb,
+                          n - j - SC_AHEAD < 8 ? n - j - SC_AHEAD : 8, (size_t)hd * es);
+        const float *rows = wide;
+        size_t rs = (size_t)hd;
+        if (dt == COLI_DT_BF16)
+            widen_rows(wide, (const uint16_t *)k + (size_t)j * stride, stride, r, hd);
+        else {
+            rows = (const float *)k + (size_t)j * stride;
+            rs = stride;
+        }
+        for (int h = 0; h < g; h++) {
+            const float *qh = q + (size_t)h * (size_t)hd;
+            float *o = out + (size_t)h * ostride + (size_t)j;
+            const int rh = nh && nh[h] - j < r ? nh[h] - j : r; /* this head's rows of the block */
+            if (rh == 8) {
+                __m256 U[8];
+                u8(qh, rows, rs, hd, U);
+                __m256 s = _mm256_mul_ps(tree8x8(U), vs);
+                _mm256_storeu_ps(o, s);
+                float m8 = hmax8(s);
+                mx[h] = m8 > mx[h] ? m8 : mx[h];
+            } else {
+                for (int x = 0; x < rh; x++) {
+                    float a = tree8(dot_u(qh, rows + (size_t)x * rs, hd)) * scale;
+                    o[x] = a;
+                    mx[h] = a > mx[h] ? a : mx[h];
+                }
+            }
+        }
+    }
+}
+
 /* ---- the mix, for any register width ----------------------------------------
  *
  * Rows in blocks of MIX_R (in L1 for every head of the group), heads
@@ -229,13 +286,6 @@ static inline void mix_slices(const mix_slice_fn *fn, const int *width, int nfn,
     }
 }
 
-AVX2 static inline float hmax8(__m256 v)
-{
-    __m256 t = _mm256_max_ps(v, _mm256_permute2f128_ps(v, v, 1));
-    t = _mm256_max_ps(t, _mm256_shuffle_ps(t, t, _MM_SHUFFLE(1, 0, 3, 2)));
-    t = _mm256_max_ps(t, _mm256_shuffle_ps(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm256_cvtss_f32(t);
-}
 
 #endif
 #endif
