@@ -10,7 +10,6 @@
 #include <cpuid.h>
 #if defined(__linux__)
 #include <sys/syscall.h>
-#include <unistd.h>
 #endif
 
 /* XCR0: the register state the OS saves on a context switch. */
@@ -21,17 +20,13 @@ static unsigned long long xcr0(void)
     return ((unsigned long long)hi << 32) | lo;
 }
 
-/* AMX-TILE and AMX-INT8 (cpuid 7.0 edx bits 24, 25), the tile state in
- * XCR0 (bits 17, 18), and Linux's permission for this process to use it:
- * the kernel allocates the 8 KiB of tile data only for a process that asks
- * (ARCH_REQ_XCOMP_PERM), and faults one that does not. Elsewhere, no AMX. */
+/* AMX-TILE and AMX-INT8 (cpuid 7.0 edx bits 24, 25) and the tile state in
+ * XCR0 (bits 17, 18), on Linux, where lib/cpu/quant_amx.c asks for the
+ * process's permission to use it on the first product. Elsewhere, no AMX. */
 static int amx_usable(unsigned edx7)
 {
 #if defined(__linux__) && defined(SYS_arch_prctl)
-    enum { ARCH_REQ_XCOMP_PERM_ = 0x1023, XFEATURE_XTILEDATA_ = 18 };
-    if (!(edx7 & (1u << 24)) || !(edx7 & (1u << 25)) || ((xcr0() >> 17) & 3) != 3)
-        return 0;
-    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM_, XFEATURE_XTILEDATA_) == 0;
+    return (edx7 & (1u << 24)) && (edx7 & (1u << 25)) && ((xcr0() >> 17) & 3) == 3;
 #else
     (void)edx7;
     return 0;

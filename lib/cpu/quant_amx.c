@@ -20,20 +20,27 @@
  * tokens would leave most of a tile empty: below AMX_MIN_TOK tokens, and
  * for the row layout and q2, this table is the AVX-512 one.
  *
- * The tile state must be granted to the process first (arch_prctl on
- * Linux, lib/cpu/cpu.c); each call loads its tile configuration and
- * releases the tiles on return, so a thread holds them only inside a
+ * The tile state must be granted to the process first: Linux allocates
+ * its 8 KiB per thread only for a process that asks (arch_prctl
+ * ARCH_REQ_XCOMP_PERM), and faults one that does not. The first product
+ * on the tiles asks, once for the process; refused, every product takes
+ * the AVX-512 path (the same bits). Each call loads its tile configuration
+ * and releases the tiles on return, so a thread holds them only inside a
  * product. */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
+#include "cpu/mask16.h"
 #include "cpu/quant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define T_AMX "avx2,f16c,avx512f,avx512bw,avx512vl,amx-tile,amx-int8"
 #define INL static inline __attribute__((always_inline))
@@ -91,13 +98,6 @@ __attribute__((target(T_AMX))) INL void load_config(const tilecfg *c)
     __asm__ volatile("ldtilecfg %0" : : "m"(*c));
 }
 
-/* Lanes [lo, hi) of a 16-row block. */
-static __mmask16 lanes(int lo, int hi)
-{
-    lo = lo < 0 ? 0 : lo;
-    hi = hi > 16 ? 16 : hi;
-    return hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-}
 
 /* Tile numbers are immediates: the switches below spell out each case. */
 #define TILE_CASES(X)                                                                                           \
@@ -248,15 +248,65 @@ __attribute__((target(T_AMX))) INL void amx_pass(int q4, const uint8_t *blk, int
         }
 }
 
-/* Returns 0 (nothing done) when its buffer cannot be had. */
+/* What the table needs once: the AVX-512 table it falls back on (and
+ * whose activation quantization it uses), the tile permission, and the
+ * key of each thread's activation buffer. */
+static const coli__qkernels *g_x512;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT, g_perm_once = PTHREAD_ONCE_INIT;
+static int g_perm, g_key_ok;
+static pthread_key_t g_key;
+
+/* A thread's buffer: a cache line holding its size, then the data. */
+typedef struct tbuf {
+    size_t cap;
+    unsigned char pad[64 - sizeof(size_t)];
+} tbuf;
+
+static void init_once(void)
+{
+    g_x512 = coli__q_kernels_avx512();
+    g_key_ok = pthread_key_create(&g_key, free) == 0; /* freed when the thread ends */
+}
+
+static void ask_permission(void)
+{
+#ifdef SYS_arch_prctl
+    enum { ARCH_REQ_XCOMP_PERM_ = 0x1023, XFEATURE_XTILEDATA_ = 18 };
+    g_perm = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM_, XFEATURE_XTILEDATA_) == 0;
+#endif
+}
+
+/* This thread's activation buffer of at least n bytes, kept for its next
+ * products; NULL when it cannot be had. */
+static int8_t *thread_buffer(size_t n)
+{
+    if (!g_key_ok)
+        return NULL;
+    tbuf *b = pthread_getspecific(g_key);
+    if (b && b->cap >= n)
+        return (int8_t *)(b + 1);
+    tbuf *nb = aligned_alloc(64, (sizeof *nb + n + 63) / 64 * 64);
+    if (!nb || pthread_setspecific(g_key, nb) != 0) {
+        free(nb);
+        return NULL;
+    }
+    free(b);
+    nb->cap = n;
+    return (int8_t *)(nb + 1);
+}
+
+/* Returns 0 (nothing done) without the tile permission or a buffer. */
 __attribute__((target(T_AMX))) static int amx_x16(const coli__qmat *w, int r0, int r1, int n_tok, const int8_t *p,
                                                   const float *s, float *y, size_t ys)
 {
     const int q4 = w->type == COLI_DT_Q4, ng = w->cols / 32;
+    pthread_once(&g_perm_once, ask_permission);
+    if (!g_perm)
+        return 0;
     /* the activations of a pass's token tiles, tile by tile and group by
      * group (512 contiguous bytes an A tile), so that a tile load reads 8
      * cache lines in order, not 16 rows a matrix row apart */
-    int8_t *abuf = malloc((size_t)TT * 16 * (size_t)w->cols);
+    int8_t *abuf = thread_buffer((size_t)TT * 16 * (size_t)w->cols);
     if (!abuf)
         return 0;
     _Alignas(64) __m512 P[PSTRIDE * 8];
@@ -281,7 +331,7 @@ __attribute__((target(T_AMX))) static int amx_x16(const coli__qmat *w, int r0, i
         }
         for (int b = r0 / 16; 16 * b < r1; b++) {
             const uint8_t *blk = w->qs + (size_t)b * bb;
-            const __mmask16 km = lanes(r0 - 16 * b, r1 - 16 * b);
+            const __mmask16 km = coli__lanes16(r0 - 16 * b, r1 - 16 * b);
             if (q4)
                 amx_pass(1, blk, w->type, w->group, ng, abuf, s, st, nt, P, cbuf, bbuf, y, ys, 16 * b, km);
             else
@@ -289,7 +339,6 @@ __attribute__((target(T_AMX))) static int amx_x16(const coli__qmat *w, int r0, i
         }
     }
     _tile_release();
-    free(abuf);
     return 1;
 }
 
@@ -302,18 +351,22 @@ static void gemm_amx(const coli__qmat *w, int r0, int r1, int n_tok, const int8_
         amx_x16(w, r0, r1, n_tok, p, s, y, ys))
         return;
     /* the AVX-512 table, present wherever this one is */
-    coli__q_kernels_avx512()->gemm(w, r0, r1, n_tok, p, s, psum, y, ys);
+    g_x512->gemm(w, r0, r1, n_tok, p, s, psum, y, ys);
 }
 
-static void act_amx(const float *a, int cols, int8_t *p, float *s, int32_t *psum)
+static coli__qkernels g_table;
+
+static void make_table(void)
 {
-    coli__q_kernels_avx512()->act(a, cols, p, s, psum);
+    init_once();
+    if (g_x512) /* its activation quantization is the AVX-512 table's */
+        g_table = (coli__qkernels){"amx-int8", gemm_amx, g_x512->act};
 }
 
 const coli__qkernels *coli__q_kernels_amx(void)
 {
-    static const coli__qkernels table = {"amx-int8", gemm_amx, act_amx};
-    return (coli__cpu_features() & COLI_CPU_AMX) && coli__q_kernels_avx512() ? &table : NULL;
+    pthread_once(&g_once, make_table);
+    return (coli__cpu_features() & COLI_CPU_AMX) && g_x512 ? &g_table : NULL;
 }
 
 #else

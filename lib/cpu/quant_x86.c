@@ -51,6 +51,7 @@
 
 #include "cpu/cpu.h"
 #include "cpu/qround.h"
+#include "cpu/mask16.h"
 #include "cpu/quant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -1171,13 +1172,6 @@ __attribute__((target(T_512))) INL __m512 x16_group(int kind, int gsh, const uin
     return fpart16(kind, acc, x16_isum(kind, q, pt + 32 * g, pst[g]), D, D, S, S);
 }
 
-/* Lanes [lo, hi) of a 16-row block. */
-static __mmask16 lanes(int lo, int hi)
-{
-    lo = lo < 0 ? 0 : lo;
-    hi = hi > 16 ? 16 : hi;
-    return hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-}
 
 /* Decode: block after block, P_k of the 16 rows in 8 registers (group
  * 8j + J into P[J]), one sequential stream of records. */
@@ -1189,7 +1183,7 @@ __attribute__((target(T_512))) INL void x16_direct_body(int kind, int gsh, const
     const size_t bb = coli__q_x16_block_bytes(w->type, w->group, w->cols);
     for (int b = r0 / 16; 16 * b < r1; b++) {
         const uint8_t *blk = w->qs + (size_t)b * bb;
-        const __mmask16 km = lanes(r0 - 16 * b, r1 - 16 * b);
+        const __mmask16 km = coli__lanes16(r0 - 16 * b, r1 - 16 * b);
         int t = 0;
         /* tokens in pairs: each record unpacked once for two (each
          * token's float steps are x16_group's, in its order) */
@@ -1412,7 +1406,7 @@ __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int
                         v[k] = _mm512_load_ps(pk + (k * nr + h) * 16);
                     __m512 o = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
                                              _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
-                    _mm512_mask_storeu_ps(y + (size_t)t * ys + (size_t)at, lanes(r0 - at, r1 - at), o);
+                    _mm512_mask_storeu_ps(y + (size_t)t * ys + (size_t)at, coli__lanes16(r0 - at, r1 - at), o);
                 }
             }
         }
