@@ -338,7 +338,7 @@ typedef struct coli_model_info {
                                     in RAM, ..." (a converted model; see coli_model_store_stats) */
     const char *cpu_kernels;     /* the CPU kernel set: quantized products ("avx512vnni",
                                     "avx2" or "scalar"), then the float path, e.g.
-                                    "avx512vnni, float avx2" */
+                                    "avx512vnni, float avx512" */
     /* Appended later (a caller with an older struct_size does not get them): */
     uint64_t kv_bytes_per_position; /* KV cache bytes of one position (keys and values, in
                                        kv_type) */

@@ -113,6 +113,67 @@ const coli__attnk *coli__attn_kernels_scalar(void)
 /* ---- AVX2 + FMA --------------------------------------------------------- */
 #if COLI_X86
 
+/* The float product's partial sums over hd % 8 == 0 values: register c
+ * holds P_{8c+l}; a short last block leaves the registers it does not
+ * reach at +0, as the text's loop leaves those P. Returns the u of the
+ * tree: lane l is (P_l + P_l+16) + (P_l+8 + P_l+24). */
+AVX2 static inline __m256 dot_u(const float *q, const float *k, int hd)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= hd; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 16), _mm256_loadu_ps(k + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 24), _mm256_loadu_ps(k + i + 24), s3);
+    }
+    if (i < hd) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
+        if (i + 8 < hd)
+            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), s1);
+        if (i + 16 < hd)
+            s2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 16), _mm256_loadu_ps(k + i + 16), s2);
+    }
+    return _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
+}
+
+/* ((u0 + u4) + (u2 + u6)) + ((u1 + u5) + (u3 + u7)) of one u. */
+AVX2 static inline float tree8(__m256 u)
+{
+    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+/* tree8 of eight rows' u at once, row r's in lane r: the same additions,
+ * gathered by shuffles instead of done one row at a time. */
+AVX2 static inline __m256 tree8x8(const __m256 *U)
+{
+    __m256 a[4];
+    for (int p = 0; p < 4; p++) /* [U_2p: u_l + u_l+4 | U_2p+1: the same] */
+        a[p] = _mm256_add_ps(_mm256_permute2f128_ps(U[2 * p], U[2 * p + 1], 0x20),
+                             _mm256_permute2f128_ps(U[2 * p], U[2 * p + 1], 0x31));
+    /* rows 0, 2 | 1, 3 (and 4, 6 | 5, 7): (u0 + u4) + (u2 + u6), (u1 + u5) + (u3 + u7) */
+    __m256 b0 = _mm256_add_ps(_mm256_shuffle_ps(a[0], a[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm256_shuffle_ps(a[0], a[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m256 b1 = _mm256_add_ps(_mm256_shuffle_ps(a[2], a[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm256_shuffle_ps(a[2], a[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* rows 0, 2, 4, 6 | 1, 3, 5, 7: the last addition */
+    __m256 t = _mm256_add_ps(_mm256_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm256_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_permutevar8x32_ps(t, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+AVX2 static inline float hmax8(__m256 v)
+{
+    __m256 t = _mm256_max_ps(v, _mm256_permute2f128_ps(v, v, 1));
+    t = _mm256_max_ps(t, _mm256_shuffle_ps(t, t, _MM_SHUFFLE(1, 0, 3, 2)));
+    t = _mm256_max_ps(t, _mm256_shuffle_ps(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm256_cvtss_f32(t);
+}
+
 /* dot_u of one head's q against eight rows: what dot_u computes, with q
  * held in registers across the rows where it fits (hd 64), or each part of
  * q loaded once for two rows (hd 128), so that loads do not bound it. */
@@ -172,7 +233,42 @@ AVX2 static void scores_avx2(const float *q, int g, int hd, const void *k, coli_
         scores_scalar(q, g, hd, k, dt, stride, n, scale, out, ostride, mx, nh);
         return;
     }
-    scores_blocks(u8_rows, q, g, hd, k, dt, stride, n, scale, out, ostride, mx, nh);
+    float wide[8 * SC_MAXD] __attribute__((aligned(64)));
+    const __m256 vs = _mm256_set1_ps(scale);
+    const size_t es = elem_size(dt), rb = stride * es;
+    for (int j = 0; j < n; j += 8) {
+        int r = n - j < 8 ? n - j : 8;
+        if (j + SC_AHEAD < n) /* the rows SC_AHEAD on */
+            prefetch_rows((const char *)k + (size_t)(j + SC_AHEAD) * rb, rb,
+                          n - j - SC_AHEAD < 8 ? n - j - SC_AHEAD : 8, (size_t)hd * es);
+        const float *rows = wide;
+        size_t rs = (size_t)hd;
+        if (dt == COLI_DT_BF16)
+            widen_rows(wide, (const uint16_t *)k + (size_t)j * stride, stride, r, hd);
+        else {
+            rows = (const float *)k + (size_t)j * stride;
+            rs = stride;
+        }
+        for (int h = 0; h < g; h++) {
+            const float *qh = q + (size_t)h * (size_t)hd;
+            float *o = out + (size_t)h * ostride + (size_t)j;
+            const int rh = nh && nh[h] - j < r ? nh[h] - j : r; /* this head's rows of the block */
+            if (rh == 8) {
+                __m256 U[8];
+                u8_rows(qh, rows, rs, hd, U);
+                __m256 s = _mm256_mul_ps(tree8x8(U), vs);
+                _mm256_storeu_ps(o, s);
+                float m8 = hmax8(s);
+                mx[h] = m8 > mx[h] ? m8 : mx[h];
+            } else {
+                for (int x = 0; x < rh; x++) {
+                    float a = tree8(dot_u(qh, rows + (size_t)x * rs, hd)) * scale;
+                    o[x] = a;
+                    mx[h] = a > mx[h] ? a : mx[h];
+                }
+            }
+        }
+    }
 }
 
 /* e and each tile's sum32 eight lanes at a time: register c of P holds

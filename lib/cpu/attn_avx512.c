@@ -1,14 +1,11 @@
 /* attn_avx512.c - the attention kernels of attn.h on AVX-512 registers:
- * the AVX2 kernels' walk (eight rows' scores through one shuffle tree, row
- * blocks kept in L1 for every head, eight FMA chains in flight) with
- * sixteen lanes, in the written order of docs/formats.md.
+ * the softmax and the mix of the AVX2 kernels (row blocks kept in L1 for
+ * every head, eight FMA chains in flight) with sixteen lanes, in the
+ * written order of docs/formats.md; the scores are the AVX2 kernel's.
  *
- * Why the same bits: a score's 32 partial sums P_0..31 sit in two
- * registers, P_0..15 and P_16..31, each lane the chain of one P in
- * increasing order; their sum is (P_l + P_l+16) for lanes 0-7 next to
- * (P_l+8 + P_l+24) for lanes 8-15, and the halves added give the AVX2
- * kernels' u. The mix and the softmax are lane-wise (a lane is a dimension,
- * or a position), so wider registers change no operation of any lane. */
+ * Why the same bits: the mix and the softmax are lane-wise (a lane is a
+ * dimension, or a position), so wider registers change no operation of
+ * any lane. */
 #include <stdint.h>
 #include <string.h>
 
@@ -16,40 +13,20 @@
 #include "cpu/attn_x86.h"
 #include "cpu/exp_avx512.h"
 #include "cpu/fsum.h"
-#include "cpu/p32x4_avx512.h"
 #include "cpu/silu.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #define AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
 
-/* The u of a score from P_0..15 (a) and P_16..31 (b). */
-AVX512 static inline __m256 fold_ab(__m512 a, __m512 b)
+/* The scores stay the AVX2 kernel's: a 64-dimension head's score is 4
+ * FMAs on AVX-512 registers and a 32-lane tree whose shuffles bound it;
+ * with 8 FMAs on AVX2 registers and tree8x8 it measured 1.4 times faster
+ * (the tree's first level is then the registers' own addition). */
+static void scores_avx2_table(const float *q, int g, int hd, const void *k, coli__dtype dt, size_t stride, int n,
+                              float scale, float *out, size_t ostride, float *mx, const int *nh)
 {
-    __m512 w = _mm512_add_ps(a, b);
-    return _mm256_add_ps(_mm512_castps512_ps256(w),
-                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(w), 1)));
-}
-
-/* The u of one head's q against eight rows, hd % 32 == 0: four at a time. */
-AVX512 static void u8_rows16(const float *q, const float *rows, size_t rs, int hd, __m256 *U)
-{
-    for (int half = 0; half < 2; half++) {
-        __m512 a[4], b[4];
-        coli__p32x4(q, rows + (size_t)(4 * half) * rs, rs, hd, a, b);
-        for (int x = 0; x < 4; x++)
-            U[4 * half + x] = fold_ab(a[x], b[x]);
-    }
-}
-
-AVX512 static void scores_avx512(const float *q, int g, int hd, const void *k, coli__dtype dt, size_t stride, int n,
-                                 float scale, float *out, size_t ostride, float *mx, const int *nh)
-{
-    if (hd % 32 != 0 || hd > SC_MAXD) {
-        coli__attn_kernels_avx2()->scores(q, g, hd, k, dt, stride, n, scale, out, ostride, mx, nh);
-        return;
-    }
-    scores_blocks(u8_rows16, q, g, hd, k, dt, stride, n, scale, out, ostride, mx, nh);
+    coli__attn_kernels_avx2()->scores(q, g, hd, k, dt, stride, n, scale, out, ostride, mx, nh);
 }
 
 /* e and each tile's sum32 sixteen lanes at a time: positions j .. j + 15
@@ -118,7 +95,7 @@ AVX512 static void mix_avx512(float *out, size_t ostride, int g, int dims, const
                                         (const char *)v + (size_t)vd * elem_size(dt), dt, stride, n, nh);
 }
 
-static const coli__attnk g_avx512 = {scores_avx512, softmax_avx512, mix_avx512};
+static const coli__attnk g_avx512 = {scores_avx2_table, softmax_avx512, mix_avx512};
 
 const coli__attnk *coli__attn_kernels_avx512(void)
 {
