@@ -454,8 +454,8 @@ static void mtp_case(const char *dir, coli_weight_format fmt, const char *fname)
     int len = snprintf(line, sizeof line, "%s %s MTP: %llu of %llu drafts accepted, %.2f tokens a step, the same "
                        "tokens, logits and acceptance:", dir, fname, (unsigned long long)cpu.st.mtp_accepted,
                        (unsigned long long)cpu.st.mtp_drafted, cpu.st.mtp_tokens_per_step);
-    static const char *const kname[] = {"", "scalar", "avx2", "avx512"};
-    for (int k = 1; k <= 3; k++) {
+    static const char *const kname[] = {"", "scalar", "avx2", "avx512", "amx"};
+    for (int k = 1; k <= 4; k++) {
         if (spec_run(dir, fmt, 0, 1, NULL, k, 0, ctx, &r) != 0)
             continue;
         snprintf(what, sizeof what, "%s %s MTP, CPU %s", dir, fname, kname[k]);
