@@ -1432,11 +1432,16 @@ START_TEST(test_picked_rows)
         const coli__mat mg = {.rows = ROWS, .cols = COLS, .dt = qconf[c].type, .q = g.w};
         const coli__mat mu = {.rows = ROWS, .cols = COLS, .dt = qconf[c].type, .q = u.w};
         coli__mm picked[NT], plain[NT];
-        for (int t = 0; t < NT; t++) {
-            /* task t: some pairs of some tokens, ascending (the routed order) */
+        /* task 0: every token of the input, as a shared expert takes it
+         * (in the picked hand-out, from the picked input's quantization) */
+        picked[0] = (coli__mm){.w = &mg, .x = x, .n_tok = S, .y = yb[0], .up = &mu, .y_up = ub[0]};
+        plain[0] = (coli__mm){.w = &mg, .x = x, .n_tok = S, .y = ya[0], .up = &mu, .y_up = ua[0]};
+        for (int t = 1; t < NT; t++) {
+            /* task t: some pairs of some tokens, ascending (the routed order);
+             * the last tokens may be nobody's (picked rows then end early) */
             int n = 0;
-            for (int p = 0; p < S * K; p++)
-                if (rng_int(NT) == t || (t == 0 && p % 7 == 0))
+            for (int p = 0; p < (S - 2) * K; p++)
+                if (rng_int(NT) == t || (t == 1 && p % 7 == 0))
                     pairs[t][n++] = p;
             for (int i = 0; i < n; i++)
                 memcpy(xg[t] + (size_t)i * COLS, x + (size_t)(pairs[t][i] / K) * COLS, COLS * sizeof(float));
@@ -1463,7 +1468,7 @@ START_TEST(test_picked_rows)
         }
         /* a picked input is for quantized products only */
         const coli__mat fl = {.rows = ROWS, .cols = COLS, .dt = COLI_DT_F32, .data = xg[0]};
-        coli__mm bad = picked[0];
+        coli__mm bad = picked[1];
         bad.w = &fl;
         bad.up = NULL;
         ck_assert_int_eq(coli__matmul_multi(NULL, NULL, &bad, 1), COLI_EINVAL);

@@ -314,16 +314,7 @@ COLI_DEFINE_TILE_END(mix_tile_end, AVX2, 8, __m256, _mm256_loadu_ps, _mm256_stor
 #define STOREU_ _mm256_storeu_ps
 #define FMADD_ _mm256_fmadd_ps
 #define SET1_ _mm256_set1_ps
-COLI_DEFINE_MIX(mix_nv8, 8, AVX2, mix_tile_end)
-COLI_DEFINE_MIX(mix_nv4, 4, AVX2, mix_tile_end)
-COLI_DEFINE_MIX(mix_nv2, 2, AVX2, mix_tile_end)
-COLI_DEFINE_MIX(mix_nv1, 1, AVX2, mix_tile_end)
-#undef VEC_
-#undef W_
-#undef LOADU_
-#undef STOREU_
-#undef FMADD_
-#undef SET1_
+COLI_DEFINE_MIXES(AVX2, mix_tile_end, mix_nv8, mix_nv4, mix_nv2, mix_nv1)
 
 AVX2 static void mix_avx2(float *out, size_t ostride, int g, int dims, const float *w, size_t wstride,
                           const void *v, coli__dtype dt, size_t stride, int n, const int *nh)

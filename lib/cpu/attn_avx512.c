@@ -72,16 +72,7 @@ COLI_DEFINE_TILE_END(tile_end16, AVX512, 16, __m512, _mm512_loadu_ps, _mm512_sto
 #define STOREU_ _mm512_storeu_ps
 #define FMADD_ _mm512_fmadd_ps
 #define SET1_ _mm512_set1_ps
-COLI_DEFINE_MIX(mix16_nv8, 8, AVX512, tile_end16)
-COLI_DEFINE_MIX(mix16_nv4, 4, AVX512, tile_end16)
-COLI_DEFINE_MIX(mix16_nv2, 2, AVX512, tile_end16)
-COLI_DEFINE_MIX(mix16_nv1, 1, AVX512, tile_end16)
-#undef VEC_
-#undef W_
-#undef LOADU_
-#undef STOREU_
-#undef FMADD_
-#undef SET1_
+COLI_DEFINE_MIXES(AVX512, tile_end16, mix16_nv8, mix16_nv4, mix16_nv2, mix16_nv1)
 
 AVX512 static void mix_avx512(float *out, size_t ostride, int g, int dims, const float *w, size_t wstride,
                               const void *v, coli__dtype dt, size_t stride, int n, const int *nh)

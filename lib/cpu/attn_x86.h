@@ -152,6 +152,14 @@ AVX2 static inline void widen_rows(float *dst, const uint16_t *src, size_t strid
         }                                                                                                     \
     }
 
+/* The four widths of slice (8, 4, 2 and 1 registers) of one register
+ * width. */
+#define COLI_DEFINE_MIXES(ATTR, TILE_END, nv8, nv4, nv2, nv1)                                                 \
+    COLI_DEFINE_MIX(nv8, 8, ATTR, TILE_END)                                                                   \
+    COLI_DEFINE_MIX(nv4, 4, ATTR, TILE_END)                                                                   \
+    COLI_DEFINE_MIX(nv2, 2, ATTR, TILE_END)                                                                   \
+    COLI_DEFINE_MIX(nv1, 1, ATTR, TILE_END)
+
 /* A mix kernel over a slice of dimensions of hb <= MIX_HB heads. */
 typedef void (*mix_slice_fn)(float *out, size_t ostride, int hb, const float *w, size_t wstride, const void *v,
                              coli__dtype dt, size_t stride, int n, const int *nh);

@@ -222,44 +222,33 @@ DEFINE_DOT_AVX512(dot_f32_avx512, float, load_f32x16, f32_at)
 DEFINE_DOT_AVX512(dot_bf16_avx512, uint16_t, load_bf16x16, bf16_at)
 DEFINE_DOT_AVX512(dot_f16_avx512, uint16_t, load_f16x16, f16_at)
 
-/* The partial sums of four float products that share one operand:
- * product x of s with row x (r + x rs): register a[x] lane l is the chain
- * of P_l, b[x] lane l that of P_l+16, over the whole blocks of 32 below n
- * (docs/formats.md, "f32, bf16, f16": P_i mod 32, each in increasing i),
- * from +0. Eight chains in flight, s loaded once for the four. */
-AVX512F static inline void p32x4(const float *s, const float *r, size_t rs, int n, __m512 *a, __m512 *b)
-{
-    const float *r1 = r + rs, *r2 = r1 + rs, *r3 = r2 + rs;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    for (int i = 0; i + 32 <= n; i += 32) {
-        const __m512 sa = _mm512_loadu_ps(s + i), sb = _mm512_loadu_ps(s + i + 16);
-        a0 = _mm512_fmadd_ps(sa, _mm512_loadu_ps(r + i), a0);
-        b0 = _mm512_fmadd_ps(sb, _mm512_loadu_ps(r + i + 16), b0);
-        a1 = _mm512_fmadd_ps(sa, _mm512_loadu_ps(r1 + i), a1);
-        b1 = _mm512_fmadd_ps(sb, _mm512_loadu_ps(r1 + i + 16), b1);
-        a2 = _mm512_fmadd_ps(sa, _mm512_loadu_ps(r2 + i), a2);
-        b2 = _mm512_fmadd_ps(sb, _mm512_loadu_ps(r2 + i + 16), b2);
-        a3 = _mm512_fmadd_ps(sa, _mm512_loadu_ps(r3 + i), a3);
-        b3 = _mm512_fmadd_ps(sb, _mm512_loadu_ps(r3 + i + 16), b3);
-    }
-    a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
-    b[0] = b0, b[1] = b1, b[2] = b2, b[3] = b3;
-}
-
 /* dot_f32_avx512 of one row w against four rows of x (xs floats apart),
- * out[t] for t < 4: eight chains in flight where one dot has two, each
- * lane's chain in the same order, so each out[t] is the same bits. */
+ * out[t] for t < 4: eight chains in flight where one dot has two (w loaded
+ * once for the four), each lane's chain in the same order as the one-row
+ * dot's, so each out[t] is the same bits. */
 AVX512F static void dot4_f32_avx512(const float *w, const float *x, size_t xs, int n, float *out)
 {
-    __m512 A[4], B[4];
-    p32x4(w, x, xs, n, A, B);
-    const int i = n - n % 32; /* the tail, in the text's order */
+    const float *x1 = x + xs, *x2 = x1 + xs, *x3 = x2 + xs;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 wa = _mm512_loadu_ps(w + i), wb = _mm512_loadu_ps(w + i + 16);
+        a0 = _mm512_fmadd_ps(wa, _mm512_loadu_ps(x + i), a0);
+        b0 = _mm512_fmadd_ps(wb, _mm512_loadu_ps(x + i + 16), b0);
+        a1 = _mm512_fmadd_ps(wa, _mm512_loadu_ps(x1 + i), a1);
+        b1 = _mm512_fmadd_ps(wb, _mm512_loadu_ps(x1 + i + 16), b1);
+        a2 = _mm512_fmadd_ps(wa, _mm512_loadu_ps(x2 + i), a2);
+        b2 = _mm512_fmadd_ps(wb, _mm512_loadu_ps(x2 + i + 16), b2);
+        a3 = _mm512_fmadd_ps(wa, _mm512_loadu_ps(x3 + i), a3);
+        b3 = _mm512_fmadd_ps(wb, _mm512_loadu_ps(x3 + i + 16), b3);
+    }
+    const __m512 A[4] = {a0, a1, a2, a3}, B[4] = {b0, b1, b2, b3};
     for (int t = 0; t < 4; t++) {
         float P[32];
         _mm512_storeu_ps(P, A[t]);
         _mm512_storeu_ps(P + 16, B[t]);
         const float *xt = x + (size_t)t * xs;
-        for (int j = i; j < n; j++)
+        for (int j = i; j < n; j++) /* the tail, in the text's order */
             P[j & 31] = fmaf(w[j], xt[j], P[j & 31]);
         out[t] = coli__fold32(P);
     }
@@ -764,32 +753,40 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
     uint64_t total = 0;
     int max_cols = 0, need_scratch = 0, n_quant = 0, n_pk = 0;
     picked pk[COLI__MM_PICKED];
+    /* the picked inputs first: a plain task on the same input then takes
+     * its first rows from them, quantized once for both */
+    for (int t = 0; t < n_tasks; t++) {
+        const coli__mm *m = &tasks[t];
+        if (!m->x_rows || m->n_tok <= 0 || m->w->rows <= 0)
+            continue;
+        if (!coli__dtype_is_quant(m->w->dt) || (m->up && !coli__dtype_is_quant(m->up->dt)))
+            return COLI_EINVAL; /* picked rows are for quantized products only */
+        int i = picked_of(pk, n_pk, m);
+        if (i < 0) {
+            if (n_pk == COLI__MM_PICKED)
+                return COLI_EINVAL;
+            i = n_pk++;
+            pk[i] = (picked){m->x, m->w->cols, 0};
+        }
+        for (int k = 0; k < m->n_tok; k++)
+            if (m->x_rows[k] / m->x_div + 1 > pk[i].rows)
+                pk[i].rows = m->x_rows[k] / m->x_div + 1;
+    }
     for (int t = 0; t < n_tasks; t++) {
         const coli__mm *m = &tasks[t];
         const coli__mat *w = m->w;
         if (m->n_tok <= 0 || w->rows <= 0)
             continue;
-        if (m->x_rows && (!needs_q(m) || !coli__dtype_is_quant(w->dt) || (m->up && !coli__dtype_is_quant(m->up->dt))))
-            return COLI_EINVAL; /* picked rows are for quantized products only */
         n_chunks += (size_t)((w->rows + 15) / 16); /* at most */
         total += coli__mm_bytes(m);
-        if (needs_q(m)) {
+        const int i = needs_q(m) ? picked_of(pk, n_pk, m) : -1;
+        if (i >= 0 && !m->x_rows) {
+            pk[i].rows = m->n_tok > pk[i].rows ? m->n_tok : pk[i].rows; /* its rows 0 .. n_tok - 1 */
+        } else if (needs_q(m)) {
             size_t nj = (size_t)(m->n_tok + QUANT_JOB_TOK - 1) / QUANT_JOB_TOK;
             n_qjobs += nj;
             n_copy += m->x_rows ? nj : 0;
             qbytes += (size_t)m->n_tok * qrow_bytes(w->cols);
-        }
-        if (m->x_rows) {
-            int i = picked_of(pk, n_pk, m);
-            if (i < 0) {
-                if (n_pk == COLI__MM_PICKED)
-                    return COLI_EINVAL;
-                i = n_pk++;
-                pk[i] = (picked){m->x, w->cols, 0};
-            }
-            for (int k = 0; k < m->n_tok; k++)
-                if (m->x_rows[k] / m->x_div + 1 > pk[i].rows)
-                    pk[i].rows = m->x_rows[k] / m->x_div + 1;
         }
         if (m->n_tok > FEW_TOK && (widens(w) || (m->up && widens(m->up))))
             need_scratch = 1;
@@ -836,7 +833,12 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
         if (m->n_tok <= 0 || w->rows <= 0)
             continue;
         int shared = 0;
-        for (int u = 0; u < t && needs_q(m) && !m->x_rows; u++)
+        const int i = needs_q(m) && !m->x_rows ? picked_of(pk, n_pk, m) : -1;
+        if (i >= 0) {
+            qa[t] = qa[n_tasks + i]; /* the first rows of a picked input */
+            shared = 1;
+        }
+        for (int u = 0; u < t && !shared && needs_q(m) && !m->x_rows; u++)
             if (needs_q(&tasks[u]) && !tasks[u].x_rows && tasks[u].x == m->x && tasks[u].n_tok == m->n_tok &&
                 tasks[u].w->cols == w->cols) {
                 qa[t] = qa[u]; /* same input (q/k/v, gate/up): quantized once */
