@@ -1153,7 +1153,7 @@ static void check_table(const coli__qkernels *k)
      * q4/128 shapes (an odd number of scales per row) */
     static const int colsv[] = {32, 64, 96, 128, 160, 192, 224, 256, 288, 384, 640, 1024, 4096 + 32};
     static const int rowsv[] = {1, 3, 7, 16, 33, 48};
-    static const int tokv[] = {1, 2, 5, 9};
+    static const int tokv[] = {1, 2, 5, 8, 9}; /* 8: the x16 pairs, 9: repacked */
     const coli__qkernels *ref = coli__q_kernels_scalar();
     ck_assert_ptr_nonnull(k);
     ck_assert_ptr_nonnull(k->gemm);

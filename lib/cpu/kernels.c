@@ -751,7 +751,7 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
     const int threads = coli__pool_size(pool);
     size_t n_chunks = 0, n_qjobs = 0, n_copy = 0, qbytes = 0;
     uint64_t total = 0;
-    int max_cols = 0, need_scratch = 0, n_quant = 0, n_pk = 0;
+    int max_cols = 0, need_scratch = 0, n_quant = 0, n_copied = 0, n_pk = 0;
     picked pk[COLI__MM_PICKED];
     /* the picked inputs first: a plain task on the same input then takes
      * its first rows from them, quantized once for both */
@@ -857,6 +857,7 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
                 qa[t].div = m->x_div;
                 to = copies;
                 n = &ncp;
+                n_copied += m->n_tok;
             } else {
                 n_quant += m->n_tok;
             }
@@ -881,9 +882,12 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
         coli__pool_run(pool, (int64_t)nq, 1, quant_task, &j);
     else
         quant_task(&j, 0, (int64_t)nq, 0);
-    if (ncp > 0) {
+    if (ncp > 0) { /* copies of a few tokens' rows: cheaper than a hand-out */
         j.qjobs = copies;
-        coli__pool_run(pool, (int64_t)ncp, 1, quant_task, &j);
+        if (n_copied >= QUANT_PAR_MIN_TOK)
+            coli__pool_run(pool, (int64_t)ncp, 1, quant_task, &j);
+        else
+            quant_task(&j, 0, (int64_t)ncp, 0);
     }
     coli__pool_run(pool, (int64_t)c, 1, multi_task, &j);
     free(mem);

@@ -1162,6 +1162,24 @@ __attribute__((target(T_512))) INL __m512 x16_scales(const uint8_t *rec)
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)rec));
 }
 
+/* How far ahead of the group it is on a pair of tokens prefetches the
+ * block's stream of records (into L2). Two tokens' arithmetic keeps the
+ * core busy long enough that the hardware prefetcher alone falls behind:
+ * with it, a pair over a matrix in memory costs what one token does. One
+ * token is left to the hardware, which was faster on Zen 4 and the same on
+ * an Intel Xeon (docs/performance.md). */
+#define X16_PF_BYTES 2048
+
+/* Prefetches the bytes of one group's share of the record stream,
+ * X16_PF_BYTES past q (the group's quants; the address may lie past the
+ * matrix: a prefetch never faults, and it is formed as an integer). */
+INL void x16_prefetch(int kind, int gsh, const uint8_t *q)
+{
+    const size_t n = x16_rec(kind, gsh) >> gsh;
+    for (size_t o = 0; o < n + 63; o += 64)
+        __builtin_prefetch((const void *)((uintptr_t)q + X16_PF_BYTES + o), 0, 1);
+}
+
 /* acc + group g's term of block blk's 16 rows (fpart16). */
 __attribute__((target(T_512))) INL __m512 x16_group(int kind, int gsh, const uint8_t *blk, int g, const int8_t *pt,
                                                     const float *st, const int32_t *pst, __m512 acc)
@@ -1197,6 +1215,8 @@ __attribute__((target(T_512))) INL void x16_direct_body(int kind, int gsh, const
             for (int g = 0; g < ng; g++) {
                 const uint8_t *rec, *q;
                 x16_at(kind, gsh, blk, g, &rec, &q);
+                if (t == 0) /* later pairs find the block in L1 */
+                    x16_prefetch(kind, gsh, q);
                 const __m512 D = x16_scales(rec), Sa = _mm512_set1_ps(sa[g]), Sb = _mm512_set1_ps(sb[g]);
                 __m512i ia, ib;
                 x16_isum2(kind, q, pa + 32 * g, qa[g], pb + 32 * g, qb[g], &ia, &ib);
@@ -1418,6 +1438,12 @@ __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int
  * a matrix in cache, streamed one from memory slower (on Zen 4, 15 against
  * 21 GB/s on one core; decode of the q8 1B model 7% slower). */
 #define AVX512_PF_MIN_TOK 4
+/* The same for the x16 layout, whose direct kernel takes tokens in pairs
+ * (each record unpacked once for two) and prefetches: a 384 x 1024 q4
+ * matrix on an Intel Xeon, 8 tokens in pairs against repacked, 26.8
+ * against 27.8 us in cache, 35 against 40 from memory (4 tokens: 13.4
+ * against 18.4, 22 against 30). */
+#define X16_PF_MIN_TOK 9
 
 __attribute__((target(T_512))) static void gemm_512(const coli__qmat *w, int r0, int r1, int n_tok,
                                                     const int8_t *p, const float *s, const int32_t *psum,
@@ -1425,7 +1451,7 @@ __attribute__((target(T_512))) static void gemm_512(const coli__qmat *w, int r0,
 {
     if (r1 <= r0 || n_tok <= 0)
         return;
-    if (n_tok >= AVX512_PF_MIN_TOK)
+    if (n_tok >= (w->layout == COLI__QL_X16 ? X16_PF_MIN_TOK : AVX512_PF_MIN_TOK))
         repacked_512(w, r0, r1, n_tok, p, s, psum, y, y_stride);
     else if (w->layout == COLI__QL_X16)
         x16_direct(w, r0, r1, n_tok, p, s, psum, y, y_stride);
