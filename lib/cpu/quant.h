@@ -63,7 +63,7 @@ const coli__qkernels *coli__q_kernels_scalar(void);
  * the choice among the tables is made above them (lib/cpu/kernels.h). */
 const coli__qkernels *coli__q_kernels_avx2(void);
 const coli__qkernels *coli__q_kernels_avx512(void);
-/* AMX-INT8 (quant_amx.c) for 16 or more tokens of an x16 q8 or q4
+/* AMX-INT8 (quant_amx.c) for 8 or more tokens of an x16 q8 or q4
  * matrix, the AVX-512 table for every other product; NULL without AMX. */
 const coli__qkernels *coli__q_kernels_amx(void);
 

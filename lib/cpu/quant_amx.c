@@ -16,9 +16,11 @@
  * isum of 16 tokens by 16 rows, one tile per 16 tokens.
  *
  * The float part of a (token, group) is 4 vector operations for 16 rows;
- * the tile unit does the group's 512 products per token meanwhile. Few
- * tokens would leave most of a tile empty: below AMX_MIN_TOK tokens, and
- * for the row layout and q2, this table is the AVX-512 one.
+ * the tile unit does the group's 512 products per token meanwhile. Fewer
+ * than 16 tokens take one tile of as many rows. A pass costs about the
+ * same from 1 to 8 tokens (each group's tile product, store and reload
+ * follow one another), so below AMX_MIN_TOK tokens, and for the row
+ * layout and q2, this table is the AVX-512 one.
  *
  * The tile state must be granted to the process first: Linux allocates
  * its 8 KiB per thread only for a process that asks (arch_prctl
@@ -48,8 +50,11 @@
 /* Keeps a product from fusing with the next addition (see quant_x86.c). */
 #define KEEP512(v) __asm__("" : "+v"(v))
 
-/* Fewest tokens for the tile path: one full tile. */
-#define AMX_MIN_TOK 16
+/* Fewest tokens for the tile path. A 384 x 1024 expert on one core of an
+ * Intel Xeon, tiles against the AVX-512 kernels (docs/performance.md), us:
+ * q4 8 tokens 21.5 / 25.8 in cache, 33.0 / 33.8 from memory; q8 16.3 /
+ * 26.2 and 41.1 / 45.2. With 4 tokens the AVX-512 pairs win. */
+#define AMX_MIN_TOK 8
 /* Token tiles (of 16) per pass over a row block: their partial sums,
  * TT * 8 KiB, stay in L1 with the block's quants. */
 #define TT 4
@@ -65,18 +70,19 @@ typedef struct tilecfg {
     uint8_t rows[16];
 } tilecfg;
 
-/* tmm0..3: C, 16 tokens x 16 rows of int32; tmm4, tmm5: A, 16 tokens x 32
- * int8; tmm6, tmm7: B, 8 x 64 bytes (even and odd groups). */
-static void cfg_make(tilecfg *c)
+/* tmm0..3: C, m tokens x 16 rows of int32; tmm4, tmm5: A, m tokens x 32
+ * int8; tmm6, tmm7: B, 8 x 64 bytes (even and odd groups). m is 16, or
+ * the token count of a product of fewer tokens (one tile of m rows). */
+static void cfg_make(tilecfg *c, int m)
 {
     memset(c, 0, sizeof *c);
     c->palette = 1;
     for (int i = 0; i < 4; i++) {
-        c->rows[i] = 16;
+        c->rows[i] = (uint8_t)m;
         c->colsb[i] = 64;
     }
     for (int i = 4; i < 6; i++) {
-        c->rows[i] = 16;
+        c->rows[i] = (uint8_t)m;
         c->colsb[i] = 32;
     }
     for (int i = 6; i < 8; i++) {
@@ -103,7 +109,7 @@ __attribute__((target(T_AMX))) INL void load_config(const tilecfg *c)
 #define TILE_CASES(X)                                                                                           \
     X(0, 0, 4, 6) X(1, 1, 5, 6) X(2, 2, 4, 6) X(3, 3, 5, 6) X(4, 0, 4, 7) X(5, 1, 5, 7) X(6, 2, 4, 7) X(7, 3, 5, 7)
 
-/* C tile j += A (16 tokens x 32 bytes at a) times B (tmm6 for an even
+/* C tile j += A (m tokens x 32 bytes at a) times B (tmm6 for an even
  * group, tmm7 for an odd one). A alternates between tmm4 and tmm5 so that
  * the next load need not wait for this product. */
 __attribute__((target(T_AMX))) INL void tile_mul(int j, int odd, const int8_t *a)
@@ -122,7 +128,7 @@ __attribute__((target(T_AMX))) INL void tile_mul(int j, int odd, const int8_t *a
 #undef MUL_CASE
 }
 
-/* Stores C tile j at c (16 rows of 64 bytes) and zeroes it. */
+/* Stores C tile j at c (m rows of 64 bytes) and zeroes it. */
 __attribute__((target(T_AMX))) INL void tile_out(int j, int32_t *c)
 {
     switch (j) {
@@ -169,15 +175,15 @@ __attribute__((target(T_AMX))) INL void load_b(int odd, const void *b)
         _tile_loadd(6, b, 64);
 }
 
-/* The float part of group g for token tile j: P[g mod 8][j][t] +=
- * f32(isum) * (D * s_g), lane = row (c: the tile's isums, D: the group's
- * scales). */
+/* The float part of group g for token tile j (m tokens): P[g mod 8][j][t]
+ * += f32(isum) * (D * s_g), lane = row (c: the tile's isums, D: the
+ * group's scales). */
 __attribute__((target(T_AMX))) INL void fpart(const int32_t *c, __m512 D, const float *s, int ng, int g, int st,
-                                              int j, __m512 *P)
+                                              int j, int m, __m512 *P)
 {
     const float *sj = s + (size_t)st * (size_t)ng + g;
     __m512 *Pj = P + (size_t)(g & 7) * PSTRIDE + (size_t)j * 16;
-    UNROLL for (int t = 0; t < 16; t++) {
+    UNROLL for (int t = 0; t < m; t++) {
         __m512 ds = _mm512_mul_ps(D, _mm512_set1_ps(sj[(size_t)t * (size_t)ng]));
         KEEP512(ds);
         __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c + 16 * t))), ds);
@@ -200,7 +206,7 @@ __attribute__((target(T_AMX))) INL void fpart(const int32_t *c, __m512 D, const 
  * read one step after they are stored (a load of what a tile store just
  * wrote waits for the store to leave the core). q4's B is unpacked one
  * step ahead for the same reason. */
-__attribute__((target(T_AMX))) INL void amx_pass(int q4, const uint8_t *blk, int type, int group, int ng,
+__attribute__((target(T_AMX))) INL void amx_pass(int q4, int m, const uint8_t *blk, int type, int group, int ng,
                                                  const int8_t *a, const float *s, const int *st, int nt, __m512 *P,
                                                  int32_t *cbuf, int8_t *bbuf, float *y, size_t ys, int row0,
                                                  __mmask16 km)
@@ -226,19 +232,19 @@ __attribute__((target(T_AMX))) INL void amx_pass(int q4, const uint8_t *blk, int
         }
         UNROLL for (int j = 0; j < TT; j++)
             if (j < nt) {
-                tile_mul(j, odd, a + ((size_t)j * (size_t)ng + (size_t)g) * 512);
+                tile_mul(j, odd, a + ((size_t)j * (size_t)ng + (size_t)g) * 32 * (size_t)m);
                 if (j > 0)
                     tile_out(j - 1, c + 256 * (j - 1));
                 if (g > 0)
-                    fpart(cp + 256 * j, Dp, s, ng, g - 1, st[j], j, P);
+                    fpart(cp + 256 * j, Dp, s, ng, g - 1, st[j], j, m, P);
             }
         tile_out(nt - 1, c + 256 * (nt - 1));
     }
     const __m512 Dl = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)prev));
     for (int j = 0; j < nt; j++)
-        fpart(cbuf + (size_t)((ng - 1) & 1) * TT * 256 + 256 * j, Dl, s, ng, ng - 1, st[j], j, P);
+        fpart(cbuf + (size_t)((ng - 1) & 1) * TT * 256 + 256 * j, Dl, s, ng, ng - 1, st[j], j, m, P);
     for (int j = 0; j < nt; j++)
-        for (int t = 0; t < 16; t++) {
+        for (int t = 0; t < m; t++) {
             const __m512 *v = P + (size_t)j * 16 + (size_t)t;
 #define PK(k) v[(k) * PSTRIDE]
             __m512 o = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(PK(0), PK(4)), _mm512_add_ps(PK(2), PK(6))),
@@ -312,30 +318,38 @@ __attribute__((target(T_AMX))) static int amx_x16(const coli__qmat *w, int r0, i
     _Alignas(64) __m512 P[PSTRIDE * 8];
     _Alignas(64) int32_t cbuf[2 * TT * 256];
     _Alignas(64) int8_t bbuf[1024];
+    /* fewer than 16 tokens: one tile of m rows */
+    const int m = n_tok < 16 ? n_tok : 16;
     tilecfg cfg;
-    cfg_make(&cfg);
+    cfg_make(&cfg, m);
     load_config(&cfg); /* which zeroes every tile */
     const size_t bb = coli__q_x16_block_bytes(w->type, w->group, w->cols);
-    /* token tiles: 16 tokens each, the last one ending at n_tok (it may
+    /* token tiles: m tokens each, the last one ending at n_tok (it may
      * overlap the one before: those tokens are computed twice, the same
      * bits) */
     const int ntile = (n_tok + 15) / 16;
     for (int j0 = 0; j0 < ntile; j0 += TT) {
         int st[TT], nt = ntile - j0 < TT ? ntile - j0 : TT;
         for (int j = 0; j < nt; j++) {
-            st[j] = 16 * (j0 + j) + 16 <= n_tok ? 16 * (j0 + j) : n_tok - 16;
+            st[j] = 16 * (j0 + j) + m <= n_tok ? 16 * (j0 + j) : n_tok - m;
             for (int g = 0; g < ng; g++)
-                for (int t = 0; t < 16; t++)
-                    memcpy(abuf + (((size_t)j * (size_t)ng + (size_t)g) * 16 + (size_t)t) * 32,
+                for (int t = 0; t < m; t++)
+                    memcpy(abuf + (((size_t)j * (size_t)ng + (size_t)g) * (size_t)m + (size_t)t) * 32,
                            p + (size_t)(st[j] + t) * (size_t)w->cols + 32 * (size_t)g, 32);
         }
         for (int b = r0 / 16; 16 * b < r1; b++) {
             const uint8_t *blk = w->qs + (size_t)b * bb;
             const __mmask16 km = coli__lanes16(r0 - 16 * b, r1 - 16 * b);
-            if (q4)
-                amx_pass(1, blk, w->type, w->group, ng, abuf, s, st, nt, P, cbuf, bbuf, y, ys, 16 * b, km);
+            /* each case inlined on its own: the full tile's loops have
+             * constant bounds */
+            if (q4 && m == 16)
+                amx_pass(1, 16, blk, w->type, w->group, ng, abuf, s, st, nt, P, cbuf, bbuf, y, ys, 16 * b, km);
+            else if (m == 16)
+                amx_pass(0, 16, blk, w->type, w->group, ng, abuf, s, st, nt, P, cbuf, bbuf, y, ys, 16 * b, km);
+            else if (q4)
+                amx_pass(1, m, blk, w->type, w->group, ng, abuf, s, st, nt, P, cbuf, bbuf, y, ys, 16 * b, km);
             else
-                amx_pass(0, blk, w->type, w->group, ng, abuf, s, st, nt, P, cbuf, bbuf, y, ys, 16 * b, km);
+                amx_pass(0, m, blk, w->type, w->group, ng, abuf, s, st, nt, P, cbuf, bbuf, y, ys, 16 * b, km);
         }
     }
     _tile_release();
