@@ -1153,7 +1153,9 @@ static void check_table(const coli__qkernels *k)
      * q4/128 shapes (an odd number of scales per row) */
     static const int colsv[] = {32, 64, 96, 128, 160, 192, 224, 256, 288, 384, 640, 1024, 4096 + 32};
     static const int rowsv[] = {1, 3, 7, 16, 33, 48};
-    static const int tokv[] = {1, 2, 5, 8, 9}; /* 8: the x16 pairs, 9: repacked */
+    /* 8: the most the avx512 set's x16 pairs take, and the amx set's
+     * fewest on tiles; 9: the avx512 set's repacked kernel */
+    static const int tokv[] = {1, 2, 5, 8, 9};
     const coli__qkernels *ref = coli__q_kernels_scalar();
     ck_assert_ptr_nonnull(k);
     ck_assert_ptr_nonnull(k->gemm);
@@ -1337,8 +1339,8 @@ START_TEST(test_bitexact_avx512)
 }
 END_TEST
 
-/* Many tokens (the tile path of the amx table: 16 or more, tiles that
- * overlap at the end, several passes) on x16 matrices and on the row
+/* Many tokens (the tile path of the amx table: one tile of fewer than 16
+ * rows, tiles that overlap at the end, several passes) on x16 matrices and on the row
  * layout, against the scalar definition. */
 static void check_table_many(const coli__qkernels *k)
 {

@@ -664,6 +664,19 @@ static void quant_task(void *arg, int64_t b, int64_t e, int thread)
     }
 }
 
+/* Runs n quantization (or copy) jobs at jobs, of n_tok tokens in all: by
+ * the threads when there are enough tokens to pay for a hand-out. */
+static void quant_jobs(coli__pool *pool, multi_job *j, const chunk *jobs, size_t n, int n_tok)
+{
+    if (n == 0)
+        return;
+    j->qjobs = jobs;
+    if (n_tok >= QUANT_PAR_MIN_TOK)
+        coli__pool_run(pool, (int64_t)n, 1, quant_task, j);
+    else
+        quant_task(j, 0, (int64_t)n, 0);
+}
+
 /* Rows [r0, r1) of the product of w with x (quantized as q if w is). */
 static void some_rows(const multi_job *j, const coli__mat *w, const qin *q, const float *x, int n_tok, float *y,
                       int r0, int r1, float *scr)
@@ -875,20 +888,10 @@ coli_status coli__matmul_multi(const coli__cpuk *ks, coli__pool *pool, const col
     }
     multi_job j = {tasks, qa, chunks, or_best(ks), need_scratch ? (float *)(mem + off_scr) : NULL,
                    max_cols, qjobs};
-    /* each token's activations are quantized once (docs/formats.md): by
-     * the threads when there are enough tokens to pay for a hand-out; the
+    /* each token's activations are quantized once (docs/formats.md); the
      * picked inputs before the copies out of them */
-    if (n_quant >= QUANT_PAR_MIN_TOK)
-        coli__pool_run(pool, (int64_t)nq, 1, quant_task, &j);
-    else
-        quant_task(&j, 0, (int64_t)nq, 0);
-    if (ncp > 0) { /* copies of a few tokens' rows: cheaper than a hand-out */
-        j.qjobs = copies;
-        if (n_copied >= QUANT_PAR_MIN_TOK)
-            coli__pool_run(pool, (int64_t)ncp, 1, quant_task, &j);
-        else
-            quant_task(&j, 0, (int64_t)ncp, 0);
-    }
+    quant_jobs(pool, &j, qjobs, nq, n_quant);
+    quant_jobs(pool, &j, copies, ncp, n_copied);
     coli__pool_run(pool, (int64_t)c, 1, multi_task, &j);
     free(mem);
     return COLI_OK;

@@ -1170,13 +1170,15 @@ __attribute__((target(T_512))) INL __m512 x16_scales(const uint8_t *rec)
  * an Intel Xeon (docs/performance.md). */
 #define X16_PF_BYTES 2048
 
-/* Prefetches the bytes of one group's share of the record stream,
- * X16_PF_BYTES past q (the group's quants; the address may lie past the
- * matrix: a prefetch never faults, and it is formed as an integer). */
+/* Prefetches the lines of one group's share of the record stream (n
+ * bytes), X16_PF_BYTES past q (the group's quants; the address may lie
+ * past the matrix: a prefetch never faults, and it is formed as an
+ * integer). The lines of q + 64k, k < ceil(n / 64), reach up to where the
+ * next group's begin, so together the groups leave no line out. */
 INL void x16_prefetch(int kind, int gsh, const uint8_t *q)
 {
     const size_t n = x16_rec(kind, gsh) >> gsh;
-    for (size_t o = 0; o < n + 63; o += 64)
+    for (size_t o = 0; o < n; o += 64)
         __builtin_prefetch((const void *)((uintptr_t)q + X16_PF_BYTES + o), 0, 1);
 }
 
