@@ -590,7 +590,8 @@ __attribute__((target(T_AVX2))) INL void pf8_tokens(int kind, int nt, const __m2
         UNROLL for (int u = 0; u < nt; u++) {
             float *pk = P[u] + 8 * (g & 7);
             __m256 fps = _mm256_set1_ps((float)pst[u][g]);
-            _mm256_store_ps(pk, fpart8(kind, _mm256_load_ps(pk), acc[u], D, M, _mm256_set1_ps(st[u][g]), fps));
+            const __m256 prev = g < 8 ? _mm256_setzero_ps() : _mm256_load_ps(pk); /* P_k starts at +0 */
+            _mm256_store_ps(pk, fpart8(kind, prev, acc[u], D, M, _mm256_set1_ps(st[u][g]), fps));
         }
     }
 }
@@ -633,7 +634,8 @@ __attribute__((target(T_AVX2))) static void repacked_avx2(const coli__qmat *w, i
         rowset_init(&rs, w, &sh, r, rr, 8);
         for (int t0 = 0; t0 < n_tok; t0 += PF_TB) {
             const int tb = n_tok - t0 < PF_TB ? n_tok - t0 : PF_TB;
-            memset(P, 0, (size_t)tb * 64 * sizeof(float));
+            if (sh.ng < 8) /* else groups 0-7 start every P_k (pf8_tokens) */
+                memset(P, 0, (size_t)tb * 64 * sizeof(float));
             for (int ch = 0; ch < nch; ch++) {
                 const int g0 = ch * PF_GC, gn = sh.ng - g0 < PF_GC ? sh.ng - g0 : PF_GC;
                 if (nch > 1 || t0 == 0) {
@@ -1332,7 +1334,8 @@ __attribute__((target(T_512))) INL void pf16_tokens(int kind, int nr, int nt, co
                 float *pk = P[u] + ((g & 7) * nr + h) * 16;
                 __m512 D = _mm512_load_ps(dg + 16 * h);
                 __m512 M = kind == K_Q2 ? _mm512_load_ps(mg + 16 * h) : D;
-                _mm512_store_ps(pk, fpart16(kind, _mm512_load_ps(pk), acc[h][u], D, M, sv, fps));
+                const __m512 prev = g < 8 ? _mm512_setzero_ps() : _mm512_load_ps(pk); /* P_k starts at +0 */
+                _mm512_store_ps(pk, fpart16(kind, prev, acc[h][u], D, M, sv, fps));
             }
         }
     }
@@ -1390,7 +1393,8 @@ __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int
             rowset_init(&rs, w, &sh, r, rr, 16 * nr);
         for (int t0 = 0; t0 < n_tok; t0 += PF_TB) {
             const int tb = n_tok - t0 < PF_TB ? n_tok - t0 : PF_TB;
-            memset(P, 0, (size_t)tb * (size_t)pstride * sizeof(float));
+            if (sh.ng < 8) /* else groups 0-7 start every P_k (pf16_tokens) */
+                memset(P, 0, (size_t)tb * (size_t)pstride * sizeof(float));
             for (int ch = 0; ch < nch; ch++) {
                 const int g0 = ch * PF_GC, gn = sh.ng - g0 < PF_GC ? sh.ng - g0 : PF_GC;
                 if (nch > 1 || t0 == 0) {
