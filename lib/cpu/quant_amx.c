@@ -63,6 +63,12 @@
  * to depend on the store of the run before). */
 #define PSTRIDE (TT * 16 + 2)
 
+/* Bytes ahead of a group's quants that a pass asks for: a matrix streamed
+ * from memory (the dense products of a few streams decoded together)
+ * otherwise leaves each group's tile and vector loads waiting, as the
+ * AVX-512 pairs do without theirs (quant_x86.c, x16_prefetch). */
+#define AMX_PF_BYTES 2048
+
 /* The 64-byte operand of LDTILECFG (palette 1). */
 typedef struct tilecfg {
     uint8_t palette, start_row, zero[14];
@@ -165,6 +171,15 @@ __attribute__((target(T_AMX))) INL void unpack_q4(const uint8_t *q, int8_t *buf)
     }
 }
 
+/* Asks for the n bytes (a group's share of the block) AMX_PF_BYTES past q:
+ * a prefetch never faults, so the address may lie past the matrix (it is
+ * formed as an integer). Speed only. */
+INL void amx_prefetch(const uint8_t *q, size_t n)
+{
+    for (size_t o = 0; o < n; o += 64)
+        __builtin_prefetch((const void *)((uintptr_t)q + AMX_PF_BYTES + o), 0, 1);
+}
+
 /* Loads B for a group (tmm6 even, tmm7 odd) from 8 rows of 64 bytes. */
 __attribute__((target(T_AMX))) INL void load_b(int odd, const void *b)
 {
@@ -215,6 +230,7 @@ __attribute__((target(T_AMX))) INL void amx_pass(int q4, int m, const uint8_t *b
         for (int i = 0; i < TT * 16; i++)
             P[k * PSTRIDE + i] = _mm512_setzero_ps();
     const uint8_t *rec, *q, *prev = NULL;
+    const size_t share = coli__q_x16_block_bytes((coli__dtype)type, group, 32 * ng) / (size_t)ng;
     coli__q_x16_locate((coli__dtype)type, group, blk, 0, &rec, &q);
     if (q4)
         unpack_q4(q, bbuf);
@@ -225,6 +241,7 @@ __attribute__((target(T_AMX))) INL void amx_pass(int q4, int m, const uint8_t *b
                                : _mm512_setzero_ps();
         load_b(odd, q4 ? (const void *)(bbuf + 512 * odd) : (const void *)q);
         prev = rec;
+        amx_prefetch(q, share);
         if (g + 1 < ng) {
             coli__q_x16_locate((coli__dtype)type, group, blk, g + 1, &rec, &q);
             if (q4)

@@ -436,6 +436,7 @@ __attribute__((target(T_AVX2))) static void direct_avx2(const coli__qmat *w, int
  * stack: about 76 KiB for AVX-512, 26 KiB for AVX2. */
 #define PF_GC 32
 #define PF_TB 32
+_Static_assert(PF_GC >= 8, "the first chunk's groups 0-7 start every partial sum P_k");
 
 /* Row pointers of a row block (rows past the end repeat the last one). */
 typedef struct rowset {
