@@ -63,10 +63,10 @@
  * to depend on the store of the run before). */
 #define PSTRIDE (TT * 16 + 2)
 
-/* Bytes ahead of a group's quants that a pass asks for: a matrix streamed
- * from memory (the dense products of a few streams decoded together)
- * otherwise leaves each group's tile and vector loads waiting, as the
- * AVX-512 pairs do without theirs (quant_x86.c, x16_prefetch). */
+/* Bytes ahead of a group's quants that a pass asks for: without it, a
+ * matrix streamed from memory (the dense products of a few streams decoded
+ * together) leaves each group's tile and vector loads waiting, as it did
+ * the AVX-512 pairs before theirs (quant_x86.c, x16_prefetch). */
 #define AMX_PF_BYTES 2048
 
 /* The 64-byte operand of LDTILECFG (palette 1). */
