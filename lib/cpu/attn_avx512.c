@@ -16,6 +16,7 @@
 #include "cpu/attn_x86.h"
 #include "cpu/exp_avx512.h"
 #include "cpu/fsum.h"
+#include "cpu/mask16.h"
 #include "cpu/silu.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -39,7 +40,7 @@ AVX512 INL __m512 row16(const void *k, coli__dtype dt, size_t stride, int x, int
 {
     if (x >= r)
         return _mm512_setzero_ps();
-    const __mmask16 m = d - i0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - i0)) - 1u);
+    const __mmask16 m = coli__lanes16(0, d - i0);
     if (dt == COLI_DT_BF16) {
         const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)k + (size_t)x * stride + (size_t)i0);
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -140,7 +141,7 @@ AVX512 static void scores_avx512(const float *q, int g, int hd, const void *k, c
                 continue;
             const float *qh = q + (size_t)h * (size_t)hd;
             const __m512 a = _mm512_mul_ps(hd == 64 ? tree16(qh, kt, 64) : tree16(qh, kt, hd), vs);
-            const __mmask16 m = rh >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rh) - 1u);
+            const __mmask16 m = coli__lanes16(0, rh);
             _mm512_mask_storeu_ps(out + (size_t)h * ostride + (size_t)j, m, a);
             const float am = _mm512_mask_reduce_max_ps(m, a);
             mx[h] = am > mx[h] ? am : mx[h];
