@@ -48,17 +48,6 @@ int coli__buf_reserve(coli__buf *b, size_t extra)
     return 0;
 }
 
-int coli__buf_add(coli__buf *b, const void *p, size_t n)
-{
-    if (coli__buf_reserve(b, n))
-        return -1;
-    if (n)
-        memcpy(b->p + b->n, p, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return 0;
-}
-
 void coli__buf_reset(coli__buf *b)
 {
     b->n = 0;
