@@ -57,26 +57,16 @@ void coli__buf_reset(coli__buf *b)
 
 int coli__ids_push(coli__ids *ids, int32_t v)
 {
-    if (ids->n == ids->cap) {
-        size_t nc = ids->cap ? ids->cap * 2 : 64;
-        int32_t *nv;
-        if (nc > SIZE_MAX / sizeof *nv)
-            return -1;
-        nv = realloc(ids->v, nc * sizeof *nv);
-        if (!nv)
-            return -1;
-        ids->v = nv;
-        ids->cap = nc;
-    }
-    ids->v[ids->n++] = v;
-    return 0;
+    return coli__ids_add(ids, &v, 1);
 }
 
 int coli__ids_add(coli__ids *ids, const int32_t *v, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (coli__ids_push(ids, v[i]))
-            return -1;
+    if (n > SIZE_MAX - ids->n || coli__tok_vec_grow(&ids->v, &ids->cap, ids->n + n, sizeof *ids->v))
+        return -1;
+    if (n)
+        memcpy(ids->v + ids->n, v, n * sizeof *v);
+    ids->n += n;
     return 0;
 }
 

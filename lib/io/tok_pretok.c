@@ -87,7 +87,6 @@ int coli__tok_decode_cps(scratch *sc, const char *s, size_t n, size_t *n_cp)
 #define CLS_LNS (COLI_UNI_L | COLI_UNI_N | COLI_UNI_S)
 #define IS_L(i) (cls[i] & COLI_UNI_L)
 #define IS_N(i) (cls[i] & COLI_UNI_N)
-#define IS_S(i) (cls[i] & COLI_UNI_S)
 #define IS_O(i) ((cls[i] & CLS_LNS) == 0)
 
 static size_t run_of(const unsigned char *cls, size_t i, size_t n, unsigned bit)
