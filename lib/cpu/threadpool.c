@@ -1,7 +1,15 @@
 /* threadpool.c - workers that spin briefly, then sleep on a condition
  * variable, waiting for the next generation of work. Spinning keeps the
  * many small per-layer loops of a decode step cheap; sleeping keeps idle
- * contexts from burning cores. */
+ * contexts from burning cores.
+ *
+ * A job waits only for the workers that joined it. A worker joins by
+ * counting itself in while the job is open; the caller closes the job
+ * once every chunk is handed out and waits for the ones inside. A worker
+ * that the kernel (or the hypervisor) kept off its core meanwhile misses
+ * the job instead of stalling it: with as many threads as cores and one
+ * core shared with another program, waiting for every worker made each
+ * of a decode step's many small jobs last a time slice. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -30,7 +38,9 @@ struct coli__pool {
     _Alignas(64) atomic_uint generation; /* bumped for each job */
     atomic_int quit;
     _Alignas(64) atomic_llong next;      /* next chunk start */
-    _Alignas(64) atomic_int pending;     /* workers still inside the current job */
+    /* the job's tag (generation << 1 | closed) above the count of workers
+     * inside it: one word, so that joining checks the tag atomically */
+    _Alignas(64) _Atomic uint64_t state;
     /* memory the next jobs will read, prefetched by idle workers; on its
      * own cache lines, away from the fields every hand-out writes */
     _Alignas(64) atomic_size_t hint_off; /* next byte of the regions, as one sequence */
@@ -110,6 +120,36 @@ void coli__pool_hint(coli__pool *p, const void *const *base, const size_t *len, 
     atomic_store_explicit(&p->hint_total, total, memory_order_relaxed);
 }
 
+#define CLOSED ((uint64_t)1 << 32)
+#define INSIDE 0xffffffffu
+
+static uint64_t open_state(unsigned generation)
+{
+    return (uint64_t)(uint32_t)(generation << 1) << 32;
+}
+
+/* Counts the worker into job `generation` unless it is closed or past. */
+static int join_job(coli__pool *p, unsigned generation)
+{
+    uint64_t want = open_state(generation);
+    uint64_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+    while ((s & ~(uint64_t)INSIDE) == want)
+        if (atomic_compare_exchange_weak_explicit(&p->state, &s, s + 1, memory_order_acquire,
+                                                  memory_order_acquire))
+            return 1;
+    return 0;
+}
+
+static void leave_job(coli__pool *p)
+{
+    uint64_t s = atomic_fetch_sub_explicit(&p->state, 1, memory_order_acq_rel) - 1;
+    if ((s & INSIDE) == 0 && (s & CLOSED)) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_signal(&p->done_cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
 static void *worker_main(void *vp)
 {
     worker_arg *wa = vp;
@@ -135,12 +175,12 @@ static void *worker_main(void *vp)
         if (atomic_load(&p->quit))
             return NULL;
         seen = g;
+        /* the job's fields are read only inside it: the caller rewrites
+         * them once the last worker inside has left */
+        if (!join_job(p, g))
+            continue;
         work(p, id);
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->done_cv);
-            pthread_mutex_unlock(&p->mu);
-        }
+        leave_job(p);
     }
 }
 
@@ -162,7 +202,7 @@ coli_status coli__pool_create(int n_threads, coli__pool **out, coli__err *err)
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done_cv, NULL);
     atomic_init(&p->generation, 0);
-    atomic_init(&p->pending, 0);
+    atomic_init(&p->state, CLOSED);
     atomic_init(&p->quit, 0);
     atomic_init(&p->next, 0);
     atomic_init(&p->hint_off, 0);
@@ -234,20 +274,25 @@ void coli__pool_run(coli__pool *p, int64_t n, int64_t grain, coli__task_fn fn, v
     p->n = n;
     p->grain = grain;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->pending, p->size - 1, memory_order_relaxed);
     pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    unsigned g = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
+    atomic_store_explicit(&p->state, open_state(g), memory_order_release);
+    atomic_store_explicit(&p->generation, g, memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     work(p, 0);
+    /* every chunk is handed out: no one joins now, and the ones inside
+     * finish theirs */
+    uint64_t s = atomic_fetch_or_explicit(&p->state, CLOSED, memory_order_acq_rel) | CLOSED;
     int spins = 0;
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0 && spins < SPIN_ROUNDS * 4) {
+    while ((s & INSIDE) && spins < SPIN_ROUNDS * 4) {
         cpu_relax();
         spins++;
+        s = atomic_load_explicit(&p->state, memory_order_acquire);
     }
-    if (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+    if (s & INSIDE) {
         pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->pending) > 0)
+        while (atomic_load(&p->state) & INSIDE)
             pthread_cond_wait(&p->done_cv, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }
