@@ -1336,6 +1336,9 @@ END_TEST
 START_TEST(test_bitexact_avx512)
 {
     check_named_table("avx512", coli__q_kernels_avx512());
+    /* both tunings, whichever this CPU picks */
+    check_named_table("avx512 without the one-token prefetch", coli__q_kernels_avx512_tuned(0));
+    check_named_table("avx512 with the one-token prefetch", coli__q_kernels_avx512_tuned(1));
 }
 END_TEST
 
@@ -1402,8 +1405,9 @@ START_TEST(test_bitexact_many)
 {
     /* every table on many tokens; AMX only where the CPU has it */
     check_table_many(coli__q_kernels_scalar());
-    const coli__qkernels *t[] = {coli__q_kernels_avx2(), coli__q_kernels_avx512()};
-    for (size_t i = 0; i < 2; i++)
+    const coli__qkernels *t[] = {coli__q_kernels_avx2(), coli__q_kernels_avx512_tuned(0),
+                                 coli__q_kernels_avx512_tuned(1)};
+    for (size_t i = 0; i < 3; i++)
         if (t[i])
             check_table_many(t[i]);
 }

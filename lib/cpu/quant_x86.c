@@ -1178,12 +1178,19 @@ __attribute__((target(T_512))) INL __m512 x16_scales(const uint8_t *rec)
  * past the matrix: a prefetch never faults, and it is formed as an
  * integer). The lines of q + 64k, k < ceil(n / 64), reach up to where the
  * next group's begin, so together the groups leave no line out. */
-INL void x16_prefetch(int kind, int gsh, const uint8_t *q)
+INL void x16_prefetch(int kind, int gsh, const uint8_t *q, size_t ahead)
 {
     const size_t n = x16_rec(kind, gsh) >> gsh;
     for (size_t o = 0; o < n; o += 64)
-        __builtin_prefetch((const void *)((uintptr_t)q + X16_PF_BYTES + o), 0, 1);
+        __builtin_prefetch((const void *)((uintptr_t)q + ahead + o), 0, 1);
 }
+
+/* How far ahead one token prefetches, where it does (pf1 below): on a
+ * Zen 5 guest q4 decode of the benchmark model ran 12 % faster at 4 KiB
+ * (q8 3 %), the same at 2 KiB, slower at 1 KiB; on Zen 4 prefetching one
+ * token was slower (docs/performance.md), so there it is left to the
+ * hardware. */
+#define X16_PF1_BYTES 4096
 
 /* acc + group g's term of block blk's 16 rows (fpart16). */
 __attribute__((target(T_512))) INL __m512 x16_group(int kind, int gsh, const uint8_t *blk, int g, const int8_t *pt,
@@ -1198,9 +1205,10 @@ __attribute__((target(T_512))) INL __m512 x16_group(int kind, int gsh, const uin
 
 /* Decode: block after block, P_k of the 16 rows in 8 registers (group
  * 8j + J into P[J]), one sequential stream of records. */
-__attribute__((target(T_512))) INL void x16_direct_body(int kind, int gsh, const coli__qmat *w, const qshape *sh,
-                                                        int r0, int r1, int n_tok, const int8_t *p, const float *s,
-                                                        const int32_t *psum, float *y, size_t ys)
+__attribute__((target(T_512))) INL void x16_direct_body(int kind, int gsh, int pf1, const coli__qmat *w,
+                                                        const qshape *sh, int r0, int r1, int n_tok,
+                                                        const int8_t *p, const float *s, const int32_t *psum,
+                                                        float *y, size_t ys)
 {
     const int ng = sh->ng;
     const size_t bb = coli__q_x16_block_bytes(w->type, w->group, w->cols);
@@ -1221,7 +1229,7 @@ __attribute__((target(T_512))) INL void x16_direct_body(int kind, int gsh, const
                 const uint8_t *rec, *q;
                 x16_at(kind, gsh, blk, g, &rec, &q);
                 if (t == 0) /* later pairs find the block in L1 */
-                    x16_prefetch(kind, gsh, q);
+                    x16_prefetch(kind, gsh, q, X16_PF_BYTES);
                 const __m512 D = x16_scales(rec), Sa = _mm512_set1_ps(sa[g]), Sb = _mm512_set1_ps(sb[g]);
                 __m512i ia, ib;
                 x16_isum2(kind, q, pa + 32 * g, qa[g], pb + 32 * g, qb[g], &ia, &ib);
@@ -1244,8 +1252,14 @@ __attribute__((target(T_512))) INL void x16_direct_body(int kind, int gsh, const
                 P[k] = _mm512_setzero_ps();
             int g = 0;
             for (; g + 8 <= ng; g += 8)
-                UNROLL for (int J = 0; J < 8; J++)
+                UNROLL for (int J = 0; J < 8; J++) {
+                    if (pf1 && t == 0) {
+                        const uint8_t *rec, *q;
+                        x16_at(kind, gsh, blk, g + J, &rec, &q);
+                        x16_prefetch(kind, gsh, q, X16_PF1_BYTES);
+                    }
                     P[J] = x16_group(kind, gsh, blk, g + J, pt, st, pst, P[J]);
+                }
             UNROLL for (int J = 0; J < 7; J++) /* the last ng % 8 groups */
                 if (g + J < ng)
                     P[J] = x16_group(kind, gsh, blk, g + J, pt, st, pst, P[J]);
@@ -1256,19 +1270,19 @@ __attribute__((target(T_512))) INL void x16_direct_body(int kind, int gsh, const
     }
 }
 
-__attribute__((target(T_512))) static void x16_direct(const coli__qmat *w, int r0, int r1, int n_tok,
-                                                      const int8_t *p, const float *s, const int32_t *psum,
-                                                      float *y, size_t ys)
+__attribute__((target(T_512))) INL void x16_direct(int pf1, const coli__qmat *w, int r0, int r1, int n_tok,
+                                                   const int8_t *p, const float *s, const int32_t *psum, float *y,
+                                                   size_t ys)
 {
     const qshape sh = shape_of(w);
     if (sh.kind == K_Q8)
-        x16_direct_body(K_Q8, 0, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
+        x16_direct_body(K_Q8, 0, pf1, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
     else if (sh.gsh == 0)
-        x16_direct_body(K_Q4, 0, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
+        x16_direct_body(K_Q4, 0, pf1, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
     else if (sh.gsh == 1)
-        x16_direct_body(K_Q4, 1, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
+        x16_direct_body(K_Q4, 1, pf1, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
     else
-        x16_direct_body(K_Q4, 2, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
+        x16_direct_body(K_Q4, 2, pf1, w, &sh, r0, r1, n_tok, p, s, psum, y, ys);
 }
 
 /* Prefill: groups [g0, g0 + gn) of x16 block b as the repacked kernel's
@@ -1452,18 +1466,33 @@ __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int
  * against 18.4, 22 against 30). */
 #define X16_PF_MIN_TOK 9
 
-__attribute__((target(T_512))) static void gemm_512(const coli__qmat *w, int r0, int r1, int n_tok,
-                                                    const int8_t *p, const float *s, const int32_t *psum,
-                                                    float *y, size_t y_stride)
+__attribute__((target(T_512))) INL void gemm_512_body(int pf1, const coli__qmat *w, int r0, int r1, int n_tok,
+                                                      const int8_t *p, const float *s, const int32_t *psum,
+                                                      float *y, size_t y_stride)
 {
     if (r1 <= r0 || n_tok <= 0)
         return;
     if (n_tok >= (w->layout == COLI__QL_X16 ? X16_PF_MIN_TOK : AVX512_PF_MIN_TOK))
         repacked_512(w, r0, r1, n_tok, p, s, psum, y, y_stride);
     else if (w->layout == COLI__QL_X16)
-        x16_direct(w, r0, r1, n_tok, p, s, psum, y, y_stride);
+        x16_direct(pf1, w, r0, r1, n_tok, p, s, psum, y, y_stride);
     else
         direct_512(w, r0, r1, n_tok, p, s, psum, y, y_stride);
+}
+
+__attribute__((target(T_512))) static void gemm_512(const coli__qmat *w, int r0, int r1, int n_tok,
+                                                    const int8_t *p, const float *s, const int32_t *psum,
+                                                    float *y, size_t y_stride)
+{
+    gemm_512_body(0, w, r0, r1, n_tok, p, s, psum, y, y_stride);
+}
+
+/* The same products, one token prefetching ahead (X16_PF1_BYTES). */
+__attribute__((target(T_512))) static void gemm_512_pf1(const coli__qmat *w, int r0, int r1, int n_tok,
+                                                        const int8_t *p, const float *s, const int32_t *psum,
+                                                        float *y, size_t y_stride)
+{
+    gemm_512_body(1, w, r0, r1, n_tok, p, s, psum, y, y_stride);
 }
 
 /* ---- activations ------------------------------------------------------ */
@@ -1526,17 +1555,31 @@ const coli__qkernels *coli__q_kernels_avx2(void)
     return (coli__cpu_features() & need) == need ? &k : NULL;
 }
 
-const coli__qkernels *coli__q_kernels_avx512(void)
+const coli__qkernels *coli__q_kernels_avx512_tuned(int pf1)
 {
     static const coli__qkernels k = {"avx512vnni", gemm_512, act_512};
+    static const coli__qkernels k_pf1 = {"avx512vnni", gemm_512_pf1, act_512};
     const unsigned need = COLI_CPU_AVX2 | COLI_CPU_F16C | COLI_CPU_AVX512 | COLI_CPU_AVX512VNNI;
-    return (coli__cpu_features() & need) == need ? &k : NULL;
+    if ((coli__cpu_features() & need) != need)
+        return NULL;
+    return pf1 ? &k_pf1 : &k;
+}
+
+const coli__qkernels *coli__q_kernels_avx512(void)
+{
+    return coli__q_kernels_avx512_tuned((coli__cpu_features() & COLI_CPU_AMD_1AH) != 0);
 }
 
 #else /* not x86-64 GCC/Clang */
 
 const coli__qkernels *coli__q_kernels_avx2(void)
 {
+    return NULL;
+}
+
+const coli__qkernels *coli__q_kernels_avx512_tuned(int pf1)
+{
+    (void)pf1;
     return NULL;
 }
 
