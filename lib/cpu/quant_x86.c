@@ -1186,10 +1186,11 @@ INL void x16_prefetch(int kind, int gsh, const uint8_t *q, size_t ahead)
 }
 
 /* How far ahead one token prefetches, where it does (pf1 below): on a
- * Zen 5 guest q4 decode of the benchmark model ran 12 % faster at 4 KiB
- * (q8 3 %), the same at 2 KiB, slower at 1 KiB; on Zen 4 prefetching one
- * token was slower (docs/performance.md), so there it is left to the
- * hardware. */
+ * Zen 5 guest decode of the benchmark model ran 16-27 % (q4) and 15-23 %
+ * (q8) faster at 4 KiB, about as fast at 2 KiB as without, slower at
+ * 1 KiB. On Zen 4 prefetching one token was slower, and on the H200
+ * machine's Xeon (16 threads) it changed nothing clear
+ * (docs/performance.md), so there it is left to the hardware. */
 #define X16_PF1_BYTES 4096
 
 /* acc + group g's term of block blk's 16 rows (fpart16). */
