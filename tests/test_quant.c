@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu.h"
 #include "cpu/kernels.h"
 #include "cpu/threadpool.h"
 #include "cpu/quant.h"
@@ -1342,6 +1343,27 @@ START_TEST(test_bitexact_avx512)
 }
 END_TEST
 
+/* Which tuning the avx512 table takes, by the CPU's traits (hand-derived
+ * from the measurements in docs/performance.md): the one-token prefetch on
+ * Intel and on AMD family 1Ah, not on older AMD; and the table picked for
+ * this CPU is the tuning its traits give. */
+START_TEST(test_x16_tuning_choice)
+{
+    const unsigned isa = COLI_CPU_AVX2 | COLI_CPU_FMA | COLI_CPU_F16C | COLI_CPU_AVX512 | COLI_CPU_AVX512VNNI;
+    ck_assert_int_eq(coli__q_x16_pf1(isa), 1);                                       /* Intel Xeon */
+    ck_assert_int_eq(coli__q_x16_pf1(isa | COLI_CPU_AMX), 1);                        /* Sapphire Rapids */
+    ck_assert_int_eq(coli__q_x16_pf1(isa | COLI_CPU_AMD), 0);                        /* Zen 4 */
+    ck_assert_int_eq(coli__q_x16_pf1(isa | COLI_CPU_AMD | COLI_CPU_AMD_1AH), 1);     /* Zen 5 */
+    const coli__qkernels *k = coli__q_kernels_avx512();
+    if (!k) {
+        fprintf(stderr, "test_quant: no AVX-512 VNNI here: the tuning picked was not checked\n");
+        return;
+    }
+    ck_assert_ptr_eq(k, coli__q_kernels_avx512_tuned(coli__q_x16_pf1(coli__cpu_features())));
+    ck_assert_ptr_ne(coli__q_kernels_avx512_tuned(0), coli__q_kernels_avx512_tuned(1));
+}
+END_TEST
+
 /* Many tokens (the tile path of the amx table: one tile of fewer than 16
  * rows, tiles that overlap at the end, several passes) on x16 matrices and on the row
  * layout, against the scalar definition. */
@@ -1828,6 +1850,7 @@ static Suite *quant_suite(void)
     tcase_add_test(tc, test_q4_layout);
     tcase_add_test(tc, test_q2_layout);
     tcase_add_test(tc, test_x16_layout);
+    tcase_add_test(tc, test_x16_tuning_choice);
     tcase_add_test(tc, test_tiny_groups);
     tcase_add_test(tc, test_quant_error);
     tcase_add_test(tc, test_quant_rule);

@@ -33,18 +33,19 @@ static int amx_usable(unsigned edx7)
 #endif
 }
 
-/* AMD family 1Ah or later: vendor "AuthenticAMD" (leaf 0: ebx, edx,
- * ecx), and the family of leaf 1's eax, the base plus the extended field
- * where the base is 0Fh. */
-static int amd_1ah(unsigned eax1)
+/* The vendor "AuthenticAMD" (leaf 0: ebx, edx, ecx). */
+static int amd(void)
 {
     unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)
-        return 0;
-    unsigned family = (eax1 >> 8) & 0xf;
-    if (family == 0xf)
-        family += (eax1 >> 20) & 0xff;
-    return family >= 0x1a;
+    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+}
+
+/* The family of leaf 1's eax: the base plus the extended field where the
+ * base is 0Fh. */
+static unsigned family(unsigned eax1)
+{
+    unsigned f = (eax1 >> 8) & 0xf;
+    return f == 0xf ? f + ((eax1 >> 20) & 0xff) : f;
 }
 
 static unsigned detect(void)
@@ -52,8 +53,8 @@ static unsigned detect(void)
     unsigned a, b, c, d, f = 0;
     if (!__get_cpuid(1, &a, &b, &c, &d))
         return 0;
-    if (amd_1ah(a))
-        f |= COLI_CPU_AMD_1AH;
+    if (amd())
+        f |= COLI_CPU_AMD | (family(a) >= 0x1a ? COLI_CPU_AMD_1AH : 0);
     if (c & bit_SSE4_2)
         f |= COLI_CPU_SSE42;
     /* AVX state (xmm and ymm) must be enabled by the OS: OSXSAVE, then XCR0 bits 1-2 */

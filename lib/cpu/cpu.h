@@ -15,10 +15,12 @@ enum {
     COLI_CPU_AVX512VNNI = 1u << 4,
     COLI_CPU_SSE42 = 1u << 5,      /* the crc32 instruction (lib/io/crc32c.c) */
     COLI_CPU_AMX = 1u << 6,        /* AMX-TILE and AMX-INT8, the tile state granted (Linux) */
-    /* Not an instruction set but a trait kernels tune for: an AMD CPU of
-     * family 1Ah or later (Zen 5), where a one-token product over memory
-     * runs faster with software prefetch, unlike on Zen 4 */
-    COLI_CPU_AMD_1AH = 1u << 7
+    /* Not instruction sets but traits kernels tune for: an AMD CPU, and
+     * one of family 1Ah or later (Zen 5). A one-token product over memory
+     * runs faster with software prefetch on Zen 5 and on Intel's Xeon with
+     * 16 threads, slower on Zen 4 (lib/cpu/quant_x86.c). */
+    COLI_CPU_AMD_1AH = 1u << 7,
+    COLI_CPU_AMD = 1u << 8
 };
 
 /* The COLI_CPU_* bits this CPU and OS support (0 off x86-64). */

@@ -65,9 +65,13 @@ const coli__qkernels *coli__q_kernels_avx2(void);
 const coli__qkernels *coli__q_kernels_avx512(void);
 /* The avx512 table's two tunings, the same products: one token's x16
  * product prefetching ahead (pf1 = 1) or leaving it to the hardware.
- * coli__q_kernels_avx512 picks by the CPU (COLI_CPU_AMD_1AH); tests check
+ * coli__q_kernels_avx512 picks by the CPU (coli__q_x16_pf1); tests check
  * both wherever the instructions are. NULL likewise. */
 const coli__qkernels *coli__q_kernels_avx512_tuned(int pf1);
+/* Whether one token's x16 product prefetches on a CPU with these
+ * COLI_CPU_* bits: everywhere but on AMD before family 1Ah (Zen 4 and
+ * older), where it was slower. */
+int coli__q_x16_pf1(unsigned cpu_features);
 /* AMX-INT8 (quant_amx.c) for 8 or more tokens of an x16 q8 or q4
  * matrix, the AVX-512 table for every other product; NULL without AMX. */
 const coli__qkernels *coli__q_kernels_amx(void);

@@ -1185,12 +1185,12 @@ INL void x16_prefetch(int kind, int gsh, const uint8_t *q, size_t ahead)
         __builtin_prefetch((const void *)((uintptr_t)q + ahead + o), 0, 1);
 }
 
-/* How far ahead one token prefetches, where it does (pf1 below): on a
- * Zen 5 guest decode of the benchmark model ran 16-27 % (q4) and 15-23 %
- * (q8) faster at 4 KiB, about as fast at 2 KiB as without, slower at
- * 1 KiB. On Zen 4 prefetching one token was slower, and on the H200
- * machine's Xeon (16 threads) it changed nothing clear
- * (docs/performance.md), so there it is left to the hardware. */
+/* How far ahead one token prefetches, where it does (pf1 below,
+ * coli__q_x16_pf1): on a Zen 5 guest decode of the benchmark model ran
+ * 16-27 % (q4) and 15-23 % (q8) faster at 4 KiB, about as fast at 2 KiB as
+ * without, slower at 1 KiB; on the H200 machine's Xeon with 16 threads,
+ * a median 9 % faster over 24 pairs (17 faster, a noisy guest). On Zen 4
+ * it was slower, so there it is left to the hardware (docs/performance.md). */
 #define X16_PF1_BYTES 4096
 
 /* acc + group g's term of block blk's 16 rows (fpart16). */
@@ -1568,7 +1568,7 @@ const coli__qkernels *coli__q_kernels_avx512_tuned(int pf1)
 
 const coli__qkernels *coli__q_kernels_avx512(void)
 {
-    return coli__q_kernels_avx512_tuned((coli__cpu_features() & COLI_CPU_AMD_1AH) != 0);
+    return coli__q_kernels_avx512_tuned(coli__q_x16_pf1(coli__cpu_features()));
 }
 
 #else /* not x86-64 GCC/Clang */
@@ -1590,3 +1590,8 @@ const coli__qkernels *coli__q_kernels_avx512(void)
 }
 
 #endif
+
+int coli__q_x16_pf1(unsigned cpu_features)
+{
+    return !(cpu_features & COLI_CPU_AMD) || (cpu_features & COLI_CPU_AMD_1AH);
+}
