@@ -1,8 +1,9 @@
 /*
  * bench.h - `coli bench`: the measurements (bench.c).
  *
- * coli.c parses the command line and opens the model; bench.c probes the
- * memory bandwidth, times prefill and decode, and prints the report.
+ * cmd_bench.c parses the command line and opens the model; bench.c
+ * probes the memory bandwidth, times prefill and decode, and prints the
+ * report.
  */
 #ifndef COLI_TOOLS_BENCH_H
 #define COLI_TOOLS_BENCH_H
