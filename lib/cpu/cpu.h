@@ -18,7 +18,7 @@ enum {
     /* Not instruction sets but traits kernels tune for: an AMD CPU, and
      * one of family 1Ah or later (Zen 5). A one-token product over memory
      * runs faster with software prefetch on Zen 5 and on Intel's Xeon with
-     * 16 threads, slower on Zen 4 (lib/cpu/quant_x86.c). */
+     * 16 threads, slower on Zen 4 (lib/cpu/quant_avx512.c). */
     COLI_CPU_AMD_1AH = 1u << 7,
     COLI_CPU_AMD = 1u << 8
 };

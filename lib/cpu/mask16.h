@@ -1,5 +1,5 @@
 /* mask16.h - the lane mask of rows [lo, hi) of a 16-row block (internal;
- * the x16 kernels of lib/cpu/quant_x86.c and lib/cpu/quant_amx.c). */
+ * the x16 kernels of lib/cpu/quant_avx512.c and lib/cpu/quant_amx.c). */
 #ifndef COLI_MASK16_H
 #define COLI_MASK16_H
 

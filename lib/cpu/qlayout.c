@@ -6,7 +6,7 @@
  * stream. Only the CPU reads it; the tiers exchange the row layout.
  *
  * The bottom of the quantized formats: it calls nothing of quant.c,
- * quant_x86.c or kernels.c, which all call it. */
+ * quant_avx512.c or kernels.c, which all call it. */
 #include <string.h>
 
 #include "cpu/qlayout.h"

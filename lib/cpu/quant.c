@@ -2,8 +2,8 @@
  * dequantization, activation quantization, the scalar product (the
  * definition every SIMD kernel is tested against bit for bit) and the public
  * coli_quant_size / coli_quantize / coli_dequantize. Sizes and layouts are
- * below it (qlayout.c); the SIMD tables above it (quant_x86.c) and the
- * choice among the tables at the top (kernels.c).
+ * below it (qlayout.c); the SIMD tables above it (quant_avx2.c,
+ * quant_avx512.c) and the choice among the tables at the top (kernels.c).
  *
  * docs/formats.md is the contract. Its arithmetic is binary32 with one
  * rounding per operation: every product and sum below is written as its own

@@ -4,9 +4,11 @@
  * of a product. Every kernel table below must give bit-identical results.
  *
  * The files call downward only, bottom first: qlayout.c (sizes, layouts),
- * quant.c (the definition and the scalar table), quant_x86.c (the SIMD
- * tables), quant_amx.c (AMX tiles for many tokens, the AVX-512 table for
- * the rest); lib/cpu/kernels.c above them picks a table. */
+ * quant.c (the definition and the scalar table), quant_avx2.c, then
+ * quant_avx512.c (the SIMD tables, sharing quant_x86.h; the AVX-512 set
+ * calls the AVX2 direct kernel for q8), quant_amx.c (AMX tiles for many
+ * tokens, the AVX-512 table for the rest); lib/cpu/kernels.c above them
+ * picks a table. */
 #ifndef COLI_QUANT_H
 #define COLI_QUANT_H
 
@@ -58,9 +60,10 @@ typedef struct coli__qkernels {
 
 /* The portable definition (quant.c). */
 const coli__qkernels *coli__q_kernels_scalar(void);
-/* SIMD tables (quant_x86.c), or NULL when this CPU (or this build) lacks
- * the instructions. They fall back on the scalar table, never the other way:
- * the choice among the tables is made above them (lib/cpu/kernels.h). */
+/* SIMD tables (quant_avx2.c, quant_avx512.c), or NULL when this CPU (or
+ * this build) lacks the instructions. They fall back on the scalar table,
+ * never the other way: the choice among the tables is made above them
+ * (lib/cpu/kernels.h). */
 const coli__qkernels *coli__q_kernels_avx2(void);
 const coli__qkernels *coli__q_kernels_avx512(void);
 /* The avx512 table's two tunings, the same products: one token's x16

@@ -47,7 +47,7 @@
 #define T_AMX "avx2,f16c,avx512f,avx512bw,avx512vl,amx-tile,amx-int8"
 #define INL static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
-/* Keeps a product from fusing with the next addition (see quant_x86.c). */
+/* Keeps a product from fusing with the next addition (see quant_x86.h). */
 #define KEEP512(v) __asm__("" : "+v"(v))
 
 /* Fewest tokens for the tile path. A 384 x 1024 expert on one core of an
@@ -66,7 +66,7 @@
 /* Bytes ahead of a group's quants that a pass asks for: without it, a
  * matrix streamed from memory (the dense products of a few streams decoded
  * together) leaves each group's tile and vector loads waiting, as it did
- * the AVX-512 pairs before theirs (quant_x86.c, x16_prefetch). */
+ * the AVX-512 pairs before theirs (quant_avx512.c, x16_prefetch). */
 #define AMX_PF_BYTES 2048
 
 /* The 64-byte operand of LDTILECFG (palette 1). */
