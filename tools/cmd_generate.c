@@ -321,12 +321,8 @@ int cmd_generate(const args *a)
     if (g.ids_only && !json)
         fprintf(stderr, "%s: %s has no tokenizer.json: printing token ids, not text\n", cli_prog, m.dir);
     if (text != NULL) {
-        if (tokenize_text(model, text, text_len, !a->given[O_NO_SPECIAL], &prompt, &n_prompt) != 0)
+        if (tokenize_prompt(model, text, text_len, !a->given[O_NO_SPECIAL], &prompt, &n_prompt) != 0)
             goto done;
-        if (n_prompt == 0) {
-            runtime_error(COLI_EINVAL, "the prompt is empty after tokenization");
-            goto done;
-        }
     }
     st = coli_context_create(model, NULL, &ctx);
     if (st != COLI_OK) {

@@ -79,12 +79,8 @@ int cmd_logits(const args *a)
     if (open_model(&m, &model) != 0 || get_info(model, &info) != 0)
         goto done;
     if (text != NULL) {
-        if (tokenize_text(model, text, text_len, !a->given[O_NO_SPECIAL], &prompt, &n_prompt) != 0)
+        if (tokenize_prompt(model, text, text_len, !a->given[O_NO_SPECIAL], &prompt, &n_prompt) != 0)
             goto done;
-        if (n_prompt == 0) {
-            runtime_error(COLI_EINVAL, "the prompt is empty after tokenization");
-            goto done;
-        }
     }
     st = coli_context_create(model, NULL, &ctx);
     if (st != COLI_OK) {

@@ -9,6 +9,8 @@
 
 #include <colibri/colibri.h>
 
+#include "errors.h"
+#include "model_args.h"
 #include "options.h"
 #include "prompt.h"
 
@@ -139,6 +141,18 @@ int prompt_args(const args *a, int32_t **ids, size_t *n_ids, const char **text, 
         if ((rc = read_prompt_file(a->value[O_PROMPT_FILE], file_text, text_len)) != 0)
             return rc;
         *text = *file_text;
+    }
+    return 0;
+}
+
+int tokenize_prompt(coli_model *model, const char *text, size_t len, int add_special, int32_t **ids,
+                    size_t *n_ids)
+{
+    if (tokenize_text(model, text, len, add_special, ids, n_ids) != 0)
+        return 1;
+    if (*n_ids == 0) {
+        runtime_error(COLI_EINVAL, "the prompt is empty after tokenization");
+        return 1;
     }
     return 0;
 }

@@ -27,5 +27,10 @@ int read_prompt_file(const char *path, char **text_out, size_t *len_out);
  * status of the failure after a message. */
 int prompt_args(const args *a, int32_t **ids, size_t *n_ids, const char **text, size_t *text_len,
                 char **file_text);
+/* The ids of a text prompt into *ids (the caller frees it), *n_ids of
+ * them; 0, or 1 after a message (the library's, or that the prompt is
+ * empty once tokenized). */
+int tokenize_prompt(coli_model *model, const char *text, size_t len, int add_special, int32_t **ids,
+                    size_t *n_ids);
 
 #endif /* COLI_TOOLS_PROMPT_H */
