@@ -1155,8 +1155,9 @@ static void check_table(const coli__qkernels *k)
     static const int colsv[] = {32, 64, 96, 128, 160, 192, 224, 256, 288, 384, 640, 1024, 4096 + 32};
     static const int rowsv[] = {1, 3, 7, 16, 33, 48};
     /* 8: the most the avx512 set's x16 pairs take, and the amx set's
-     * fewest on tiles; 9: the avx512 set's repacked kernel */
-    static const int tokv[] = {1, 2, 5, 8, 9};
+     * fewest on tiles; 9: the avx512 set's repacked kernel; 39: two of
+     * its token blocks (32 + 7), passes of 4 tokens and of 3 */
+    static const int tokv[] = {1, 2, 5, 8, 9, 39};
     const coli__qkernels *ref = coli__q_kernels_scalar();
     ck_assert_ptr_nonnull(k);
     ck_assert_ptr_nonnull(k->gemm);

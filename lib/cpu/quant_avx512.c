@@ -630,21 +630,25 @@ __attribute__((target(T_512))) static void x16_repack(const coli__qmat *w, const
 }
 
 /* nt tokens (1..4) x nr halves of 16 rows (1 or 2), constants after
- * inlining, over groups [g0, g0 + gn) of the repacked chunk. P[u]: the
- * token's partial sums, [k][h][row]. Each broadcast activation feeds nr
- * dpbusd, each weight vector nt. */
+ * inlining, over groups [g0, g0 + gn) of the repacked chunk. Token u's
+ * quants are at p + u * pstr, its scales at s + u * sstr, its sums' start
+ * values (cb below) at c + u * PF_GC, its partial sums at P + u * Pstr,
+ * [k][h][row]. Each broadcast activation feeds nr dpbusd, each weight
+ * vector nt. Every per-token value is read from memory by a broadcast, and
+ * one base pointer per array with a stride addresses all tokens, so that
+ * the loop needs few registers besides the vectors and no scalar work
+ * reaches the vector pipes. */
 __attribute__((target(T_512))) INL void pf16_tokens(int kind, int nr, int nt, const __m512i *W, const float *df,
-                                                    const float *mf, int g0, int gn, const int8_t *const pt[4],
-                                                    const float *const st[4], const int32_t *const pst[4],
-                                                    float *const P[4])
+                                                    const float *mf, int g0, int gn, const int8_t *p, size_t pstr,
+                                                    const float *s, const int32_t *c, const float *cf, size_t sstr,
+                                                    float *P, size_t Pstr)
 {
-    const int c = kind == K_Q8 ? 128 : kind == K_Q4 ? 8 : 0;
     for (int gi = 0; gi < gn; gi++) {
         const int g = g0 + gi;
         const __m512i *wg = W + (size_t)gi * 8 * (size_t)nr;
         __m512i acc[2][4];
         UNROLL for (int u = 0; u < nt; u++) {
-            acc[0][u] = _mm512_set1_epi32(-c * pst[u][g]);
+            acc[0][u] = kind == K_Q2 ? _mm512_setzero_si512() : _mm512_set1_epi32(c[u * PF_GC + gi]);
             if (nr > 1)
                 acc[1][u] = acc[0][u];
         }
@@ -653,7 +657,7 @@ __attribute__((target(T_512))) INL void pf16_tokens(int kind, int nr, int nt, co
             UNROLL for (int h = 0; h < nr; h++)
                 wk[h] = _mm512_load_si512((const void *)(wg + k * nr + h));
             UNROLL for (int u = 0; u < nt; u++) {
-                const __m512i b = _mm512_set1_epi32(load_i32(pt[u] + (size_t)g * 32 + 4 * (size_t)k));
+                const __m512i b = _mm512_set1_epi32(load_i32(p + (size_t)u * pstr + (size_t)g * 32 + 4 * (size_t)k));
                 UNROLL for (int h = 0; h < nr; h++)
                     acc[h][u] = _mm512_dpbusd_epi32(acc[h][u], wk[h], b);
             }
@@ -661,10 +665,10 @@ __attribute__((target(T_512))) INL void pf16_tokens(int kind, int nr, int nt, co
         const float *dg = df + (size_t)gi * 16 * (size_t)nr;
         const float *mg = mf + (size_t)gi * 16 * (size_t)nr;
         UNROLL for (int u = 0; u < nt; u++) {
-            const __m512 sv = _mm512_set1_ps(st[u][g]);
-            const __m512 fps = _mm512_set1_ps((float)pst[u][g]);
+            const __m512 sv = _mm512_set1_ps(s[(size_t)u * sstr + (size_t)g]);
+            const __m512 fps = kind == K_Q2 ? _mm512_set1_ps(cf[u * PF_GC + gi]) : sv;
             UNROLL for (int h = 0; h < nr; h++) {
-                float *pk = P[u] + ((g & 7) * nr + h) * 16;
+                float *pk = P + (size_t)u * Pstr + (size_t)(((g & 7) * nr + h) * 16);
                 __m512 D = _mm512_load_ps(dg + 16 * h);
                 __m512 M = kind == K_Q2 ? _mm512_load_ps(mg + 16 * h) : D;
                 const __m512 prev = g < 8 ? _mm512_setzero_ps() : _mm512_load_ps(pk); /* P_k starts at +0 */
@@ -675,11 +679,11 @@ __attribute__((target(T_512))) INL void pf16_tokens(int kind, int nr, int nt, co
 }
 
 __attribute__((target(T_512))) static void pf16_run(int kind, int nr, int nt, const __m512i *W, const float *df,
-                                                    const float *mf, int g0, int gn, const int8_t *const pt[4],
-                                                    const float *const st[4], const int32_t *const pst[4],
-                                                    float *const P[4])
+                                                    const float *mf, int g0, int gn, const int8_t *p, size_t pstr,
+                                                    const float *s, const int32_t *c, const float *cf, size_t sstr,
+                                                    float *P, size_t Pstr)
 {
-#define PF16(K, R, N) pf16_tokens(K, R, N, W, df, mf, g0, gn, pt, st, pst, P)
+#define PF16(K, R, N) pf16_tokens(K, R, N, W, df, mf, g0, gn, p, pstr, s, c, cf, sstr, P, Pstr)
 #define PF16N(K, R)                                                                                             \
     switch (nt) {                                                                                               \
     case 4: PF16(K, R, 4); break;                                                                               \
@@ -705,6 +709,28 @@ __attribute__((target(T_512))) static void pf16_run(int kind, int nr, int nt, co
 #undef PF16
 }
 
+/* The start value of each integer sum of a chunk, for tb tokens from
+ * token t: -8 psum (q4, whose nibbles enter as u = q + 8) or -128 psum
+ * (q8, u = q + 128) into c; q2 starts at 0 and takes psum as a float,
+ * into cf (the same buffer: one kind a call). */
+__attribute__((target(T_512))) static void pf16_starts(int kind, const int32_t *psum, int ng, int t, int tb, int g0,
+                                                       int gn, int32_t *c, float *cf)
+{
+    _Static_assert(PF_GC % 16 == 0, "a chunk's starts are whole vectors");
+    const int sh = kind == K_Q8 ? 7 : 3; /* -128 psum or -8 psum, exact */
+    for (int u = 0; u < tb; u++) {
+        const int32_t *ps = psum + (size_t)(t + u) * (size_t)ng + g0;
+        for (int gi = 0; gi < gn; gi += 16) {
+            const __m512i v = _mm512_maskz_loadu_epi32(coli__lanes16(0, gn - gi), ps + gi);
+            if (kind == K_Q2)
+                _mm512_store_ps(cf + u * PF_GC + gi, _mm512_cvtepi32_ps(v));
+            else
+                _mm512_store_si512((void *)(c + u * PF_GC + gi),
+                                   _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(v, sh)));
+        }
+    }
+}
+
 __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int r0, int r1, int n_tok,
                                                         const int8_t *p, const float *s, const int32_t *psum,
                                                         float *y, size_t ys)
@@ -713,6 +739,10 @@ __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int
     _Alignas(64) __m512i W[PF_GC * 16];
     _Alignas(64) float df[PF_GC * 32], mf[PF_GC * 32];
     _Alignas(64) float P[PF_TB * 256];
+    _Alignas(64) union {
+        int32_t i[PF_TB * PF_GC];
+        float f[PF_TB * PF_GC];
+    } cb; /* pf16_starts */
     const int nch = (sh.ng + PF_GC - 1) / PF_GC;
     /* x16: whole blocks, rows outside [r0, r1) computed but not stored */
     const int x16 = w->layout == COLI__QL_X16;
@@ -740,20 +770,12 @@ __attribute__((target(T_512))) static void repacked_512(const coli__qmat *w, int
                         repack_scales16(&rs, 16 * h, &sh, g0, gn, df, mf, nr, h);
                     }
                 }
+                pf16_starts(sh.kind, psum, sh.ng, t0, tb, g0, gn, cb.i, cb.f);
                 for (int t = t0; t < t0 + tb; t += 4) {
                     const int nt = t0 + tb - t < 4 ? t0 + tb - t : 4;
-                    const int8_t *pt[4];
-                    const float *st[4];
-                    const int32_t *pst[4];
-                    float *Pt[4];
-                    for (int u = 0; u < 4; u++) {
-                        int tu = t + (u < nt ? u : 0);
-                        pt[u] = p + (size_t)tu * (size_t)sh.cols;
-                        st[u] = s + (size_t)tu * (size_t)sh.ng;
-                        pst[u] = psum + (size_t)tu * (size_t)sh.ng;
-                        Pt[u] = P + (size_t)(tu - t0) * (size_t)pstride;
-                    }
-                    pf16_run(sh.kind, nr, nt, W, df, mf, g0, gn, pt, st, pst, Pt);
+                    pf16_run(sh.kind, nr, nt, W, df, mf, g0, gn, p + (size_t)t * (size_t)sh.cols, (size_t)sh.cols,
+                             s + (size_t)t * (size_t)sh.ng, cb.i + (t - t0) * PF_GC, cb.f + (t - t0) * PF_GC,
+                             (size_t)sh.ng, P + (size_t)(t - t0) * (size_t)pstride, (size_t)pstride);
                 }
             }
             for (int t = t0; t < t0 + tb; t++) {

@@ -169,7 +169,7 @@ __attribute__((target(T_AVX2))) INL __m128i ld_d8(const uint16_t *d, int gsh)
 /* Repacked kernels: groups per chunk (a multiple of 4; the chunk's unpacked
  * weights take PF_GC KiB per 32 rows and stay in L1) and tokens per block
  * (their partial sums take PF_TB KiB per 32 rows). All buffers are on the
- * stack: about 76 KiB for AVX-512, 26 KiB for AVX2. */
+ * stack: about 80 KiB for AVX-512, 26 KiB for AVX2. */
 #define PF_GC 32
 #define PF_TB 32
 _Static_assert(PF_GC >= 8, "the first chunk's groups 0-7 start every partial sum P_k");
