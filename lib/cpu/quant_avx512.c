@@ -632,7 +632,7 @@ __attribute__((target(T_512))) static void x16_repack(const coli__qmat *w, const
 /* nt tokens (1..4) x nr halves of 16 rows (1 or 2), constants after
  * inlining, over groups [g0, g0 + gn) of the repacked chunk. Token u's
  * quants are at p + u * pstr, its scales at s + u * sstr, its sums' start
- * values (cb below) at c + u * PF_GC, its partial sums at P + u * Pstr,
+ * values (pf16_starts) at c + u * PF_GC, its partial sums at P + u * Pstr,
  * [k][h][row]. Each broadcast activation feeds nr dpbusd, each weight
  * vector nt. Every per-token value is read from memory by a broadcast, and
  * one base pointer per array with a stride addresses all tokens, so that
