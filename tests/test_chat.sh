@@ -110,6 +110,11 @@ fi
 # Ctrl-C stops a reply (slowed to 50 ms a token) and the chat goes on;
 # at the prompt it ends the chat
 mkfifo "$tmp/in"
+# empty before the chat starts: the shell opens (and truncates) them only
+# after the FIFO, so the last case's reply could read as this one's, and
+# a Ctrl-C sent then would reach the chat before its handler is set
+: >"$out"
+: >"$err"
 COLI_SERVE_STEP_DELAY_MS=50 "$COLI" chat --model "$demo" --temperature 0 --max-tokens 400 <"$tmp/in" \
 	>"$out" 2>"$err" &
 chat=$!

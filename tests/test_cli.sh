@@ -1539,6 +1539,7 @@ fi
 # installs its own handler for generation.)
 interrupted=no
 for try in 1 2 3; do
+	: >"$tmp/int.out" # empty before the start: the last try's text is not this one's
 	"$COLI" generate -m "$demo_src" -p "In the beginning" --no-echo --ignore-eos -n 100000 \
 		--threads 1 --seed "$try" >"$tmp/int.out" 2>"$tmp/int.err" </dev/null &
 	pid=$!
