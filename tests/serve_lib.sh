@@ -46,3 +46,25 @@ start() {
 	sed 's/^/    /' "$tmp/$name.log"
 	return 1
 }
+
+# stop_servers: SIGTERM to every server started and not yet stopped; each
+# must exit 0, having said it stops, with nothing of a sanitizer (no error,
+# no leak) in its log.
+stop_servers() {
+	for sv in ${servers:-}; do
+		name=${sv%%:*}
+		pid=${sv#*:}
+		kill -TERM "$pid" 2>/dev/null
+		wait "$pid"
+		status=$?
+		if [ "$status" = 0 ] && contains "$tmp/$name.log" "stopping (SIGTERM)" &&
+			! grep -E "AddressSanitizer|LeakSanitizer|runtime error|ThreadSanitizer" "$tmp/$name.log" >/dev/null; then
+			pass "$name: SIGTERM stops the server cleanly"
+		else
+			fail "$name: exit status $status after SIGTERM"
+			grep -v "^coli serve: [A-Z-]* /" "$tmp/$name.log" | head -n 40 | sed 's/^/    /'
+		fi
+	done
+	pids=
+	servers=
+}

@@ -33,19 +33,22 @@ if ! command -v curl >/dev/null 2>&1; then
 fi
 . "$(dirname "$0")/serve_lib.sh" # start, and every server stopped on exit
 
-# post PATH BODY [CURL OPTIONS...]: the response in $out, its status in $code.
+# post PATH BODY [CURL OPTIONS...]: the response in $out, its status in $code;
+# every response is also kept in $tmp/replies, to look for server paths.
 post() {
 	path=$1
 	body=$2
 	shift 2
 	code=$(curl -s -o "$out" -w '%{http_code}' -H 'Content-Type: application/json' "$@" \
 		--data-binary "$body" "$base$path")
+	cat "$out" >>"$tmp/replies"
 }
 
 get() {
 	path=$1
 	shift
 	code=$(curl -s -o "$out" -w '%{http_code}' "$@" "$base$path")
+	cat "$out" >>"$tmp/replies"
 }
 
 # The JSON string member $2 of file $1 as written (escapes kept), every
@@ -140,8 +143,11 @@ post /v1/completions "{\"prompt\":\"$long\"}"
 check "a prompt longer than the slot's context is 400" eval '[ "$code" = 400 ] && contains "$out" "exceed_context_size_error"'
 get /v1/nothing
 check "an unknown path is 404" eval '[ "$code" = 404 ] && contains "$out" "not_found_error"'
-get /v1/completions
+get /v1/completions -D "$tmp/headers"
 check "a wrong method is 405" eval '[ "$code" = 405 ] && contains "$out" "\"error\""'
+check "a 405 names the method allowed (Allow: POST)" grep -qi '^Allow: POST' "$tmp/headers"
+code=$(curl -s -o "$out" -D "$tmp/headers" -w '%{http_code}' -X DELETE "$base/v1/models")
+check "a 405 on a GET path allows GET and HEAD" eval '[ "$code" = 405 ] && grep -i "^Allow: GET, HEAD" "$tmp/headers" >/dev/null'
 post /v1/chat/completions '{"messages":[{"role":"user","content":"In the beginning God"}],"max_tokens":20,"temperature":0}'
 check "chat through the demo's template (one text) continues it as the completion does" eval '[ "$code" = 200 ] && [ "$(json_str "$out" content)" = "$expect" ]'
 post /apply-template '{"messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}]}'
@@ -177,6 +183,8 @@ post /detokenize "{\"tokens\":$tokens}"
 check "/detokenize gives the text back" eval '[ "$code" = 200 ] && [ "$(json_str "$out" content)" = "In the beginning God created" ]'
 post /detokenize '{"tokens":[-1]}'
 check "/detokenize refuses a bad id" [ "$code" = 400 ]
+post /detokenize '{"tokens":[5,99999999]}'
+check "/detokenize names the id out of the vocabulary, and its range" eval '[ "$code" = 400 ] && contains "$out" "tokens[1] is not a token id (0 to "'
 
 curl -s "$base/metrics" >"$out"
 ok=1
@@ -275,6 +283,127 @@ while [ $n -lt 60 ] && [ "$(metric coli_slots_busy)" != 0 ]; do
 done
 check "the slot is free again once the queued clients went away" [ "$(metric coli_slots_busy)" = 0 ]
 
+# ---- keys from each source; an empty one is refused --------------------------------------
+
+run 2 "--api-key '' is refused" "$COLI" serve --model "$demo" --port 0 --api-key ''
+check "--api-key '' is refused at start, saying why" contains "$err" "--api-key: the API key is empty"
+run 2 "a key with a blank is refused" "$COLI" serve --model "$demo" --port 0 --api-key 'two words'
+check "a key with a blank is refused at start" contains "$err" "has a blank or a control character"
+printf '# only a comment\n   \n\n' >"$tmp/nokeys"
+run 1 "a key file of blank lines is refused" "$COLI" serve --model "$demo" --port 0 --api-key-file "$tmp/nokeys"
+check "a key file without a key is refused at start" contains "$err" "no API key in the file"
+run 2 "COLI_API_KEY='' is refused" env COLI_API_KEY= "$COLI" serve --model "$demo" --port 0
+check "COLI_API_KEY set but empty is refused at start" contains "$err" "COLI_API_KEY is set but empty"
+run 2 "COLI_API_KEY='' is refused beside --api-key" env COLI_API_KEY= "$COLI" serve --model "$demo" --port 0 \
+	--api-key k
+check "... also when an option gives a key" contains "$err" "COLI_API_KEY is set but empty"
+COLI_API_KEY=env-key
+export COLI_API_KEY
+start envkey --parallel 1 --ctx-size 64 || exit 1
+unset COLI_API_KEY
+get /v1/models
+check "COLI_API_KEY: no key is 401" [ "$code" = 401 ]
+get /v1/models -H 'Authorization: Bearer env-key'
+check "COLI_API_KEY: its key is 200" [ "$code" = 200 ]
+check "the key is not on the server's command line" eval '! tr "\0" " " </proc/${pids##* }/cmdline | grep env-key >/dev/null'
+COLI_API_KEY=env-key
+export COLI_API_KEY
+start optkey --parallel 1 --ctx-size 64 --api-key opt-key || exit 1
+unset COLI_API_KEY
+get /v1/models -H 'Authorization: Bearer env-key'
+check "--api-key wins over COLI_API_KEY" [ "$code" = 401 ]
+base=$main
+
+# ---- a stop: streams in flight finish, or end with server_shutdown and [DONE] ---------------
+
+# each step 10 ms (a test hook): the long stream (400 tokens) outlives the
+# 1 s the stop gives, the short one (20) does not
+COLI_SERVE_STEP_DELAY_MS=10
+export COLI_SERVE_STEP_DELAY_MS
+start stopper --parallel 3 --ctx-size 512 --stop-timeout 1 || exit 1
+unset COLI_SERVE_STEP_DELAY_MS
+stopper=${pids##* }
+curl -sN -H 'Content-Type: application/json' --data-binary \
+	"{\"prompt\":\"$prompt\",\"max_tokens\":400,\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_usage\":true}}" \
+	"$base/v1/completions" >"$tmp/stop_long" &
+long_pid=$!
+curl -sN -H 'Content-Type: application/json' --data-binary \
+	"{\"prompt\":\"$prompt\",\"max_tokens\":20,\"temperature\":0,\"stream\":true}" \
+	"$base/v1/completions" >"$tmp/stop_short" &
+short_pid=$!
+curl -s -o "$tmp/stop_whole" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary \
+	"{\"prompt\":\"$prompt\",\"max_tokens\":400,\"temperature\":0}" "$base/v1/completions" >"$tmp/stop_code" &
+whole_pid=$!
+n=0
+while [ $n -lt 50 ] && [ "$(metric coli_slots_busy)" != 3 ]; do
+	n=$((n + 1))
+	sleep 0.02
+done
+kill -TERM "$stopper"
+sleep 0.2
+code=$(curl -s -o /dev/null -w '%{http_code}' -m 2 "$base/health")
+check "after SIGTERM no new connection is taken" [ "$code" = 000 ]
+wait "$long_pid" "$short_pid" "$whole_pid"
+wait "$stopper"
+status=$?
+check "the server exits 0 after its stop" [ "$status" = 0 ]
+check "a stream that finishes within --stop-timeout ends as usual" eval '[ "$(grep -v "^$" "$tmp/stop_short" | tail -n 1)" = "data: [DONE]" ] && contains "$tmp/stop_short" "\"finish_reason\":\"length\""'
+check "a stream still open at the deadline ends with finish_reason server_shutdown" \
+	contains "$tmp/stop_long" '"finish_reason":"server_shutdown"'
+check "... then its usage, then data: [DONE]" eval '[ "$(grep -v "^$" "$tmp/stop_long" | tail -n 1)" = "data: [DONE]" ] && grep "\"choices\":\[\],\"usage\"" "$tmp/stop_long" >/dev/null'
+got=$(grep '^data: {' "$tmp/stop_long" | json_str /dev/stdin text)
+check "... having given the text so far: a prefix of the whole answer" eval '[ ${#got} -gt 0 ] && [ "${expect#"$got"}" != "$expect" -o "${got#"$expect"}" != "$got" ]'
+check "a blocking request cut at the deadline is 503 saying the server stopped" eval '[ "$(cat "$tmp/stop_code")" = 503 ] && contains "$tmp/stop_whole" "the server stopped before the request was done"'
+check "the log names the requests cut, and why" eval '[ "$(grep -c "POST /v1/completions [0-9]* .*end=server_shutdown id=cmpl-" "$tmp/stopper.log")" = 2 ] && contains "$tmp/stopper.log" "2 requests were cut at the --stop-timeout deadline"'
+check "the log does not blame the client for them" eval '! grep "client_gone\|client went away" "$tmp/stopper.log" >/dev/null'
+servers=$(echo "$servers" | sed "s/ stopper:$stopper//")
+
+# ---- JSON logs: one object a line, libmicrohttpd's messages too ------------------------------
+
+start jsonlog --parallel 1 --ctx-size 64 --format json || exit 1
+jpid=${pids##* }
+post /v1/completions '{"prompt":"In the beginning","max_tokens":3}'
+get /v1/nothing
+# a request libmicrohttpd itself refuses (it says so in its own message)
+curl -s -o /dev/null -H 'Content-Length: abc' "$base/health"
+kill -TERM "$jpid"
+wait "$jpid"
+servers=$(echo "$servers" | sed "s/ jsonlog:$jpid//")
+if command -v python3 >/dev/null 2>&1; then
+	python3 - "$tmp/jsonlog.log" >"$tmp/jsoncheck" 2>&1 <<'PY'
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+objs = [json.loads(l) for l in lines]  # raises on a line that is not JSON
+assert all(isinstance(o, dict) and "time" in o and "level" in o for o in objs), "time and level"
+reqs = [o for o in objs if o.get("event") == "request"]
+need = {"client", "method", "path", "status", "duration_ms", "end"}
+assert all(need <= set(o) for o in reqs), reqs
+gen = [o for o in reqs if o["path"] == "/v1/completions"]
+assert gen and gen[0]["status"] == 200 and gen[0]["completion_tokens"] == 3 and gen[0]["end"] == "length", gen
+assert gen[0]["id"].startswith("cmpl-") and gen[0]["client"] == "127.0.0.1"
+assert any(o["path"] == "/v1/nothing" and o["status"] == 404 for o in reqs)
+assert any(o.get("msg", "").startswith("libmicrohttpd: ") for o in objs), "no libmicrohttpd message"
+assert any(o.get("msg", "").startswith("listening on http://") for o in objs)
+print(len(objs), "lines")
+PY
+	jstatus=$?
+	check "--format json: every line of the log is a JSON object, libmicrohttpd's and each request's with its fields" \
+		eval '[ $jstatus = 0 ] && contains "$tmp/jsoncheck" " lines"'
+	[ -s "$tmp/jsoncheck" ] && sed 's/^/    /' "$tmp/jsoncheck"
+else
+	echo "note: no python3: the JSON log lines were not parsed"
+fi
+
+# ---- no server path or internal name in any reply -------------------------------------------
+
+abs_demo=$(cd "$demo" && pwd)
+abs_build=$(cd "$builddir" && pwd)
+leak=
+for w in "$abs_demo" "$abs_build" tokenizer.json .safetensors coli__ COLI_; do
+	contains "$tmp/replies" "$w" && leak="$leak $w"
+done
+check "no reply names a server path or an internal name ($(wc -c <"$tmp/replies") bytes of replies)" [ -z "$leak" ]
+
 # ---- the log --------------------------------------------------------------------------
 
 check "requests are logged on standard error" eval 'grep "coli serve: POST /v1/completions 200" "$tmp/main.log" >/dev/null'
@@ -283,21 +412,7 @@ check "requests are logged on standard error" eval 'grep "coli serve: POST /v1/c
 
 # SIGTERM stops each server cleanly (status 0), and a sanitizer build finds
 # nothing in its log (no error, no leak).
-for sv in $servers; do
-	name=${sv%%:*}
-	pid=${sv#*:}
-	kill -TERM "$pid" 2>/dev/null
-	wait "$pid"
-	status=$?
-	if [ "$status" = 0 ] && contains "$tmp/$name.log" "stopping (SIGTERM)" &&
-		! grep -E "AddressSanitizer|LeakSanitizer|runtime error|ThreadSanitizer" "$tmp/$name.log" >/dev/null; then
-		pass "$name: SIGTERM stops the server cleanly"
-	else
-		fail "$name: exit status $status after SIGTERM"
-		grep -v "^coli serve: [A-Z]* /" "$tmp/$name.log" | head -n 40 | sed 's/^/    /'
-	fi
-done
-pids=
+stop_servers
 
 echo "$checks checks, $failures failures"
 [ "$failures" -eq 0 ]

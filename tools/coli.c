@@ -61,9 +61,17 @@ static const opthelp serve_options[] = {
                  "maximum)"},
     {O_QUEUE, "requests that may wait for a slot; more get 503\n(default 16)"},
     {O_API_KEY, "require this key (Authorization: Bearer KEY or\nX-Api-Key: KEY); may be repeated; "
-                "/health stays\nopen"},
+                "/health stays\nopen; COLI_API_KEY gives one out of sight of ps"},
     {O_API_KEY_FILE, "read the keys from FILE, one a line ('#' starts a\ncomment)"},
     {O_MAX_BODY, "largest request body, in bytes (default 16 MiB)"},
+    {O_REQUEST_TIMEOUT, "seconds for a request's headers and body to\narrive after its first line, "
+                        "else 408 (default 10)"},
+    {O_IDLE_TIMEOUT, "seconds a connection may wait without a request\n(default 10)"},
+    {O_MAX_CONNECTIONS, "connections at once (default 512); requests being\nanswered always have "
+                        "room"},
+    {O_MAX_CLIENT_CONNECTIONS, "connections of one address idle or sending a\nrequest (default 128; "
+                               "0: no cap)"},
+    {O_STOP_TIMEOUT, "seconds in-flight requests get to finish after\nSIGTERM or SIGINT (default 30)"},
     {O_ALIAS, "the model's id in responses and /v1/models\n(default: the directory's name)"},
     {O_CHAT_TEMPLATE_FILE, "the chat template (Jinja) in place of the model's"},
     {O_WEB_DIR, "the chat page served at / (index.html, chat.js,\nchat.css; default: the installed one)"},
@@ -82,7 +90,9 @@ static const opthelp serve_options[] = {
 static const char serve_epilogue[] =
     "Sampling defaults come from the model's generation_config.json (else\n"
     "temperature 0.8, top-k 40, top-p 0.95); request fields override them.\n"
-    "Requests are logged on standard error. SIGINT or SIGTERM stops the server.\n";
+    "Requests are logged on standard error. SIGINT or SIGTERM stops the server:\n"
+    "it takes no new connection and lets the requests in flight finish, for up\n"
+    "to --stop-timeout seconds; a second signal stops it at once.\n";
 
 static int serve_open(void *user, coli_model **out)
 {

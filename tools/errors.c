@@ -8,6 +8,8 @@
 
 #include "errors.h"
 
+#include "diag.h"
+
 #include <colibri/colibri.h>
 
 #include <dirent.h>
@@ -64,13 +66,16 @@ void print_translated(FILE *f, const char *msg)
 /* Reports a failure of the library and returns 1. */
 int runtime_error(int status, const char *detail)
 {
+    diag d;
+    FILE *f = diag_begin(&d, DIAG_ERROR);
     if (detail != NULL && detail[0] != '\0') {
-        fprintf(stderr, "coli: %s: ", coli_strerror(status));
-        print_translated(stderr, detail);
-        fputc('\n', stderr);
+        fprintf(f, "coli: %s: ", coli_strerror(status));
+        print_translated(f, detail);
+        fputc('\n', f);
     } else {
-        fprintf(stderr, "coli: %s\n", coli_strerror(status));
+        fprintf(f, "coli: %s\n", coli_strerror(status));
     }
+    diag_end(&d);
     return 1;
 }
 
@@ -124,19 +129,19 @@ void explain_model_path(const char *prog, const char *dir)
 
     if (stat(dir, &sb) != 0) {
         if (looks_like_hub_id(dir))
-            fprintf(stderr, "%s: '%s' looks like a Hugging Face Hub name; %s: download it first (e.g. "
+            diag_printf(DIAG_ERROR, "%s: '%s' looks like a Hugging Face Hub name; %s: download it first (e.g. "
                             "huggingface-cli download %s --local-dir DIR) and give --model DIR\n",
                     prog, dir, WHAT_WE_READ, dir);
         return;
     }
     if (S_ISREG(sb.st_mode) && is_gguf_name(dir)) {
-        fprintf(stderr, "%s: %s is a GGUF file (llama.cpp's format); %s: give the directory of the "
+        diag_printf(DIAG_ERROR, "%s: %s is a GGUF file (llama.cpp's format); %s: give the directory of the "
                         "original checkpoint\n",
                 prog, dir, WHAT_WE_READ);
         return;
     }
     if (S_ISDIR(sb.st_mode) && find_gguf(dir, gguf, sizeof gguf))
-        fprintf(stderr, "%s: %s holds a GGUF file (%s), llama.cpp's format; %s: give the directory "
+        diag_printf(DIAG_ERROR, "%s: %s holds a GGUF file (%s), llama.cpp's format; %s: give the directory "
                         "of the original checkpoint\n",
                 prog, dir, gguf, WHAT_WE_READ);
 }

@@ -7,6 +7,7 @@
 
 #include "gpu_report.h"
 
+#include "diag.h"
 #include "errors.h"
 #include "jsonout.h"
 
@@ -135,7 +136,7 @@ void gpu_warn_unused(const gpu_args *g, const coli_model *model)
         why = info.gpu_detail;
     if (strncmp(why, prefix, sizeof prefix - 1) == 0)
         why += sizeof prefix - 1;
-    fprintf(stderr, "coli: warning: GPU tier not in use: %s\n", why);
+    diag_printf(DIAG_WARNING, "coli: warning: GPU tier not in use: %s\n", why);
 }
 
 int gpu_log_is_unused_warning(coli_log_level level, const char *message)

@@ -10,6 +10,7 @@
 #include <colibri/colibri.h>
 
 #include "demo_dir.h"
+#include "diag.h"
 #include "errors.h"
 #include "gpu_report.h"
 #include "model_args.h"
@@ -32,7 +33,7 @@ static void warn_threads(int64_t threads)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
     if (cores > 0 && threads > cores)
-        fprintf(stderr, "%s: warning: %" PRId64 " threads exceed the %ld online cores; decode "
+        diag_printf(DIAG_WARNING, "%s: warning: %" PRId64 " threads exceed the %ld online cores; decode "
                         "will be slow\n",
                 cli_prog, threads, cores);
 }
@@ -161,9 +162,12 @@ static void log_to_stderr(void *user, coli_log_level level, const char *message)
     /* open_model says it once, with the model's detail. */
     if (!verbose && gpu_log_is_unused_warning(level, message))
         return;
-    fprintf(stderr, "coli: %s: ", (unsigned)level < 4 ? names[level] : "log");
-    print_translated(stderr, message); /* our option names for the library's */
-    fputc('\n', stderr);
+    diag d;
+    FILE *f = diag_begin(&d, level == COLI_LOG_ERROR ? DIAG_ERROR : level == COLI_LOG_WARN ? DIAG_WARNING : DIAG_INFO);
+    fprintf(f, "coli: %s: ", (unsigned)level < 4 ? names[level] : "log");
+    print_translated(f, message); /* our option names for the library's */
+    fputc('\n', f);
+    diag_end(&d);
 }
 
 /* The library options that m asks for. On failure prints the message and
@@ -245,11 +249,14 @@ int open_model(model_args *m, coli_model **out)
         if (store_explain_open_failure(&m->store, st, msg)) {
             /* said in the tool's options and units */
         } else if (msg == NULL || msg[0] == '\0') {
-            fprintf(stderr, "coli: %s: %s\n", coli_strerror(st), m->dir);
+            diag_printf(DIAG_ERROR, "coli: %s: %s\n", coli_strerror(st), m->dir);
         } else if (strstr(msg, m->dir) == NULL) {
-            fprintf(stderr, "coli: %s: %s: ", coli_strerror(st), m->dir);
-            print_translated(stderr, msg);
-            fputc('\n', stderr);
+            diag d;
+            FILE *f = diag_begin(&d, DIAG_ERROR);
+            fprintf(f, "coli: %s: %s: ", coli_strerror(st), m->dir);
+            print_translated(f, msg);
+            fputc('\n', f);
+            diag_end(&d);
         } else {
             runtime_error(st, msg);
         }

@@ -7,6 +7,8 @@
 
 #include "options.h"
 
+#include "diag.h"
+
 #include <colibri/colibri.h>
 
 #include <errno.h>
@@ -93,6 +95,11 @@ const optdef cli_opts[O_COUNT] = {
     [O_CHAT_TEMPLATE_FILE] = {"--chat-template-file", 0, "FILE", 0},
     [O_SYSTEM] = {"--system", 0, "TEXT", 0},
     [O_WEB_DIR] = {"--web-dir", 0, "DIR", 0},
+    [O_REQUEST_TIMEOUT] = {"--request-timeout", 0, "S", 0},
+    [O_IDLE_TIMEOUT] = {"--idle-timeout", 0, "S", 0},
+    [O_MAX_CONNECTIONS] = {"--max-connections", 0, "N", 0},
+    [O_MAX_CLIENT_CONNECTIONS] = {"--max-client-connections", 0, "N", 0},
+    [O_STOP_TIMEOUT] = {"--stop-timeout", 0, "S", 0},
 };
 
 /* Every subcommand takes these two; print_help lists them last. */
@@ -105,12 +112,15 @@ static const opthelp g_common[] = {
 int usage_error(const char *fmt, ...)
 {
     va_list ap;
+    diag d;
+    FILE *f = diag_begin(&d, DIAG_ERROR);
 
-    fprintf(stderr, "%s: ", cli_prog);
+    fprintf(f, "%s: ", cli_prog);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vfprintf(f, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry '%s --help'.\n", cli_prog);
+    fprintf(f, "\nTry '%s --help'.\n", cli_prog);
+    diag_end(&d);
     return EXIT_USAGE;
 }
 
@@ -155,6 +165,9 @@ typedef struct foreign_opt {
     "llama.cpp's conversation mode: coli has none; coli generate continues one prompt (-p " \
     "TEXT, -f FILE or --prompt-ids) and exits"
 #define WHY_FA "llama.cpp's flash attention: coli has no such switch; leave it out"
+#define WHY_TO                                                                                    \
+    "llama.cpp's read and write timeout: coli serve has --request-timeout (for a request's "   \
+    "headers and body) and --idle-timeout (for a connection without one)"
 
 static const foreign_opt g_foreign[] = {
     {"--temp", O_TEMPERATURE, NULL},
@@ -168,6 +181,8 @@ static const foreign_opt g_foreign[] = {
     {"--conversation", O_COUNT, WHY_CNV},
     {"-fa", O_COUNT, WHY_FA},
     {"--flash-attn", O_COUNT, WHY_FA},
+    {"-to", O_COUNT, WHY_TO},
+    {"--timeout", O_COUNT, WHY_TO},
 };
 
 #define N_FOREIGN (sizeof g_foreign / sizeof g_foreign[0])
@@ -191,17 +206,17 @@ static size_t edit_distance(const char *a, size_t na, const char *b, size_t nb)
     for (j = 0; j <= nb; j++)
         row[j] = j;
     for (i = 1; i <= na; i++) {
-        size_t diag = row[0];
+        size_t corner = row[0];
 
         row[0] = i;
         for (j = 1; j <= nb; j++) {
-            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            size_t up = row[j], best = corner + (a[i - 1] != b[j - 1]);
 
             if (up + 1 < best)
                 best = up + 1;
             if (row[j - 1] + 1 < best)
                 best = row[j - 1] + 1;
-            diag = up;
+            corner = up;
             row[j] = best;
         }
     }

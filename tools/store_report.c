@@ -7,6 +7,7 @@
 
 #include "store_report.h"
 
+#include "diag.h"
 #include "errors.h"
 #include "jsonout.h"
 
@@ -107,12 +108,12 @@ int store_explain_open_failure(const store_args *s, int status, const char *msg)
             if (kv != NULL && sscanf(kv, "the KV cache of %lld positions (%lf MiB)", &kv_pos, &kv_mib) == 2)
                 snprintf(kv_text, sizeof kv_text, ", the KV cache of %lld positions (%.1f MiB; -c lowers it)",
                          kv_pos, kv_mib);
-            fprintf(stderr, "%s: --ram-gb %s is too small for this model: its dense weights%s and the "
+            diag_printf(DIAG_ERROR, "%s: --ram-gb %s is too small for this model: its dense weights%s and the "
                             "experts one token routes to in a layer need %llu MiB; give at least "
                             "--ram-gb %.3f, or 0 for no limit\n",
                     cli_prog, s->ram_gb, kv_text, mib, gb);
         } else {
-            fprintf(stderr, "%s: --ram-gb %s is too small for this model: give more, or 0 for no limit\n",
+            diag_printf(DIAG_ERROR, "%s: --ram-gb %s is too small for this model: give more, or 0 for no limit\n",
                     cli_prog, s->ram_gb);
         }
         return 1;
@@ -120,12 +121,12 @@ int store_explain_open_failure(const store_args *s, int status, const char *msg)
     if (s->slots > 0 && strstr(msg, "COLI_OPT_EXPERT_SLOTS") != NULL) {
         at = strstr(msg, "cannot hold the ");
         if (at != NULL && sscanf(at, "cannot hold the %d experts", &k) == 1)
-            fprintf(stderr, "%s: --expert-slots %" PRId64 " is too few for this model: one token routes "
+            diag_printf(DIAG_ERROR, "%s: --expert-slots %" PRId64 " is too few for this model: one token routes "
                             "to %d experts in a layer; give at least %d, or 0 for as many as --ram-gb "
                             "leaves room for\n",
                     cli_prog, s->slots, k, k);
         else
-            fprintf(stderr, "%s: --expert-slots %" PRId64 " is too few for this model\n", cli_prog, s->slots);
+            diag_printf(DIAG_ERROR, "%s: --expert-slots %" PRId64 " is too few for this model\n", cli_prog, s->slots);
         return 1;
     }
     return 0;

@@ -103,6 +103,20 @@ int ep_metrics(const request *rq, struct MHD_Response **resp)
                  "# TYPE coli_time_to_first_token_seconds summary\n"
                  "coli_time_to_first_token_seconds_sum %.17g\ncoli_time_to_first_token_seconds_count %" PRIu64 "\n",
             m.ttft_sum, m.ttft_count);
+    guard_stats g;
+    guard_stats_get(rq->srv->guard, &g);
+    metric(o.f, "coli_connections_open", "gauge", "TCP connections open.", (double)g.open);
+    metric(o.f, "coli_connections_waiting", "gauge",
+           "Connections idle or still sending their request (--idle-timeout, --request-timeout).",
+           (double)g.waiting);
+    fputs("# HELP coli_connections_closed_total Connections the server closed, by why "
+          "(docs/serving.md, Limits).\n# TYPE coli_connections_closed_total counter\n",
+          o.f);
+    for (int k = GCUT_IDLE; k < GCUT_COUNT; k++)
+        fprintf(o.f, "coli_connections_closed_total{reason=\"%s\"} %" PRIu64 "\n", guard_cut_name((gcut)k),
+                g.cut[k]);
+    metric(o.f, "coli_connections_refused_total", "counter",
+           "New connections refused (--max-connections, --max-client-connections).", (double)g.refused);
     metric(o.f, "coli_generation_tokens_per_second", "gauge",
            "Tokens generated per second of the steps that generated them.",
            m.gen_seconds > 0 ? (double)m.generated_tokens / m.gen_seconds : 0.0);
@@ -170,10 +184,12 @@ int ep_detokenize(const request *rq, struct MHD_Response **resp)
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
     for (size_t i = 0; ids && i < n; i++) {
         const coli__json *t = &tokens->items[i];
-        if (t->type != COLI_JSON_NUMBER || !t->is_int || t->integer < 0 || t->integer > INT32_MAX) {
+        if (t->type != COLI_JSON_NUMBER || !t->is_int || t->integer < 0 ||
+            (uint64_t)t->integer >= (uint64_t)rq->srv->vocab) {
             free(ids);
             coli__json_free(doc);
-            api_fail(&e, 400, "tokens", "tokens[%zu] is not a token id", i);
+            api_fail(&e, 400, "tokens", "tokens[%zu] is not a token id (0 to %zu)", i,
+                     rq->srv->vocab ? rq->srv->vocab - 1 : 0);
             return reply_error(&e, resp);
         }
         ids[i] = (int32_t)t->integer;
@@ -188,7 +204,10 @@ int ep_detokenize(const request *rq, struct MHD_Response **resp)
     free(ids);
     if (!text || st != COLI_OK) {
         free(text);
-        api_fail(&e, st == COLI_EINVAL ? 400 : 500, "tokens", "%s", coli_model_errmsg(rq->srv->model));
+        /* the library's message names the tokenizer's file: for the log only */
+        snprintf(rq->log->error, sizeof rq->log->error, "%s", coli_model_errmsg(rq->srv->model));
+        api_fail(&e, st == COLI_EINVAL ? 400 : 500, "tokens", "the tokens cannot be detokenized: %s",
+                 coli_strerror(st));
         return reply_error(&e, resp);
     }
     if (out_open(&o, &e) != 0) {

@@ -25,7 +25,20 @@
 
 static const char *finish_name(finish_reason f)
 {
-    return f == FINISH_LENGTH ? "length" : "stop";
+    switch (f) {
+    case FINISH_LENGTH: return "length";
+    case FINISH_SHUTDOWN: return "server_shutdown";
+    case FINISH_ERROR: return "error";
+    default: return "stop";
+    }
+}
+
+/* What a client is told of a job that failed: the detail (which may name
+ * a file of the model) goes to the log only. */
+static void job_failed(reqlog *log, const char *detail, apierr *e)
+{
+    snprintf(log->error, sizeof log->error, "%s", detail);
+    api_fail(e, 500, NULL, "the server failed to generate the reply (its log has the detail)");
 }
 
 /* Waits on j's condition variable for at most secs seconds (mu held). */
@@ -55,6 +68,7 @@ static int client_gone(struct MHD_Connection *c)
 
 typedef struct stream {
     job *j;
+    reqlog *log;       /* the request's; used only while the stream is read */
     resp_meta meta;
     int include_usage, logprobs;
     think th;
@@ -137,11 +151,15 @@ static void stream_fill(stream *st)
             resp_chunk(f, &st->meta, 0, &piece, NULL);
         event_end(st, f, &p, &n);
     }
+    st->log->tokens = 1;
+    st->log->prompt_tokens = u.prompt;
+    st->log->completion_tokens = u.completion;
     if (done) {
+        st->log->end = finish_name(why);
         event_begin(&f, &p, &n);
         if (f && why == FINISH_ERROR) {
             apierr e;
-            api_fail(&e, 500, NULL, "%s", error);
+            job_failed(st->log, error, &e);
             api_error_json(f, &e);
         } else if (f) {
             resp_chunk(f, &st->meta, 0, NULL, finish_name(why));
@@ -204,6 +222,7 @@ static int whole(const request *rq, job *j, const resp_meta *meta, int logprobs,
         if (!j->done && client_gone(rq->conn)) {
             atomic_store(&j->cancel, 1);
             pthread_mutex_unlock(&j->mu);
+            rq->log->end = "client_gone";
             api_fail(&e, 499, NULL, "the client went away");
             return reply_error(&e, resp);
         }
@@ -212,10 +231,16 @@ static int whole(const request *rq, job *j, const resp_meta *meta, int logprobs,
     job_take(j, &text, &lp);
     finish_reason why = j->finish;
     resp_usage u = {j->prompt_tokens, j->completion_tokens, j->cached_tokens};
+    rq->log->tokens = 1;
+    rq->log->prompt_tokens = u.prompt;
+    rq->log->completion_tokens = u.completion;
+    rq->log->end = finish_name(why);
     if (why == FINISH_ERROR)
-        api_fail(&e, 500, NULL, "%s", j->error);
+        job_failed(rq->log, j->error, &e);
+    else if (why == FINISH_SHUTDOWN)
+        api_fail(&e, 503, NULL, "the server stopped before the request was done (--stop-timeout)");
     pthread_mutex_unlock(&j->mu);
-    if (why == FINISH_ERROR) {
+    if (why == FINISH_ERROR || why == FINISH_SHUTDOWN) {
         sbuf_free(&text);
         sbuf_free(&lp);
         return reply_error(&e, resp);
@@ -278,8 +303,10 @@ static job *make_job(const request *rq, api_req *r, int chat, apierr *e)
     j->n_prompt = n;
     size_t room = sched_slot_capacity(s->sched);
     if (st != COLI_OK || n == 0) {
+        if (st != COLI_OK)
+            snprintf(rq->log->error, sizeof rq->log->error, "%s", coli_model_errmsg(s->model));
         api_fail(e, 400, chat ? "messages" : "prompt", "the prompt cannot be tokenized: %s",
-                 st != COLI_OK ? coli_model_errmsg(s->model) : "it has no tokens");
+                 st != COLI_OK ? coli_strerror(st) : "it has no tokens");
     } else if (n >= room) {
         api_fail(e, 400, chat ? "messages" : "prompt",
                  "the request (%zu prompt tokens) exceeds the available context size (%zu tokens per slot, "
@@ -324,6 +351,7 @@ static int generate(const request *rq, int chat, struct MHD_Response **resp)
     }
     resp_meta_init(&meta, chat, s->model_name);
     meta.thinking = opened;
+    snprintf(rq->log->id, sizeof rq->log->id, "%s", meta.id);
     if (!stream_it) {
         int status = whole(rq, j, &meta, logprobs, resp);
         job_unref(j);
@@ -337,6 +365,7 @@ static int generate(const request *rq, int chat, struct MHD_Response **resp)
         return reply_error(&e, resp);
     }
     st->j = j;
+    st->log = rq->log;
     st->meta = meta;
     think_start(&st->th, meta.thinking);
     st->include_usage = include_usage;

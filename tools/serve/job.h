@@ -18,7 +18,9 @@
 
 #define JOB_MAX_STOP 8
 
-typedef enum finish_reason { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_ERROR } finish_reason;
+/* SHUTDOWN: the server stopped before the job was done (the stop's
+ * deadline passed). */
+typedef enum finish_reason { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_ERROR, FINISH_SHUTDOWN } finish_reason;
 
 typedef struct job {
     /* the request, fixed once queued */

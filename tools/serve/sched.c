@@ -195,14 +195,16 @@ static void slot_sample(sched *s, slot *sl)
     }
     sl->n_gen++;
     s->met.generated_tokens++;
+    double now = sl->n_gen == 1 ? sched_now() : 0;
     if (sl->n_gen == 1) {
-        double now = sched_now();
         s->met.ttft_sum += now - j->queued_at;
         s->met.ttft_count++;
-        pthread_mutex_lock(&j->mu);
-        j->first_token_at = now;
-        pthread_mutex_unlock(&j->mu);
     }
+    pthread_mutex_lock(&j->mu);
+    if (sl->n_gen == 1)
+        j->first_token_at = now;
+    j->completion_tokens = sl->n_gen; /* so far: a request cut short logs what it got */
+    pthread_mutex_unlock(&j->mu);
     if (coli_model_is_eos(s->m, tok)) {
         slot_finish(s, sl, FINISH_STOP);
         return;
@@ -406,10 +408,11 @@ int sched_start(coli_model *m, const coli_options *ctx_opts, int parallel, int q
     return 0;
 }
 
-void sched_stop(sched *s)
+size_t sched_stop(sched *s)
 {
+    size_t ended = 0;
     if (!s)
-        return;
+        return 0;
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
     pthread_cond_broadcast(&s->cv);
@@ -419,15 +422,38 @@ void sched_stop(sched *s)
     s->running = 0;
     pthread_mutex_lock(&s->mu);
     for (; s->q_n > 0; s->q_n--, s->q_head = (s->q_head + 1) % s->q_max) {
-        job_finish(s->queue[s->q_head], FINISH_ERROR, "the server is stopping");
-        job_unref(s->queue[s->q_head]);
+        job *j = s->queue[s->q_head];
+        ended += !atomic_load(&j->cancel);
+        job_finish(j, FINISH_SHUTDOWN, "the server stopped before the request was done");
+        job_unref(j);
     }
     for (int i = 0; s->slots && i < s->n_slots; i++)
         if (s->slots[i].j) {
-            job_finish(s->slots[i].j, FINISH_ERROR, "the server is stopping");
-            slot_release(s, &s->slots[i]);
+            slot *sl = &s->slots[i];
+            const char *t = "";
+            size_t len = 0;
+            /* the text held back for a stop string is the client's too */
+            if (sl->ts && coli_text_stream_flush(sl->ts, &t, &len) == COLI_OK && len)
+                job_add_text(sl->j, t, len, NULL, 0);
+            pthread_mutex_lock(&sl->j->mu);
+            sl->j->completion_tokens = sl->n_gen;
+            pthread_mutex_unlock(&sl->j->mu);
+            ended += !atomic_load(&sl->j->cancel);
+            job_finish(sl->j, FINISH_SHUTDOWN, "the server stopped before the request was done");
+            slot_release(s, sl);
         }
     pthread_mutex_unlock(&s->mu);
+    return ended;
+}
+
+int sched_idle(sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int idle = s->q_n == 0;
+    for (int i = 0; idle && i < s->n_slots; i++)
+        idle = s->slots[i].j == NULL;
+    pthread_mutex_unlock(&s->mu);
+    return idle;
 }
 
 void sched_free(sched *s)

@@ -25,9 +25,12 @@ typedef struct sched_metrics {
  * starts the thread. 0, or -1 with a message in err. */
 int sched_start(coli_model *m, const coli_options *ctx_opts, int parallel, int queue_max, sched **out,
                 char *err, size_t errcap);
-/* Stops the thread and ends every job with an error; later submissions
- * are refused. Metrics can still be read until sched_free. */
-void sched_stop(sched *s);
+/* Stops the thread and ends every job left, queued or running, with
+ * FINISH_SHUTDOWN; later submissions are refused. Metrics can still be
+ * read until sched_free. The number of jobs it ended. */
+size_t sched_stop(sched *s);
+/* Whether no job runs or waits. */
+int sched_idle(sched *s);
 void sched_free(sched *s);
 /* Positions of each slot's context. */
 size_t sched_slot_capacity(const sched *s);

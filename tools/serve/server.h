@@ -13,6 +13,7 @@
 
 #include "apierr.h"
 #include "chat.h"
+#include "guard.h"
 #include "sched.h"
 
 struct MHD_Daemon;
@@ -31,9 +32,15 @@ typedef struct server {
     size_t n_keys;
     const char *model_name;  /* --alias or the model directory's name */
     int parallel, queue;
-    int json_log;            /* --format json: a JSON object per request on stderr */
+    int json_log;            /* --format json: a JSON object a line on stderr */
+    guard_cfg limits;        /* connections and their times (guard.h) */
+    double send_timeout;     /* seconds a response may make no progress */
+    double stop_timeout;     /* seconds in-flight requests get after a stop signal */
     /* state */
     atomic_int ready;        /* 1 once the model is open and the slots run */
+    atomic_int draining;     /* 1 once a stop signal came: new requests get 503 */
+    guard *guard;
+    size_t vocab;            /* token ids are below it */
     coli_model *model;
     sched *sched;
     chat_tmpl tmpl;
@@ -44,12 +51,25 @@ typedef struct server {
     size_t web_len[WEB_FILES];
 } server;
 
+/* What an endpoint tells the log line of its request (http.c writes it
+ * when the request ends). */
+typedef struct reqlog {
+    char id[48];             /* the response's id; "" for none */
+    int tokens;              /* 1: the counts below are the request's */
+    size_t prompt_tokens, completion_tokens;
+    const char *end;         /* how a generation ended ("stop", "length",
+                              * "error", "server_shutdown"); NULL: answered */
+    char error[256];         /* what failed, for the log only: a client
+                              * never sees a server path or internal name */
+} reqlog;
+
 /* A request as an endpoint sees it: the whole body has arrived. */
 typedef struct request {
     server *srv;
     struct MHD_Connection *conn;
     const char *body;
     size_t len;
+    reqlog *log;
 } request;
 
 /* An endpoint: fills *resp and returns the HTTP status. */
@@ -80,6 +100,11 @@ int ep_web_css(const request *rq, struct MHD_Response **resp);
 /* The HTTP daemon (http.c): listens at once (the model may still be
  * opening: /health says 503 until ready). 0, or -1 with a message. */
 int http_start(server *s, char *err, size_t errcap);
+/* Stops taking connections (the listening socket is closed); those open
+ * go on until http_stop. */
+void http_quiesce(server *s);
+/* Connections whose request is being answered. */
+unsigned http_active(server *s);
 void http_stop(server *s);
 /* The port it listens on (for --port 0). */
 int http_port(const server *s);

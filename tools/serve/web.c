@@ -8,6 +8,7 @@
 
 #include "server.h"
 
+#include "../diag.h"
 #include "../options.h"
 
 #include <microhttpd.h>
@@ -55,7 +56,7 @@ void web_load(server *s, const char *dir)
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, g_files[i].file);
         if (read_all(path, &s->web[i], &s->web_len[i]) != 0) {
-            fprintf(stderr, "%s: warning: no chat page at /: cannot read %s\n", cli_prog, path);
+            diag_printf(DIAG_WARNING, "%s: warning: no chat page at /: cannot read %s", cli_prog, path);
             web_free(s);
             return;
         }
