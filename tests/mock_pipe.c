@@ -313,6 +313,8 @@ static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, to
     const float *an = vec(pp->g, ly->attn_norm), *fn = vec(pp->g, ly->ffn_norm);
     if (!an || !fn)
         return coli__fail(err, COLI_EINVAL, "mock pipe: layer %d's norms are not resident", l);
+    if (ly->attn != COLI_ATTN_GQA)
+        return coli__fail(err, COLI_EUNSUPPORTED, "mock pipe: layer %d's attention kind %d", l, (int)ly->attn);
     rmsnorm(s->xn, s->x, an, H, n->eps);
     COLI_TRY(mm(pp->g, ly->wq, s->xn, s->q, err));
     COLI_TRY(mm(pp->g, ly->wk, s->xn, s->k, err));
@@ -377,7 +379,9 @@ static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, to
     for (int i = 0; i < H; i++)
         s->x[i] = s->x[i] + s->o[i];
     rmsnorm(s->xn, s->x, fn, H, n->eps);
-    if (ly->router < 0) {
+    if (!ly->is_moe) {
+        if (ly->mlp != COLI_MLP_SWIGLU)
+            return coli__fail(err, COLI_EUNSUPPORTED, "mock pipe: layer %d's MLP kind %d", l, (int)ly->mlp);
         COLI_TRY(swiglu_mlp(pp->g, ly->gate, ly->up, ly->down, s->f, s->xn, s->g, s->u, s->o, err));
         for (int i = 0; i < H; i++)
             s->x[i] = s->x[i] + s->o[i];
@@ -385,9 +389,9 @@ static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, to
     }
     COLI_TRY(mm(pp->g, ly->router, s->xn, s->rl, err));
     const coli__gpu_route *rt = &ly->route;
-    if (rt->kind == 0) {
+    if (rt->kind == COLI_ROUTER_SOFTMAX_TOPK) {
         route(s->rl, E, K, rt->norm_topk, s->sel, s->w);
-    } else if (rt->kind == 1) {
+    } else if (rt->kind == COLI_ROUTER_SIGMOID_GROUP) {
         const int G = rt->n_group > 1 ? rt->n_group : 1;
         if (E % G != 0 || (G > 1 && (rt->topk_group < 1 || rt->topk_group > G)) || K > E)
             return coli__fail(err, COLI_EINVAL,
@@ -399,7 +403,7 @@ static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, to
         route_sigmoid(s->rl, b, E, K, G, rt->topk_group, rt->norm_topk, rt->scale, s->c, s->gs, s->taken, s->sel,
                       s->w);
     } else {
-        return coli__fail(err, COLI_EINVAL, "mock pipe: layer %d: no router of kind %d", l, rt->kind);
+        return coli__fail(err, COLI_EINVAL, "mock pipe: layer %d: no router of kind %d", l, (int)rt->kind);
     }
     int any = 0;
     for (int j = 0; j < K; j++) {
@@ -418,7 +422,7 @@ static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, to
     }
     /* the shared experts: one SwiGLU of width shared_inter on the same
      * xn, into o (free since the attention's residual) */
-    const int shared = ly->s_gate >= 0;
+    const int shared = ly->moe == COLI_MOE_ROUTED_SHARED;
     if (shared) {
         const coli__mat *SG = mock_gpu_mat(pp->g, ly->s_gate);
         if (ly->s_up < 0 || ly->s_down < 0 || !SG || SG->rows != n->shared_inter)

@@ -203,7 +203,7 @@ static coli_status parse_tuple(parser *P, int with_cond, coli__tnode **out)
 }
 
 /* (args, name=value, ...) after the "(" was seen. */
-static coli_status parse_args(parser *P, coli__tnode *call)
+static coli_status parse_call_args(parser *P, coli__tnode *call)
 {
     COLI_TRY(expect_op(P, "("));
     nvec pos = {0}, kw = {0};
@@ -414,7 +414,7 @@ static coli_status parse_call(parser *P, const coli__ttok *t, coli__tnode **e)
     coli__tnode *n = node_on(P, COLI__N_CALL, t, *e, NULL);
     if (!n)
         return P->rt->st;
-    COLI_TRY(parse_args(P, n));
+    COLI_TRY(parse_call_args(P, n));
     *e = n;
     return COLI_OK;
 }
@@ -464,7 +464,7 @@ static coli_status parse_filters(parser *P, coli__tnode *e, coli__tnode **out)
             if (!n)
                 return P->rt->st;
             if (is_op(P, "("))
-                COLI_TRY(parse_args(P, n));
+                COLI_TRY(parse_call_args(P, n));
             e = n;
         } else if (tok_is(t, COLI__TK_NAME, "is")) {
             take(P);
@@ -481,7 +481,7 @@ static coli_status parse_filters(parser *P, coli__tnode *e, coli__tnode **out)
             n->op = (uint8_t)neg;
             coli__ttok *u = cur(P);
             if (is_op(P, "(")) {
-                COLI_TRY(parse_args(P, n));
+                COLI_TRY(parse_call_args(P, n));
             } else if ((u->kind == COLI__TK_NAME && !tok_is(u, COLI__TK_NAME, "else") &&
                         !tok_is(u, COLI__TK_NAME, "or") && !tok_is(u, COLI__TK_NAME, "and") &&
                         !tok_is(u, COLI__TK_NAME, "if") && !tok_is(u, COLI__TK_NAME, "is") &&

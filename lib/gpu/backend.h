@@ -27,6 +27,7 @@ extern "C" {
 #include "base/dtype.h"
 #include "base/env.h"
 #include "base/error.h"
+#include "io/piece_kinds.h"
 
 /* One count of devices for the options, the environment and the tier. */
 #define COLI_GPU_MAX_DEVICES COLI__MAX_DEVICES
@@ -74,12 +75,13 @@ typedef struct coli__gpu_expert {
 typedef struct coli__gpu coli__gpu; /* an initialised tier */
 typedef struct coli__gpu_pipe coli__gpu_pipe; /* one context's decoder on a device */
 
-/* How a MoE layer's router chooses (docs/formats.md): kind 0, the softmax
- * and top-k (norm_topk); kind 1, the sigmoid router: a correction bias
- * (handle of [1, n_experts] f32) for choosing, n_group groups of which the
- * best topk_group are kept, norm_topk, then the weights times scale. */
+/* How a MoE layer's router chooses (docs/formats.md): COLI_ROUTER_SOFTMAX_TOPK,
+ * the softmax and top-k (norm_topk); COLI_ROUTER_SIGMOID_GROUP, the
+ * sigmoid router: a correction bias (handle of [1, n_experts] f32) for
+ * choosing, n_group groups of which the best topk_group are kept,
+ * norm_topk, then the weights times scale. */
 typedef struct coli__gpu_route {
-    int kind;
+    coli__router_kind kind;
     int norm_topk;
     int bias;
     int n_group, topk_group;
@@ -88,16 +90,22 @@ typedef struct coli__gpu_route {
 
 /* A decoder layer as the device runs it, in handles of resident tensors
  * (-1: none). Norm weights are f32 matrices of one row. The tier knows no
- * model family: a family is what these fields say. */
+ * model family, only the kinds of pieces a layer is made of
+ * (io/piece_kinds.h) and their fields; the pieces of lib/model/ fill
+ * them in (their describe). */
 typedef struct coli__gpu_layer {
     int attn_norm, ffn_norm;
+    coli__attn_kind attn; /* COLI_ATTN_GQA: the fields to clip_qkv, window and the biases */
     int wq, wk, wv, wo;
     int q_norm, k_norm; /* -1, or [1, head_dim] (per head) or [1, heads * head_dim] (whole) */
     int qk_norm;        /* 0 none, 1 per head, 2 over the whole projection */
     float clip_qkv;     /* > 0: q, k and v clipped to [-clip, clip] */
     int window;         /* > 0: sliding window of that many positions */
     int bq, bk, bv;     /* -1, or the q/k/v biases [1, heads * head_dim], [1, kv_heads * head_dim] x 2 */
-    int router;         /* -1: a dense SwiGLU MLP (gate, up, down) */
+    int is_moe;         /* 0: a dense layer (mlp), 1: a MoE layer (route, moe) */
+    coli__mlp_kind mlp; /* COLI_MLP_SWIGLU: gate, up, down */
+    coli__moe_kind moe; /* COLI_MOE_ROUTED: router, experts; ..._SHARED: also s_gate, s_up, s_down */
+    int router;
     coli__gpu_route route; /* how the router chooses */
     int gate, up, down;
     /* [n_experts * 3]: gate, up, down of each routed expert; -1: the

@@ -308,6 +308,17 @@ static coli_status build_layer(coli__gpu_pipe *pp, prod *tab, int l, coli__err *
     COLI_TRY(vec(pp->g, pp->dev, ly->ffn_norm, H, what, &L->ffn_norm, err));
     if (!L->attn_norm || !L->ffn_norm)
         return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d has no norm weights", l);
+    /* the pieces this pipe builds; any other kind stays on the CPU */
+    if (ly->attn != COLI_ATTN_GQA)
+        return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: layer %d's attention (kind %d) runs on the CPU", l,
+                          (int)ly->attn);
+    L->moe = ly->is_moe != 0;
+    if (L->moe && ly->moe != COLI_MOE_ROUTED && ly->moe != COLI_MOE_ROUTED_SHARED)
+        return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: layer %d's MoE block (kind %d) runs on the CPU", l,
+                          (int)ly->moe);
+    if (!L->moe && ly->mlp != COLI_MLP_SWIGLU)
+        return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: layer %d's MLP (kind %d) runs on the CPU", l,
+                          (int)ly->mlp);
     L->qk_norm = ly->qk_norm;
     if (ly->qk_norm) {
         int nq = ly->qk_norm == 1 ? hd : pp->QD, nk = ly->qk_norm == 1 ? hd : pp->KVD;
@@ -330,12 +341,23 @@ static coli_status build_layer(coli__gpu_pipe *pp, prod *tab, int l, coli__err *
         if (!L->bq || !L->bk || !L->bv)
             return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d has some of the q/k/v biases, not all", l);
     }
-    L->route.kind = ly->route.kind;
+    switch (ly->route.kind) {
+    case COLI_ROUTER_SOFTMAX_TOPK:
+        L->route.kind = 0;
+        break;
+    case COLI_ROUTER_SIGMOID_GROUP:
+        L->route.kind = 1;
+        break;
+    default:
+        if (L->moe)
+            return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: layer %d's router (kind %d) runs on the CPU", l,
+                              (int)ly->route.kind);
+    }
     L->route.norm_topk = ly->route.norm_topk;
     L->route.n_group = ly->route.n_group;
     L->route.topk_group = ly->route.topk_group;
     L->route.scale = ly->route.scale;
-    if (ly->route.kind) {
+    if (L->moe && ly->route.kind == COLI_ROUTER_SIGMOID_GROUP) {
         snprintf(what, sizeof what, "layer %d's router correction bias", l);
         COLI_TRY(vec(pp->g, pp->dev, ly->route.bias, pp->E, what, &L->route.bias, err));
         if (!L->route.bias || ly->route.n_group < 1 || ly->route.n_group > COLI__ROUTE_MAX_GROUPS ||
@@ -366,7 +388,6 @@ static coli_status build_layer(coli__gpu_pipe *pp, prod *tab, int l, coli__err *
         }
     }
     L->wo = (launch){tab[b + 3].dt, b + 3, 1, H, pp->QD};
-    L->moe = ly->router >= 0;
     if (L->moe) {
         if (!ly->experts)
             return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d has a router and no expert list", l);
@@ -418,7 +439,7 @@ static coli_status build_layer(coli__gpu_pipe *pp, prod *tab, int l, coli__err *
         COLI_TRY(st);
         if (L->n_host)
             pp->any_host = 1;
-        if (ly->s_gate >= 0) { /* the shared experts: the dense MLP's table slots and launches */
+        if (ly->moe == COLI_MOE_ROUTED_SHARED) { /* the shared experts: the dense MLP's table slots and launches */
             const int SI = n->shared_inter;
             snprintf(what, sizeof what, "layer %d's shared experts' gate", l);
             COLI_TRY(entry(pp, tab, b + 5, ly->s_gate, SI, H, pp->gg, SI, what, err));

@@ -2,41 +2,16 @@
  *
  * A row says how config.json names the family, reads the fields that are
  * the family's own, names its tensors, and which pieces of the decoder it
- * is made of. The pieces are enums here (io/ sits below model/);
- * lib/model/pieces.c maps each to its code at model open. Adding a family
+ * is made of. The pieces are enums (io/piece_kinds.h: io/ sits below
+ * model/ and gpu/); lib/model/pieces.c maps each to its code at model
+ * open. Adding a family
  * is one row in lib/io/families.c, plus pieces where it needs new ones. */
 #ifndef COLI_FAMILIES_H
 #define COLI_FAMILIES_H
 
 #include <stddef.h>
 #include "base/error.h"
-
-/* The attention of every layer. */
-typedef enum coli__attn_kind {
-    COLI_ATTN_GQA, /* grouped-query attention (lib/model/attention.c) */
-    COLI_ATTN_KINDS
-} coli__attn_kind;
-
-/* How a MoE layer picks its experts. */
-typedef enum coli__router_kind {
-    COLI_ROUTER_SOFTMAX_TOPK, /* softmax, top-k, optional renormalisation (lib/model/router.c) */
-    COLI_ROUTER_SIGMOID_GROUP, /* sigmoid, a correction bias for choosing, group-limited top-k, scaling
-                                  (lib/model/router_sigmoid.c) */
-    COLI_ROUTER_KINDS
-} coli__router_kind;
-
-/* The feed-forward of a MoE layer. */
-typedef enum coli__moe_kind {
-    COLI_MOE_ROUTED,        /* routed experts only (lib/model/ffn.c) */
-    COLI_MOE_ROUTED_SHARED, /* routed experts plus always-on shared experts (lib/model/ffn.c) */
-    COLI_MOE_KINDS
-} coli__moe_kind;
-
-/* The feed-forward of a dense layer. */
-typedef enum coli__mlp_kind {
-    COLI_MLP_SWIGLU, /* down(silu(gate x) * up x) (lib/model/ffn.c) */
-    COLI_MLP_KINDS
-} coli__mlp_kind;
+#include "io/piece_kinds.h"
 
 /* The tensors of a family, by role. */
 typedef enum coli__tname {

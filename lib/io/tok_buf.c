@@ -27,27 +27,6 @@ void coli__buf_free(coli__buf *b)
     b->n = b->cap = 0;
 }
 
-/* Room for extra more bytes plus the terminating NUL. */
-int coli__buf_reserve(coli__buf *b, size_t extra)
-{
-    size_t need, nc;
-    char *np;
-    if (extra > SIZE_MAX / 2 - b->n)
-        return -1;
-    need = b->n + extra + 1;
-    if (need <= b->cap)
-        return 0;
-    nc = b->cap ? b->cap : 64;
-    while (nc < need)
-        nc *= 2;
-    np = realloc(b->p, nc);
-    if (!np)
-        return -1;
-    b->p = np;
-    b->cap = nc;
-    return 0;
-}
-
 void coli__buf_reset(coli__buf *b)
 {
     b->n = 0;

@@ -14,6 +14,8 @@
 #ifndef COLI_TOK_IMPL_H
 #define COLI_TOK_IMPL_H
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io/json.h"
@@ -201,8 +203,25 @@ static inline int coli__tok_json_is_str(const coli__json *j)
 
 /* The int functions return 0, or -1 when out of memory. */
 
-/* Room for extra more bytes plus the terminating NUL. */
-int coli__buf_reserve(coli__buf *b, size_t extra);
+/* Room for extra more bytes plus the terminating NUL. Here, not in
+ * tok_buf.c: the inline append below calls it, and a header must not call
+ * into a file that includes it. */
+static inline int coli__buf_reserve(coli__buf *b, size_t extra)
+{
+    if (extra > SIZE_MAX / 2 - b->n)
+        return -1;
+    size_t need = b->n + extra + 1, nc = b->cap ? b->cap : 64;
+    if (need <= b->cap)
+        return 0;
+    while (nc < need)
+        nc *= 2;
+    char *np = realloc(b->p, nc);
+    if (!np)
+        return -1;
+    b->p = np;
+    b->cap = nc;
+    return 0;
+}
 /* Appends p[0..n), keeping the buffer NUL-terminated. Inline: decoding
  * appends a few bytes a token, and a call each cost a sixth of it. */
 static inline int coli__buf_add(coli__buf *b, const void *p, size_t n)

@@ -339,7 +339,58 @@ static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__
     return coli__pass_mm(b, &ly->wo, b->att, S, b->o);
 }
 
+/* q, k, v and output projections, then the q/k norms and the q/k/v
+ * biases the options ask for: the order they are stored in. */
+static coli_status load(const coli__piece_loader *L, const coli__config *c, int l, coli__layer *ly)
+{
+    const int H = c->hidden, q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
+    COLI_TRY(L->mat(L->L, &ly->wq, COLI_T_WQ, l, q, H, COLI_MAT_BIG, COLI_ROLE_DENSE));
+    COLI_TRY(L->mat(L->L, &ly->wk, COLI_T_WK, l, kv, H, COLI_MAT_BIG, COLI_ROLE_DENSE));
+    COLI_TRY(L->mat(L->L, &ly->wv, COLI_T_WV, l, kv, H, COLI_MAT_BIG, COLI_ROLE_DENSE));
+    COLI_TRY(L->mat(L->L, &ly->wo, COLI_T_WO, l, H, q, COLI_MAT_BIG, COLI_ROLE_DENSE));
+    if (c->attn.qk_norm == COLI_QK_NORM_HEAD) {
+        COLI_TRY(L->vec(L->L, &ly->q_norm, COLI_T_Q_NORM, l, c->head_dim));
+        COLI_TRY(L->vec(L->L, &ly->k_norm, COLI_T_K_NORM, l, c->head_dim));
+    } else if (c->attn.qk_norm == COLI_QK_NORM_FULL) {
+        COLI_TRY(L->vec(L->L, &ly->q_norm, COLI_T_Q_NORM, l, q));
+        COLI_TRY(L->vec(L->L, &ly->k_norm, COLI_T_K_NORM, l, kv));
+    }
+    if (c->attn.qkv_bias) {
+        COLI_TRY(L->vec(L->L, &ly->bq, COLI_T_BQ, l, q));
+        COLI_TRY(L->vec(L->L, &ly->bk, COLI_T_BK, l, kv));
+        COLI_TRY(L->vec(L->L, &ly->bv, COLI_T_BV, l, kv));
+    }
+    return COLI_OK;
+}
+
+static void describe(const coli__describer *D, const coli__config *c, const coli__layer *ly, coli__gpu_layer *gl)
+{
+    const int hd = c->head_dim, q = c->n_heads * hd, kv = c->n_kv_heads * hd;
+    gl->attn = COLI_ATTN_GQA;
+    gl->wq = D->mat(D->D, &ly->wq);
+    gl->wk = D->mat(D->D, &ly->wk);
+    gl->wv = D->mat(D->D, &ly->wv);
+    gl->wo = D->mat(D->D, &ly->wo);
+    gl->qk_norm = c->attn.qk_norm == COLI_QK_NORM_HEAD ? 1 : c->attn.qk_norm == COLI_QK_NORM_FULL ? 2 : 0;
+    gl->q_norm = gl->k_norm = -1;
+    if (gl->qk_norm) {
+        gl->q_norm = D->vec(D->D, ly->q_norm, gl->qk_norm == 1 ? hd : q);
+        gl->k_norm = D->vec(D->D, ly->k_norm, gl->qk_norm == 1 ? hd : kv);
+    }
+    gl->clip_qkv = c->attn.clip_qkv;
+    gl->window = c->attn.sliding_window;
+    gl->bq = gl->bk = gl->bv = -1;
+    if (c->attn.qkv_bias) {
+        gl->bq = D->vec(D->D, ly->bq, q);
+        gl->bk = D->vec(D->D, ly->bk, kv);
+        gl->bv = D->vec(D->D, ly->bv, kv);
+    }
+}
+
 const coli__attn_piece coli__attn_gqa = {
+    .name = "gqa",
+    .load = load,
+    .describe = describe,
     .run = gqa,
     .scratch = scratch,
 };

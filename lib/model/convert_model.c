@@ -8,18 +8,26 @@
 
 #include "base/sized.h"
 #include "model/model.h"
+#include "model/pieces.h"
 #include "store/convert.h"
 
-/* The source's functions read the job: the checkpoint and the format. */
+/* What the source's functions read: the job (the checkpoint and the
+ * format) and the pieces of its family, which name their tensors. */
+typedef struct conv_src {
+    const coli__conv_job *job;
+    coli__pieces pieces;
+} conv_src;
+
 static coli_status src_plan(void *user, coli__witem_fn fn, void *fn_user, coli__err *err)
 {
-    const coli__conv_job *j = user;
-    return coli__weights_plan(j->cfg, j->ts, j->fmt, j->group, fn, fn_user, err);
+    const conv_src *cs = user;
+    const coli__conv_job *j = cs->job;
+    return coli__weights_plan(j->cfg, &cs->pieces, j->ts, j->fmt, j->group, fn, fn_user, err);
 }
 
 static coli_status src_make(void *user, const coli__witem *it, void *dst, uint64_t bytes, coli__err *err)
 {
-    const coli__conv_job *j = user;
+    const coli__conv_job *j = ((const conv_src *)user)->job;
     coli__weights scratch;
     memset(&scratch, 0, sizeof scratch);
     coli__mat m;
@@ -72,6 +80,10 @@ static coli_status convert(const coli_convert_params *p, const char *src, const 
     if (st == COLI_OK && cfg.n_mtp > 0 &&
         coli__st_find(ts, coli__tensor_name(cfg.family, COLI_T_MTP_EH_PROJ, cfg.n_trunk, 0, name, sizeof name)))
         st = coli__config_add_mtp(&cfg, src, err);
+    conv_src cs;
+    memset(&cs, 0, sizeof cs);
+    if (st == COLI_OK)
+        st = coli__pieces_pick(&cfg, &cs.pieces, err);
     if (st == COLI_OK) {
         coli__conv_job job = {
             .src_dir = src,
@@ -83,7 +95,8 @@ static coli_status convert(const coli_convert_params *p, const char *src, const 
             .params = p,
             .src = {.plan = src_plan, .make = src_make},
         };
-        job.src.user = &job;
+        cs.job = &job;
+        job.src.user = &cs;
         st = coli__cont_write(&job, err);
     }
     coli__st_close(ts);

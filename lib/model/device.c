@@ -14,6 +14,7 @@
 #include "base/env.h"
 #include "model/device.h"
 #include "model/kv.h"
+#include "model/pieces.h"
 #include "model/rope.h"
 
 #define CHUNK 512 /* tokens per device pass (scratch is sized for it) */
@@ -131,10 +132,25 @@ static void put_vec(walk *w, const float *v, int n, int *handle)
     put(w, &g, handle);
 }
 
+/* The walk as the pieces see it (coli__describer). */
+static int describe_mat(void *D, const coli__mat *m)
+{
+    int h;
+    put_mat(D, m, &h);
+    return h;
+}
+
+static int describe_vec(void *D, const float *v, int n)
+{
+    int h;
+    put_vec(D, v, n, &h);
+    return h;
+}
+
 static void walk_model(const coli_model *m, walk *w, coli__gpu_layer *layers, int *top)
 {
     const coli__config *c = &m->cfg;
-    const int H = c->hidden, hd = c->head_dim;
+    const int H = c->hidden;
     int scratch[3];
     if (m->w.embed.dt != COLI_DT_F32 && m->w.embed.dt != COLI_DT_BF16) {
         w->ok = 0;
@@ -145,52 +161,25 @@ static void walk_model(const coli_model *m, walk *w, coli__gpu_layer *layers, in
     put_mat(w, &m->w.embed, top ? &top[0] : &scratch[0]);
     put_vec(w, m->w.final_norm, H, top ? &top[1] : &scratch[1]);
     put_mat(w, &m->w.lm_head, top ? &top[2] : &scratch[2]);
+    const coli__pieces *p = &m->pieces;
+    const coli__describer D = {.mat = describe_mat, .vec = describe_vec, .D = w};
     for (int l = 0; l < c->n_trunk && w->ok; l++) { /* the MTP layer runs on the CPU */
         const coli__layer *ly = &m->w.layers[l];
         coli__gpu_layer tmp, *gl = layers ? &layers[l] : &tmp;
-        put_vec(w, ly->attn_norm, H, &gl->attn_norm);
-        put_vec(w, ly->ffn_norm, H, &gl->ffn_norm);
-        put_mat(w, &ly->wq, &gl->wq);
-        put_mat(w, &ly->wk, &gl->wk);
-        put_mat(w, &ly->wv, &gl->wv);
-        put_mat(w, &ly->wo, &gl->wo);
-        gl->qk_norm = c->attn.qk_norm == COLI_QK_NORM_HEAD ? 1 : c->attn.qk_norm == COLI_QK_NORM_FULL ? 2 : 0;
-        gl->q_norm = gl->k_norm = -1;
-        if (gl->qk_norm) {
-            put_vec(w, ly->q_norm, gl->qk_norm == 1 ? hd : c->n_heads * hd, &gl->q_norm);
-            put_vec(w, ly->k_norm, gl->qk_norm == 1 ? hd : c->n_kv_heads * hd, &gl->k_norm);
-        }
-        gl->clip_qkv = c->attn.clip_qkv;
-        gl->window = c->attn.sliding_window;
-        gl->bq = gl->bk = gl->bv = -1;
-        if (c->attn.qkv_bias) {
-            put_vec(w, ly->bq, c->n_heads * hd, &gl->bq);
-            put_vec(w, ly->bk, c->n_kv_heads * hd, &gl->bk);
-            put_vec(w, ly->bv, c->n_kv_heads * hd, &gl->bv);
-        }
-        memset(&gl->route, 0, sizeof gl->route);
-        gl->route.norm_topk = c->router.norm_topk_prob;
-        gl->route.bias = -1;
-        gl->route.n_group = c->router.n_group;
-        gl->route.topk_group = c->router.topk_group;
-        gl->route.scale = c->router.scale;
+        memset(gl, 0, sizeof *gl); /* experts: placed by the tier, after this */
         gl->router = gl->gate = gl->up = gl->down = -1;
         gl->s_gate = gl->s_up = gl->s_down = -1;
+        gl->route.bias = -1;
+        put_vec(w, ly->attn_norm, H, &gl->attn_norm);
+        put_vec(w, ly->ffn_norm, H, &gl->ffn_norm);
+        /* each piece describes its own part of the layer */
+        p->attn->describe(&D, c, ly, gl);
+        gl->is_moe = ly->is_moe;
         if (ly->is_moe) {
-            put_mat(w, &ly->router, &gl->router);
-            if (c->family->router == COLI_ROUTER_SIGMOID_GROUP) {
-                gl->route.kind = 1;
-                put_vec(w, ly->router_bias, c->n_experts, &gl->route.bias);
-            }
-            if (c->shared_inter > 0) {
-                put_mat(w, &ly->s_gate, &gl->s_gate);
-                put_mat(w, &ly->s_up, &gl->s_up);
-                put_mat(w, &ly->s_down, &gl->s_down);
-            }
+            p->router->describe(&D, c, ly, &gl->router, &gl->route);
+            p->moe->describe(&D, c, ly, gl);
         } else {
-            put_mat(w, &ly->gate, &gl->gate);
-            put_mat(w, &ly->up, &gl->up);
-            put_mat(w, &ly->down, &gl->down);
+            p->mlp->describe(&D, c, ly, gl);
         }
     }
 }

@@ -69,7 +69,25 @@ static coli_status lookahead(coli__pass *b, int l)
     return COLI_OK;
 }
 
+static coli_status load_routed(const coli__piece_loader *L, const coli__config *c, int l, coli__layer *ly)
+{
+    (void)c;
+    return L->experts(L->L, l, ly);
+}
+
+static void describe_routed(const coli__describer *D, const coli__config *c, const coli__layer *ly,
+                            coli__gpu_layer *gl)
+{
+    (void)D;
+    (void)c;
+    (void)ly;
+    gl->moe = COLI_MOE_ROUTED;
+}
+
 const coli__ffn_piece coli__moe_routed = {
+    .name = "routed experts",
+    .load = load_routed,
+    .describe = describe_routed,
     .prepare = lookahead,
     .run = routed,
 };
@@ -88,7 +106,28 @@ static coli_status swiglu(coli__pass *b, const coli__layer *ly, int l)
     return mlp(b, &ly->gate, &ly->up, &ly->down, b->o);
 }
 
+static coli_status load_swiglu(const coli__piece_loader *L, const coli__config *c, int l, coli__layer *ly)
+{
+    const int H = c->hidden;
+    COLI_TRY(L->mat(L->L, &ly->gate, COLI_T_GATE, l, c->inter, H, COLI_MAT_BIG, COLI_ROLE_DENSE));
+    COLI_TRY(L->mat(L->L, &ly->up, COLI_T_UP, l, c->inter, H, COLI_MAT_BIG, COLI_ROLE_DENSE));
+    return L->mat(L->L, &ly->down, COLI_T_DOWN, l, H, c->inter, COLI_MAT_BIG, COLI_ROLE_DENSE);
+}
+
+static void describe_swiglu(const coli__describer *D, const coli__config *c, const coli__layer *ly,
+                            coli__gpu_layer *gl)
+{
+    (void)c;
+    gl->mlp = COLI_MLP_SWIGLU;
+    gl->gate = D->mat(D->D, &ly->gate);
+    gl->up = D->mat(D->D, &ly->up);
+    gl->down = D->mat(D->D, &ly->down);
+}
+
 const coli__ffn_piece coli__mlp_swiglu = {
+    .name = "swiglu",
+    .load = load_swiglu,
+    .describe = describe_swiglu,
     .prepare = NULL,
     .run = swiglu,
 };
@@ -105,7 +144,35 @@ static coli_status routed_shared(coli__pass *b, const coli__layer *ly, int l)
     return COLI_OK;
 }
 
+/* The shared experts, resident like the dense MLP (every token runs
+ * them), then the routed ones. */
+static coli_status load_routed_shared(const coli__piece_loader *L, const coli__config *c, int l, coli__layer *ly)
+{
+    const int H = c->hidden, SI = c->shared_inter;
+    if (SI > 0) { /* n_shared_experts may be 0 */
+        COLI_TRY(L->mat(L->L, &ly->s_gate, COLI_T_S_GATE, l, SI, H, COLI_MAT_BIG, COLI_ROLE_DENSE));
+        COLI_TRY(L->mat(L->L, &ly->s_up, COLI_T_S_UP, l, SI, H, COLI_MAT_BIG, COLI_ROLE_DENSE));
+        COLI_TRY(L->mat(L->L, &ly->s_down, COLI_T_S_DOWN, l, H, SI, COLI_MAT_BIG, COLI_ROLE_DENSE));
+    }
+    return L->experts(L->L, l, ly);
+}
+
+static void describe_routed_shared(const coli__describer *D, const coli__config *c, const coli__layer *ly,
+                                   coli__gpu_layer *gl)
+{
+    gl->moe = COLI_MOE_ROUTED;
+    if (c->shared_inter <= 0)
+        return; /* none: the device runs the routed experts alone */
+    gl->moe = COLI_MOE_ROUTED_SHARED;
+    gl->s_gate = D->mat(D->D, &ly->s_gate);
+    gl->s_up = D->mat(D->D, &ly->s_up);
+    gl->s_down = D->mat(D->D, &ly->s_down);
+}
+
 const coli__ffn_piece coli__moe_routed_shared = {
+    .name = "routed and shared experts",
+    .load = load_routed_shared,
+    .describe = describe_routed_shared,
     .prepare = lookahead,
     .run = routed_shared,
 };

@@ -212,7 +212,7 @@ static coli_status open_container(coli_model *m, const char *dir)
                           (int)m->opts.q4_group, c->path, c->q4_group);
     m->wfmt = (coli_weight_format)c->weights;
     m->opts.q4_group = c->q4_group;
-    COLI_TRY(coli__weights_load_container(&m->w, &m->cfg, c, &m->err));
+    COLI_TRY(coli__weights_load_container(&m->w, &m->cfg, &m->pieces, c, &m->err));
     /* the budget keeps room for one context's KV cache: none is ever longer than the model */
     int64_t kv_pos = coli__kv_positions(&m->cfg, m->opts.context);
     if (kv_pos > m->cfg.max_pos)
@@ -253,7 +253,7 @@ static coli_status reload_expert(void *user, int l, int e, coli__err *err)
     return coli__weights_reload_expert(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, l, e, err);
 }
 
-static coli_status open_model(coli_model *m, const char *dir)
+static coli_status model_open_dir(coli_model *m, const char *dir)
 {
     struct stat sb;
     if (stat(dir, &sb) != 0)
@@ -279,7 +279,7 @@ static coli_status open_model(coli_model *m, const char *dir)
         m->wfmt = (coli_weight_format)m->opts.weights;
         /* the x16 layout is the CPU's: matrices a GPU reads keep the rows */
         int x16 = coli__cpuk_x16(m->cpuk) && !gpu_on;
-        COLI_TRY(coli__weights_load(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, (int)m->opts.threads,
+        COLI_TRY(coli__weights_load(&m->w, &m->cfg, &m->pieces, m->ts, m->wfmt, (int)m->opts.q4_group, (int)m->opts.threads,
                                     x16, &m->err));
         if (m->opts.mem_budget_mb > 0 || m->opts.expert_slots > 0)
             coli__log(&m->opts.log, COLI_LOG_WARN,
@@ -364,7 +364,7 @@ COLI_API coli_status coli_model_open(const char *dir, const coli_options *opts, 
         st = coli__fail(&m->err, COLI_ENOMEM, "out of memory");
         goto fail;
     }
-    st = open_model(m, dir);
+    st = model_open_dir(m, dir);
     if (st != COLI_OK)
         goto fail;
     m->ok = 1;
@@ -433,7 +433,7 @@ static void info_fill(const coli_model *m, coli_model_info *info)
     info->n_experts_active = c->top_k;
     info->moe_intermediate_size = c->moe_inter;
     info->max_positions = c->max_pos;
-    info->router = c->family->router == COLI_ROUTER_SIGMOID_GROUP ? "sigmoid" : "softmax";
+    info->router = m->pieces.router->name;
     info->n_expert_groups = c->router.n_group;
     info->n_expert_groups_active = c->router.topk_group;
     info->routed_scaling = c->router.scale;

@@ -107,20 +107,21 @@ struct coli_model {
 struct coli__container;
 
 /* Loads every weight of cfg from ts in format fmt, checking names and
- * shapes; quantization uses threads threads (0: every online core; the
+ * shapes, each piece of pieces (lib/model/pieces.h) its own; quantization uses threads threads (0: every online core; the
  * same bytes for any); x16: q8 and q4 matrices that fit take the x16
  * layout (lib/cpu/qlayout.c), for the CPU only. */
-coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
-                               coli_weight_format fmt, int q4_group, int threads, int x16, coli__err *err);
+coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__pieces *pieces,
+                               const coli__tensor_set *ts, coli_weight_format fmt, int q4_group, int threads, int x16,
+                               coli__err *err);
 void coli__weights_free(coli__weights *w, const coli__config *cfg);
 /* Points every weight of cfg into a container's mapping (docs/container.md):
  * nothing is converted; names, shapes and dtypes are checked. */
-coli_status coli__weights_load_container(coli__weights *w, const coli__config *cfg, const struct coli__container *c,
-                                         coli__err *err);
+coli_status coli__weights_load_container(coli__weights *w, const coli__config *cfg, const coli__pieces *pieces,
+                                         const struct coli__container *c, coli__err *err);
 /* Walks the tensors coli__weights_load would load, in its order, checking
  * each against ts and calling fn with it; nothing is converted. */
-coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *ts, coli_weight_format fmt,
-                               int q4_group, coli__witem_fn fn, void *user, coli__err *err);
+coli_status coli__weights_plan(const coli__config *cfg, const coli__pieces *pieces, const coli__tensor_set *ts,
+                               coli_weight_format fmt, int q4_group, coli__witem_fn fn, void *user, coli__err *err);
 /* Makes one planned tensor as the loader would: *out's memory belongs to
  * scratch (free it with coli__weights_free(scratch, NULL)) or to ts. */
 coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_format fmt, int q4_group,

@@ -3,6 +3,7 @@
  * their weights renormalised to sum to one: transformers' operations in
  * the written order of docs/formats.md. */
 #include <math.h>
+#include <string.h>
 
 #include "cpu/silu.h"
 #include "model/pieces.h"
@@ -64,7 +65,28 @@ static coli_status guess(const coli_model *m, coli__pool *pool, const coli__laye
     return COLI_OK;
 }
 
+static coli_status load(const coli__piece_loader *L, const coli__config *c, int l, coli__layer *ly)
+{
+    return L->mat(L->L, &ly->router, COLI_T_ROUTER, l, c->n_experts, c->hidden, COLI_MAT_KEEP, COLI_ROLE_DENSE);
+}
+
+static void describe(const coli__describer *D, const coli__config *c, const coli__layer *ly, int *router,
+                     coli__gpu_route *rt)
+{
+    *router = D->mat(D->D, &ly->router);
+    memset(rt, 0, sizeof *rt);
+    rt->kind = COLI_ROUTER_SOFTMAX_TOPK;
+    rt->norm_topk = c->router.norm_topk_prob;
+    rt->bias = -1;
+    rt->n_group = c->router.n_group;
+    rt->topk_group = c->router.topk_group;
+    rt->scale = c->router.scale;
+}
+
 const coli__router_piece coli__router_softmax_topk = {
+    .name = "softmax",
+    .load = load,
+    .describe = describe,
     .route = route,
     .guess = guess,
 };

@@ -4,6 +4,7 @@
  * unbiased scores, renormalised (router.norm_topk_prob) and scaled
  * (router.scale), in the written order of docs/formats.md. */
 #include <math.h>
+#include <string.h>
 
 #include "cpu/silu.h"
 #include "model/pieces.h"
@@ -111,7 +112,30 @@ static coli_status guess(const coli_model *m, coli__pool *pool, const coli__laye
     return COLI_OK;
 }
 
+/* The router and its correction bias. */
+static coli_status load(const coli__piece_loader *L, const coli__config *c, int l, coli__layer *ly)
+{
+    COLI_TRY(L->mat(L->L, &ly->router, COLI_T_ROUTER, l, c->n_experts, c->hidden, COLI_MAT_KEEP, COLI_ROLE_DENSE));
+    return L->vec(L->L, &ly->router_bias, COLI_T_ROUTER_BIAS, l, c->n_experts);
+}
+
+static void describe(const coli__describer *D, const coli__config *c, const coli__layer *ly, int *router,
+                     coli__gpu_route *rt)
+{
+    *router = D->mat(D->D, &ly->router);
+    memset(rt, 0, sizeof *rt);
+    rt->kind = COLI_ROUTER_SIGMOID_GROUP;
+    rt->norm_topk = c->router.norm_topk_prob;
+    rt->bias = D->vec(D->D, ly->router_bias, c->n_experts);
+    rt->n_group = c->router.n_group;
+    rt->topk_group = c->router.topk_group;
+    rt->scale = c->router.scale;
+}
+
 const coli__router_piece coli__router_sigmoid_group = {
+    .name = "sigmoid",
+    .load = load,
+    .describe = describe,
     .route = route,
     .guess = guess,
 };

@@ -27,6 +27,7 @@
 #include "store/container.h"
 #include "model/finite.h"
 #include "model/model.h"
+#include "model/pieces.h"
 
 /* One walk over the model's tensors serves three purposes: loading a
  * checkpoint (ts), loading a container (cont: matrices point into its
@@ -36,6 +37,7 @@
 typedef struct loader {
     coli__weights *w;
     const coli__config *cfg;
+    const coli__pieces *pieces; /* each loads its layer's tensors (lib/model/pieces.h) */
     const coli__tensor_set *ts;
     coli_weight_format fmt;
     int q4_group;
@@ -548,48 +550,31 @@ static coli_status load_vec_hf(loader *L, const coli__tensor *t, float **out, co
  * (lib/io/families.c), in the caller's name[]. */
 #define NAME(t, l, e) coli__tensor_name(c->family, (t), (l), (e), name, sizeof name)
 
-static coli_status load_layer(loader *L, int l)
+/* The loader as the pieces see it (coli__piece_loader). */
+static coli_status piece_mat(void *user, coli__mat *m, coli__tname t, int l, int rows, int cols, coli__mat_kind kind,
+                             coli__mat_role role)
 {
+    loader *L = user;
     const coli__config *c = L->cfg;
-    coli__layer *ly = &L->w->layers[l];
     char name[256];
-    const int H = c->hidden, q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
+    return load_mat(L, m, NAME(t, l, 0), rows, cols, kind, role);
+}
 
-    COLI_TRY(load_vec(L, &ly->attn_norm, NAME(COLI_T_ATTN_NORM, l, 0), H));
-    COLI_TRY(load_vec(L, &ly->ffn_norm, NAME(COLI_T_FFN_NORM, l, 0), H));
-    COLI_TRY(load_mat(L, &ly->wq, NAME(COLI_T_WQ, l, 0), q, H, BIG, DENSE));
-    COLI_TRY(load_mat(L, &ly->wk, NAME(COLI_T_WK, l, 0), kv, H, BIG, DENSE));
-    COLI_TRY(load_mat(L, &ly->wv, NAME(COLI_T_WV, l, 0), kv, H, BIG, DENSE));
-    COLI_TRY(load_mat(L, &ly->wo, NAME(COLI_T_WO, l, 0), H, q, BIG, DENSE));
-    if (c->attn.qk_norm == COLI_QK_NORM_HEAD) {
-        COLI_TRY(load_vec(L, &ly->q_norm, NAME(COLI_T_Q_NORM, l, 0), c->head_dim));
-        COLI_TRY(load_vec(L, &ly->k_norm, NAME(COLI_T_K_NORM, l, 0), c->head_dim));
-    } else if (c->attn.qk_norm == COLI_QK_NORM_FULL) {
-        COLI_TRY(load_vec(L, &ly->q_norm, NAME(COLI_T_Q_NORM, l, 0), q));
-        COLI_TRY(load_vec(L, &ly->k_norm, NAME(COLI_T_K_NORM, l, 0), kv));
-    }
-    if (c->attn.qkv_bias) {
-        COLI_TRY(load_vec(L, &ly->bq, NAME(COLI_T_BQ, l, 0), q));
-        COLI_TRY(load_vec(L, &ly->bk, NAME(COLI_T_BK, l, 0), kv));
-        COLI_TRY(load_vec(L, &ly->bv, NAME(COLI_T_BV, l, 0), kv));
-    }
+static coli_status piece_vec(void *user, float **v, coli__tname t, int l, int n)
+{
+    loader *L = user;
+    const coli__config *c = L->cfg;
+    char name[256];
+    return load_vec(L, v, NAME(t, l, 0), n);
+}
 
-    ly->is_moe = c->is_moe[l];
-    if (!ly->is_moe) {
-        COLI_TRY(load_mat(L, &ly->gate, NAME(COLI_T_GATE, l, 0), c->inter, H, BIG, DENSE));
-        COLI_TRY(load_mat(L, &ly->up, NAME(COLI_T_UP, l, 0), c->inter, H, BIG, DENSE));
-        COLI_TRY(load_mat(L, &ly->down, NAME(COLI_T_DOWN, l, 0), H, c->inter, BIG, DENSE));
-        return COLI_OK;
-    }
-    const int E = c->n_experts, I = c->moe_inter;
-    COLI_TRY(load_mat(L, &ly->router, NAME(COLI_T_ROUTER, l, 0), E, H, KEEP, DENSE));
-    if (c->family->router == COLI_ROUTER_SIGMOID_GROUP)
-        COLI_TRY(load_vec(L, &ly->router_bias, NAME(COLI_T_ROUTER_BIAS, l, 0), E));
-    if (c->shared_inter > 0) { /* resident like the dense MLP: every token runs them */
-        COLI_TRY(load_mat(L, &ly->s_gate, NAME(COLI_T_S_GATE, l, 0), c->shared_inter, H, BIG, DENSE));
-        COLI_TRY(load_mat(L, &ly->s_up, NAME(COLI_T_S_UP, l, 0), c->shared_inter, H, BIG, DENSE));
-        COLI_TRY(load_mat(L, &ly->s_down, NAME(COLI_T_S_DOWN, l, 0), H, c->shared_inter, BIG, DENSE));
-    }
+/* The routed experts of MoE layer l, expert by expert: gate, up, down. */
+static coli_status piece_experts(void *user, int l, coli__layer *ly)
+{
+    loader *L = user;
+    const coli__config *c = L->cfg;
+    char name[256];
+    const int H = c->hidden, E = c->n_experts, I = c->moe_inter;
     ly->e_gate = calloc((size_t)E * 3, sizeof(coli__mat));
     if (!ly->e_gate)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory for layer %d experts", l);
@@ -611,13 +596,34 @@ static coli_status load_layer(loader *L, int l)
     return COLI_OK;
 }
 
+/* A layer: its norms, then each piece's tensors, in the order they are
+ * stored (a container keeps the loader's order). */
+static coli_status load_layer(loader *L, int l)
+{
+    const coli__config *c = L->cfg;
+    const coli__pieces *p = L->pieces;
+    coli__layer *ly = &L->w->layers[l];
+    char name[256];
+    const coli__piece_loader pl = {.mat = piece_mat, .vec = piece_vec, .experts = piece_experts, .L = L};
+
+    COLI_TRY(load_vec(L, &ly->attn_norm, NAME(COLI_T_ATTN_NORM, l, 0), c->hidden));
+    COLI_TRY(load_vec(L, &ly->ffn_norm, NAME(COLI_T_FFN_NORM, l, 0), c->hidden));
+    COLI_TRY(p->attn->load(&pl, c, l, ly));
+    ly->is_moe = c->is_moe[l];
+    if (!ly->is_moe)
+        return p->mlp->load(&pl, c, l, ly);
+    COLI_TRY(p->router->load(&pl, c, l, ly));
+    return p->moe->load(&pl, c, l, ly);
+}
+
 static coli_status load_all(loader *L);
 
-coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__tensor_set *ts,
-                               coli_weight_format fmt, int q4_group, int threads, int x16, coli__err *err)
+coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__pieces *pieces,
+                               const coli__tensor_set *ts, coli_weight_format fmt, int q4_group, int threads, int x16,
+                               coli__err *err)
 {
     memset(w, 0, sizeof *w);
-    loader L = {.w = w, .cfg = cfg, .ts = ts, .fmt = fmt, .q4_group = q4_group, .err = err, .layer = -1,
+    loader L = {.w = w, .cfg = cfg, .pieces = pieces, .ts = ts, .fmt = fmt, .q4_group = q4_group, .err = err, .layer = -1,
                 .expert = -1, .x16 = x16};
     coli__err perr;
     if (threads != 1 && coli__pool_create(threads, &L.pool, &perr) != COLI_OK)
@@ -629,11 +635,11 @@ coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const 
     return st;
 }
 
-coli_status coli__weights_load_container(coli__weights *w, const coli__config *cfg, const coli__container *c,
-                                         coli__err *err)
+coli_status coli__weights_load_container(coli__weights *w, const coli__config *cfg, const coli__pieces *pieces,
+                                         const coli__container *c, coli__err *err)
 {
     memset(w, 0, sizeof *w);
-    loader L = {.w = w, .cfg = cfg, .fmt = (coli_weight_format)c->weights, .q4_group = c->q4_group, .err = err,
+    loader L = {.w = w, .cfg = cfg, .pieces = pieces, .fmt = (coli_weight_format)c->weights, .q4_group = c->q4_group, .err = err,
                 .cont = c, .layer = -1, .expert = -1};
     /* a container may hold the MTP layer a model opened without it does not use */
     int extra = c->n_layers == cfg->n_layers + 1 && cfg->n_layers == cfg->n_trunk && cfg->n_mtp > 0;
@@ -648,12 +654,12 @@ coli_status coli__weights_load_container(coli__weights *w, const coli__config *c
     return load_all(&L);
 }
 
-coli_status coli__weights_plan(const coli__config *cfg, const coli__tensor_set *ts, coli_weight_format fmt,
-                               int q4_group, coli__witem_fn fn, void *user, coli__err *err)
+coli_status coli__weights_plan(const coli__config *cfg, const coli__pieces *pieces, const coli__tensor_set *ts,
+                               coli_weight_format fmt, int q4_group, coli__witem_fn fn, void *user, coli__err *err)
 {
     coli__weights w;
     memset(&w, 0, sizeof w);
-    loader L = {.w = &w, .cfg = cfg, .ts = ts, .fmt = fmt, .q4_group = q4_group, .err = err, .plan = fn,
+    loader L = {.w = &w, .cfg = cfg, .pieces = pieces, .ts = ts, .fmt = fmt, .q4_group = q4_group, .err = err, .plan = fn,
                 .plan_user = user, .layer = -1, .expert = -1};
     coli_status st = load_all(&L);
     coli__weights_free(&w, cfg);
