@@ -319,6 +319,25 @@ if (ulimit -v "$limit" && "$COLI" --version) >/dev/null 2>&1; then
 			fail "KV cache beyond memory: $(cat "$err")"
 		fi
 	fi
+	# with many threads the suggestion is the same on every run, and works:
+	# the pool's threads set their memory aside before the cache is
+	# allocated, and the suggestion leaves room for the rest of a run
+	# (once it varied with when the threads started, and failed under load)
+	cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+	nt=$((4 * cores))
+	[ "$nt" -gt 8 ] && nt=8
+	fits=
+	for i in 1 2 3; do
+		(ulimit -v "$limit" && exec "$COLI" generate -m "$huge" -p "In the" -n 2 -c 16777216 -t "$nt") >"$out" 2>"$err"
+		fits="$fits $(sed -n 's/.*at most \([0-9][0-9]*\) positions fit.*/\1/p' "$err")"
+	done
+	set -- $fits
+	if [ $# = 3 ] && [ "$1" = "$2" ] && [ "$2" = "$3" ] &&
+		(ulimit -v "$limit" && exec "$COLI" generate -m "$huge" -p "In the" -n 2 -c "$1" -t "$nt") >"$out" 2>&1; then
+		pass "with $nt threads the KV cache's suggestion is the same three times ($1 positions) and works"
+	else
+		fail "with $nt threads: suggestions$fits; $(cat "$out")"
+	fi
 	# a bf16 cache takes half: the message counts two bytes a value
 	if (ulimit -v "$limit" && exec "$COLI" generate -m "$huge" -p "In the" -n 2 -c 16777216 --kv-type bf16) \
 		>"$out" 2>"$err"; then

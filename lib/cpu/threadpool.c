@@ -26,6 +26,8 @@ struct coli__pool {
     pthread_mutex_t mu;
     pthread_cond_t wake;
     pthread_cond_t done_cv;
+    pthread_cond_t started_cv;
+    int started;              /* workers that have begun (under mu) */
     /* Each field that many cores touch at once has a cache line of its
      * own: the spinning workers read generation and quit, so a write to a
      * neighbour (a worker taking a chunk, or checking out) would send the
@@ -156,6 +158,13 @@ static void *worker_main(void *vp)
     coli__pool *p = wa->pool;
     int id = wa->id;
     free(wa);
+    /* begun: what the C library sets aside for this thread (its malloc
+     * arena, at its first free) is set aside before coli__pool_create
+     * returns, not at some later moment of the caller's */
+    pthread_mutex_lock(&p->mu);
+    p->started++;
+    pthread_cond_signal(&p->started_cv);
+    pthread_mutex_unlock(&p->mu);
     unsigned seen = 0;
     for (;;) {
         unsigned g;
@@ -201,6 +210,7 @@ coli_status coli__pool_create(int n_threads, coli__pool **out, coli__err *err)
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done_cv, NULL);
+    pthread_cond_init(&p->started_cv, NULL);
     atomic_init(&p->generation, 0);
     atomic_init(&p->state, CLOSED);
     atomic_init(&p->quit, 0);
@@ -233,6 +243,12 @@ coli_status coli__pool_create(int n_threads, coli__pool **out, coli__err *err)
             return coli__fail(err, COLI_ENOMEM, "cannot start worker thread %d of %d", i, n_threads);
         }
     }
+    /* a pool's memory is the same whenever the caller allocates after it
+     * (the KV cache's "at most N positions fit" holds on the next run) */
+    pthread_mutex_lock(&p->mu);
+    while (p->started < n_threads - 1)
+        pthread_cond_wait(&p->started_cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
     *out = p;
     return COLI_OK;
 }
@@ -251,6 +267,7 @@ void coli__pool_free(coli__pool *p)
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done_cv);
+    pthread_cond_destroy(&p->started_cv);
     free(p);
 }
 

@@ -55,8 +55,11 @@ static uint64_t ram_bytes(void)
 static void *volatile probe_sink;
 
 /* The most positions below hi (which failed) whose cache RAM holds and the
- * allocator grants; the blocks tried are freed untouched, so this costs no
- * memory. Rounded down to a multiple of 256 when that large. */
+ * allocator grants, less room for the rest of a run (an eighth, at least
+ * 64 MiB: the pass's scratch and what the threads allocate come after the
+ * cache), so that a context of that many positions opens and runs; the
+ * blocks tried are freed untouched, so this costs no memory. Rounded down
+ * to a multiple of 256 when that large. */
 static int64_t fitting_positions(uint64_t per_pos, int64_t hi)
 {
     uint64_t ram = ram_bytes();
@@ -76,6 +79,10 @@ static int64_t fitting_positions(uint64_t per_pos, int64_t hi)
         free(k);
         free(v);
     }
+    uint64_t room = (uint64_t)lo * per_pos / 8;
+    if (room < ((uint64_t)64 << 20))
+        room = (uint64_t)64 << 20;
+    lo = (uint64_t)lo * per_pos > room ? lo - (int64_t)((room + per_pos - 1) / per_pos) : 0;
     return lo >= 256 ? lo / 256 * 256 : lo;
 }
 
