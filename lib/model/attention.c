@@ -260,13 +260,13 @@ static void qk_norm(const coli__cpuk *ks, const coli__config *c, const coli__lay
 /* The attention of segment sg's tokens over their own cache. */
 static void attend(coli__pass *b, const coli__seg *sg, int l)
 {
-    const coli__config *c = &b->m->cfg;
+    const coli__config *c = b->d->cfg;
     const int S = sg->n, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, QD = nh * hd;
     const coli__kv *kv = sg->kv;
     const int threads = coli__pool_size(b->pool), last = sg->pos0 + S; /* positions the last token sees, at most */
     attn_job aj = {
         .c = c,
-        .k = b->m->cpuk,
+        .k = b->d->cpuk,
         .q = b->q + (size_t)sg->t0 * QD,
         .out = b->att + (size_t)sg->t0 * QD,
         .kv = kv,
@@ -301,7 +301,7 @@ static void attend(coli__pass *b, const coli__seg *sg, int l)
 
 static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__mat *then)
 {
-    const coli__config *c = &b->m->cfg;
+    const coli__config *c = b->d->cfg;
     const int S = b->S, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     const int QD = nh * hd, KVD = nkv * hd;
     coli__mm qkv[3] = {
@@ -319,7 +319,7 @@ static coli_status gqa(coli__pass *b, const coli__layer *ly, int l, const coli__
                 add(k, ly->bk, KVD);
                 add(v, ly->bv, KVD);
             }
-            qk_norm(b->m->cpuk, c, ly, q, k);
+            qk_norm(b->d->cpuk, c, ly, q, k);
             if (c->attn.clip_qkv > 0) {
                 clip(q, QD, c->attn.clip_qkv);
                 clip(k, KVD, c->attn.clip_qkv);

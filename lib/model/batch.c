@@ -123,7 +123,7 @@ COLI_API coli_status coli_eval_batch(const coli_batch_item *items, size_t count)
         coli_context *c0 = items[order[0]].ctx;
         uint64_t read = 0;
         double t0 = now_s();
-        st = coli__forward_batch(c0->m, q, (int)n_shared, &c0->scratch, c0->pool, &read, &c0->gpu_counts, &c0->err);
+        st = coli__forward_batch(&c0->m->dec, q, (int)n_shared, &c0->scratch, c0->pool, &read, &c0->gpu_counts, &c0->err);
         double dt = now_s() - t0;
         if (st != COLI_OK) {
             for (size_t j = 0; j < n_shared; j++)

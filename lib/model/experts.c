@@ -936,31 +936,48 @@ COLI_API int coli_model_gpu_devices(const coli_model *m)
     return m && m->ok && m->gpu ? m->gpu->n_dev : 0;
 }
 
-int coli__experts_lookahead(const coli_model *m)
+/* ---- the decoder's hooks (lib/model/decoder.h) ------------------------------ */
+
+static coli_status decoder_experts(void *user, int l, coli__pool *pool, coli__moe_io *io, uint64_t *read,
+                                   coli__experts_counts *counts, coli__err *err)
 {
+    return coli__experts_run(user, l, pool, io, read, counts, err);
+}
+
+static int decoder_lookahead(void *user)
+{
+    const coli_model *m = user;
     return m->store && coli__store_streams(m->store) && m->opts.prefetch != 0;
 }
 
-coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const coli__mat *head, const float *x, int n,
-                                 float *logits)
+/* The output projection on the device that holds it (when every expert
+ * fit, room was left for it); the MTP layer's own head stays on the CPU.
+ * A failure is noted and the CPU computes it (the same bits). */
+static coli_status decoder_place(void *user, const coli__mat *w, const float *x, int n, float *y)
 {
+    const coli_model *m = user;
     struct coli__tier *t = m->gpu;
-    /* the device holds the model's: the MTP layer's own stays on the CPU */
-    if (t && t->out_h >= 0 && !atomic_load(&t->disabled[t->out_dev]) &&
-        coli__mat_base(head) == coli__mat_base(&m->w.lm_head) && head->dt == m->w.lm_head.dt) {
-        int d = t->out_dev;
-        coli__err err;
-        coli__err_clear(&err);
-        pthread_mutex_lock(&t->dev_mu[d]);
-        coli_status st = t->ops->matmul(t->g, t->out_h, x, n, logits, &err);
-        pthread_mutex_unlock(&t->dev_mu[d]);
-        if (st == COLI_OK) {
-            note_success(t, d);
-            return COLI_OK;
-        }
-        note_failure(m, t, d, st, err.msg[0] ? err.msg : coli_strerror(st));
+    if (!t || t->out_h < 0 || atomic_load(&t->disabled[t->out_dev]) ||
+        coli__mat_base(w) != coli__mat_base(&m->w.lm_head) || w->dt != m->w.lm_head.dt || w->rows != m->w.lm_head.rows)
+        return COLI_ENOENT;
+    int d = t->out_dev;
+    coli__err err;
+    coli__err_clear(&err);
+    pthread_mutex_lock(&t->dev_mu[d]);
+    coli_status st = t->ops->matmul(t->g, t->out_h, x, n, y, &err);
+    pthread_mutex_unlock(&t->dev_mu[d]);
+    if (st == COLI_OK) {
+        note_success(t, d);
+        return COLI_OK;
     }
-    return coli__matmul(m->cpuk, pool, head, x, n, logits);
+    note_failure(m, t, d, st, err.msg[0] ? err.msg : coli_strerror(st));
+    return st;
+}
+
+void coli__experts_decoder(coli_model *m, coli__decoder *d)
+{
+    d->experts = (coli__decoder_experts){.run = decoder_experts, .lookahead = decoder_lookahead, .user = m};
+    d->place = (coli__decoder_place){.mm = decoder_place, .user = m};
 }
 
 const signed char *coli__experts_placement(const coli_model *m)

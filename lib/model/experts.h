@@ -9,41 +9,9 @@
 #define COLI_EXPERTS_H
 
 #include "gpu/backend.h"
+#include "model/decoder.h"
 #include "model/model.h"
 #include "cpu/threadpool.h"
-
-/* What one context counted of the tier's work (since its creation or the
- * last coli_context_stats_reset). */
-typedef struct coli__experts_counts {
-    uint64_t pairs;                               /* routed (token, expert) pairs */
-    uint64_t experts;                             /* experts read: distinct ones per layer and pass */
-    uint64_t dev_pairs[COLI_GPU_MAX_DEVICES];     /* of them, served by device d */
-    uint64_t dev_fallback[COLI_GPU_MAX_DEVICES];  /* placed on d, computed on the CPU */
-} coli__experts_counts;
-
-/* The buffers of one MoE layer, lent by the forward pass. Scratch sizes in
- * rows of S * top_k: xe, ye [rows, H]; g, u [rows, I]; rows, pos [rows]. */
-typedef struct coli__moe_io {
-    const float *xn; /* [S, H] normalised input */
-    int S;
-    const int *sel;    /* [S, K] routed experts */
-    const float *wts;  /* [S, K] their weights */
-    float *xe, *ye, *g, *u;
-    int *rows, *pos;
-    float *out;        /* [S, H] the layer's output */
-    /* the next MoE layer's predicted experts (coli__experts_lookahead),
-     * whose reads start once this layer's own are under way; n_pred 0:
-     * none */
-    int pred_layer, n_pred;
-    const int *pred;
-    signed char *group; /* [n_experts] scratch: each routed expert's group */
-    /* NULL, or the layer's shared experts (gate, up, down), computed on
-     * the CPU in the routed experts' hand-outs from xn into shared_y [S,
-     * H] (not added to out); their gate and up rows go to shared_g and
-     * shared_u [S, shared_inter] */
-    const coli__mat *shared;
-    float *shared_g, *shared_u, *shared_y;
-} coli__moe_io;
 
 /* Runs the routed experts of MoE layer l and writes their weighted sum to
  * io->out. *read grows by the weight bytes used; counts (may be NULL) by
@@ -52,17 +20,12 @@ typedef struct coli__moe_io {
 coli_status coli__experts_run(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, uint64_t *read,
                               coli__experts_counts *counts, coli__err *err);
 
-/* 1 when the model streams experts with prefetch on: the forward pass
- * then predicts the next MoE layer's experts (its router on the current
- * hidden state) and hands them to coli__experts_run in io->pred. */
-int coli__experts_lookahead(const coli_model *m);
-
-/* The output projection head of n positions, x [n, H] to logits
- * [n, vocab]: the model's on the device that holds it (when every expert
- * fit, room was left for it), else on the CPU; same bits in the quantized
- * formats. */
-coli_status coli__experts_output(const coli_model *m, coli__pool *pool, const coli__mat *head, const float *x, int n,
-                                 float *logits);
+/* The tier's part of m's decoder (lib/model/decoder.h): its routed
+ * experts through coli__experts_run; the lookahead when the model streams
+ * experts with prefetch on (the pass then predicts the next MoE layer's
+ * experts and hands them over in io->pred); the output projection on the
+ * device that holds it, else on the CPU (same bits). */
+void coli__experts_decoder(coli_model *m, coli__decoder *d);
 
 /* Checks the GPU options and their environment variables, as
  * coli__experts_open will read them: called before the weights load, so

@@ -1,7 +1,6 @@
 /* ffn.c - the feed-forward pieces: a MoE layer's routed experts (where
  * each runs is lib/model/experts.c's business), with or without shared
  * experts, and the SwiGLU MLP of dense layers. */
-#include "model/experts.h"
 #include "model/norm.h"
 #include "model/pieces.h"
 
@@ -9,7 +8,7 @@
  * shared experts' output into b->sy, in the same hand-outs. */
 static coli_status run_experts(coli__pass *b, const coli__layer *ly, int l, const coli__mat *shared)
 {
-    COLI_TRY(b->m->pieces.router->route(b, ly, b->sel, b->wts));
+    COLI_TRY(b->d->pieces->router->route(b, ly, b->sel, b->wts));
     coli__moe_io io = {
         .xn = b->xn,
         .S = b->S,
@@ -27,14 +26,14 @@ static coli_status run_experts(coli__pass *b, const coli__layer *ly, int l, cons
         .pred = b->pred,
         .group = b->group,
         .shared = shared,
-        .shared_g = b->g + (size_t)b->S * (size_t)b->m->cfg.top_k * (size_t)b->m->cfg.moe_inter,
-        .shared_u = b->u + (size_t)b->S * (size_t)b->m->cfg.top_k * (size_t)b->m->cfg.moe_inter,
+        .shared_g = b->g + (size_t)b->S * (size_t)b->d->cfg->top_k * (size_t)b->d->cfg->moe_inter,
+        .shared_u = b->u + (size_t)b->S * (size_t)b->d->cfg->top_k * (size_t)b->d->cfg->moe_inter,
         .shared_y = b->sy,
     };
     b->n_pred = 0;
     if (shared)
         b->read += coli__mat_bytes(&shared[0]) + coli__mat_bytes(&shared[1]) + coli__mat_bytes(&shared[2]);
-    return coli__experts_run(b->m, l, b->pool, &io, &b->read, b->counts, b->err);
+    return b->d->experts.run(b->d->experts.user, l, b->pool, &io, &b->read, b->counts, b->err);
 }
 
 static coli_status routed(coli__pass *b, const coli__layer *ly, int l)
@@ -48,10 +47,10 @@ static coli_status routed(coli__pass *b, const coli__layer *ly, int l)
  * start reading them. Only reads depend on the guess, never a value. */
 static coli_status lookahead(coli__pass *b, int l)
 {
-    const struct coli_model *m = b->m;
-    const coli__config *c = &m->cfg;
+    const coli__decoder *d = b->d;
+    const coli__config *c = d->cfg;
     const int H = c->hidden, E = c->n_experts, K = c->top_k;
-    if (!coli__experts_lookahead(m))
+    if (!d->experts.lookahead || !d->experts.lookahead(d->experts.user))
         return COLI_OK;
     int next = l + 1;
     while (next < b->end && !c->is_moe[next])
@@ -59,11 +58,11 @@ static coli_status lookahead(coli__pass *b, int l)
     /* scratch: xe is free until this layer's experts run */
     if (b->S != 1 || next >= b->end || (size_t)K * H < (size_t)H + 3 * (size_t)E)
         return COLI_OK;
-    const coli__layer *ly = &m->w.layers[next];
+    const coli__layer *ly = &d->w->layers[next];
     float *xn = b->xe, *rl = b->xe + H;
-    coli__rmsnorm(m->cpuk, xn, b->x, ly->ffn_norm, H, c->rms_eps);
+    coli__rmsnorm(d->cpuk, xn, b->x, ly->ffn_norm, H, c->rms_eps);
     /* wts is this layer's, filled only after this */
-    COLI_TRY(m->pieces.router->guess(m, b->pool, ly, xn, rl, b->pred, b->wts));
+    COLI_TRY(d->pieces->router->guess(d, b->pool, ly, xn, rl, b->pred, b->wts));
     b->pred_layer = next;
     b->n_pred = K;
     return COLI_OK;
@@ -139,7 +138,7 @@ static coli_status routed_shared(coli__pass *b, const coli__layer *ly, int l)
 {
     const coli__mat shared[3] = {ly->s_gate, ly->s_up, ly->s_down};
     COLI_TRY(run_experts(b, ly, l, shared));
-    for (size_t i = 0; i < (size_t)b->S * (size_t)b->m->cfg.hidden; i++)
+    for (size_t i = 0; i < (size_t)b->S * (size_t)b->d->cfg->hidden; i++)
         b->o[i] += b->sy[i];
     return COLI_OK;
 }

@@ -113,15 +113,15 @@ static int chunk_cap(const coli__config *c)
 
 static void norm_rows(coli__pass *b, const float *w)
 {
-    const coli__config *c = &b->m->cfg;
+    const coli__config *c = b->d->cfg;
     const int H = c->hidden;
     for (int t = 0; t < b->S; t++)
-        coli__rmsnorm(b->m->cpuk, b->xn + (size_t)t * H, b->x + (size_t)t * H, w, H, c->rms_eps);
+        coli__rmsnorm(b->d->cpuk, b->xn + (size_t)t * H, b->x + (size_t)t * H, w, H, c->rms_eps);
 }
 
 static void residual(coli__pass *b)
 {
-    for (size_t i = 0; i < (size_t)b->S * (size_t)b->m->cfg.hidden; i++)
+    for (size_t i = 0; i < (size_t)b->S * (size_t)b->d->cfg->hidden; i++)
         b->x[i] += b->o[i];
 }
 
@@ -136,19 +136,19 @@ typedef struct stack {
 
 static coli_status layer(coli__pass *b, const stack *k, int l)
 {
-    const struct coli_model *m = b->m;
-    const coli__layer *ly = &m->w.layers[l];
-    const coli__ffn_piece *ffn = ly->is_moe ? m->pieces.moe : m->pieces.mlp;
+    const coli__decoder *d = b->d;
+    const coli__layer *ly = &d->w->layers[l];
+    const coli__ffn_piece *ffn = ly->is_moe ? d->pieces->moe : d->pieces->mlp;
 
     norm_rows(b, ly->attn_norm);
-    COLI_TRY(m->pieces.attn->run(b, ly, l, ly->is_moe ? &ly->router : NULL));
+    COLI_TRY(d->pieces->attn->run(b, ly, l, ly->is_moe ? &ly->router : NULL));
     residual(b);
 
     norm_rows(b, ly->ffn_norm);
     if (ffn->prepare)
         COLI_TRY(ffn->prepare(b, l));
     /* the next layer's projections, or the output's first rows */
-    const coli__layer *nx = l + 1 < k->end ? &m->w.layers[l + 1] : NULL;
+    const coli__layer *nx = l + 1 < k->end ? &d->w->layers[l + 1] : NULL;
     const coli__mat *next[3] = {nx ? &nx->wq : k->head, nx ? &nx->wk : NULL, nx ? &nx->wv : NULL};
     coli__matmul_hint(b->pool, next, 3, 0);
     COLI_TRY(ffn->run(b, ly, l));
@@ -160,33 +160,33 @@ static coli_status layer(coli__pass *b, const stack *k, int l)
  * embedding followed by the normed state of the decoder (docs/formats.md). */
 static coli_status mtp_input(coli__pass *b, const stack *k, const int32_t *tokens, const float *h)
 {
-    const struct coli_model *m = b->m;
-    const coli__mtp_weights *mt = &m->w.mtp;
-    const int H = m->cfg.hidden;
+    const coli__decoder *d = b->d;
+    const coli__mtp_weights *mt = &d->w->mtp;
+    const int H = d->cfg->hidden;
     for (int t = 0; t < b->S; t++) {
         float *cat = b->cat + (size_t)t * 2 * H;
         coli__mat_row(k->embed, tokens[t], b->xn);
-        coli__rmsnorm(m->cpuk, cat, b->xn, mt->enorm, H, m->cfg.rms_eps);
-        coli__rmsnorm(m->cpuk, cat + H, h + (size_t)t * H, mt->hnorm, H, m->cfg.rms_eps);
+        coli__rmsnorm(d->cpuk, cat, b->xn, mt->enorm, H, d->cfg->rms_eps);
+        coli__rmsnorm(d->cpuk, cat + H, h + (size_t)t * H, mt->hnorm, H, d->cfg->rms_eps);
     }
     return coli__pass_mm(b, &mt->eh_proj, b->cat, b->S, b->x);
 }
 
 /* Sets up chunk b of S tokens in segments seg: its buffers, its RoPE
  * tables and what it reads besides the matrices. */
-static coli_status chunk_begin(coli__pass *b, const struct coli_model *m, coli__scratch *s, coli__pool *pool,
+static coli_status chunk_begin(coli__pass *b, const coli__decoder *d, coli__scratch *s, coli__pool *pool,
                                const stack *k, const coli__seg *seg, int n_seg, int S, int mtp,
                                coli__experts_counts *counts, coli__err *err)
 {
-    const coli__config *c = &m->cfg;
+    const coli__config *c = d->cfg;
     size_t scores = 0;
     for (int i = 0; i < n_seg; i++) {
-        size_t x = m->pieces.attn->scratch(c, seg[i].n, seg[i].pos0 + seg[i].n, seg[i].kv->n_ctx,
+        size_t x = d->pieces->attn->scratch(c, seg[i].n, seg[i].pos0 + seg[i].n, seg[i].kv->n_ctx,
                                            coli__pool_size(pool));
         scores = x > scores ? x : scores;
     }
     COLI_TRY(layout(c, s, S, scores, mtp, b, err));
-    b->m = m;
+    b->d = d;
     b->seg = seg;
     b->n_seg = n_seg;
     b->pool = pool;
@@ -196,7 +196,7 @@ static coli_status chunk_begin(coli__pass *b, const struct coli_model *m, coli__
     b->err = err;
     /* norms, and one embedding row per token unless the output
      * projection reads the whole embedding matrix anyway (tied) */
-    b->read = 4 * (uint64_t)m->w.n_vec_params;
+    b->read = 4 * (uint64_t)d->w->n_vec_params;
     if (coli__mat_base(k->head) != coli__mat_base(k->embed) || k->head->dt != k->embed->dt)
         b->read += (uint64_t)S * (coli__mat_bytes(k->embed) / (uint64_t)c->vocab);
     for (int i = 0; i < n_seg; i++)
@@ -221,18 +221,18 @@ static coli_status chunk_layers(coli__pass *b, const stack *k)
 
 static void embed_rows(coli__pass *b, const stack *k, const int32_t *tokens)
 {
-    const size_t H = (size_t)b->m->cfg.hidden;
+    const size_t H = (size_t)b->d->cfg->hidden;
     for (int t = 0; t < b->S; t++)
         coli__mat_row(k->embed, tokens[t], b->x + (size_t)t * H);
 }
 
-coli_status coli__forward_run(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
+coli_status coli__forward_run(const coli__decoder *d, coli__kv *kv, coli__scratch *s, coli__pool *pool,
                               const coli__fwd *f, uint64_t *bytes_read, coli__experts_counts *counts,
                               coli__err *err)
 {
     uint64_t read = 0;
-    const coli__config *c = &m->cfg;
-    const coli__weights *w = &m->w;
+    const coli__config *c = d->cfg;
+    const coli__weights *w = d->w;
     const int H = c->hidden, n = f->n, pos0 = f->pos0;
     const stack k = f->h_in ? (stack){c->n_trunk, c->n_trunk + 1, &w->mtp.embed, &w->mtp.head, w->mtp.head_norm}
                             : (stack){0, c->n_trunk, &w->embed, &w->lm_head, w->final_norm};
@@ -241,7 +241,7 @@ coli_status coli__forward_run(const struct coli_model *m, coli__kv *kv, coli__sc
         int S = n - done < cap ? n - done : cap;
         coli__pass b;
         const coli__seg seg = {.kv = kv, .pos0 = pos0 + done, .t0 = 0, .n = S};
-        COLI_TRY(chunk_begin(&b, m, s, pool, &k, &seg, 1, S, f->h_in != NULL, counts, err));
+        COLI_TRY(chunk_begin(&b, d, s, pool, &k, &seg, 1, S, f->h_in != NULL, counts, err));
         if (f->h_in)
             COLI_TRY(mtp_input(&b, &k, f->tokens + done, f->h_in + (size_t)done * H));
         else
@@ -251,15 +251,15 @@ coli_status coli__forward_run(const struct coli_model *m, coli__kv *kv, coli__sc
          * the logits, else the last of the last chunk */
         int last = done + S == n, lo = f->hidden || f->all_logits ? 0 : last ? S - 1 : S;
         for (int t = lo; t < S; t++) {
-            coli__rmsnorm(m->cpuk, b.xn + (size_t)(t - lo) * H, b.x + (size_t)t * H, k.norm, H, c->rms_eps);
+            coli__rmsnorm(d->cpuk, b.xn + (size_t)(t - lo) * H, b.x + (size_t)t * H, k.norm, H, c->rms_eps);
             if (f->hidden)
                 memcpy(f->hidden + (size_t)(done + t) * H, b.xn + (size_t)(t - lo) * H, (size_t)H * sizeof(float));
         }
         int from = f->all_logits ? 0 : last ? S - 1 : S;
         if (from < S) {
-            b.read += coli__mat_bytes(k.head);
             float *out = f->all_logits ? f->logits + (size_t)done * c->vocab : f->logits;
-            coli_status st = coli__experts_output(m, pool, k.head, b.xn + (size_t)(from - lo) * H, S - from, out);
+            /* a product like any other: on the device where one holds it */
+            coli_status st = coli__pass_mm(&b, k.head, b.xn + (size_t)(from - lo) * H, S - from, out);
             if (st != COLI_OK)
                 return coli__fail(err, st, "output projection: %s", coli_strerror(st));
         }
@@ -274,12 +274,12 @@ coli_status coli__forward_run(const struct coli_model *m, coli__kv *kv, coli__sc
 /* Chunks of the sequences' tokens in their order, a sequence cut where a
  * chunk fills up. Each token's values depend only on its own row and its
  * own cache (docs/formats.md), so sharing a chunk changes no bit. */
-coli_status coli__forward_batch(const struct coli_model *m, const coli__seq *q, int n_q, coli__scratch *s,
+coli_status coli__forward_batch(const coli__decoder *d, const coli__seq *q, int n_q, coli__scratch *s,
                                 coli__pool *pool, uint64_t *bytes_read, coli__experts_counts *counts,
                                 coli__err *err)
 {
-    const coli__config *c = &m->cfg;
-    const coli__weights *w = &m->w;
+    const coli__config *c = d->cfg;
+    const coli__weights *w = d->w;
     const size_t H = (size_t)c->hidden, V = (size_t)c->vocab;
     const stack k = {0, c->n_trunk, &w->embed, &w->lm_head, w->final_norm};
     const int cap = chunk_cap(c);
@@ -315,7 +315,7 @@ coli_status coli__forward_batch(const struct coli_model *m, const coli__seq *q, 
         if (S == 0)
             break;
         coli__pass b;
-        st = chunk_begin(&b, m, s, pool, &k, seg, n_seg, S, 0, counts, err);
+        st = chunk_begin(&b, d, s, pool, &k, seg, n_seg, S, 0, counts, err);
         if (st != COLI_OK)
             break;
         embed_rows(&b, &k, tok);
@@ -325,9 +325,8 @@ coli_status coli__forward_batch(const struct coli_model *m, const coli__seq *q, 
             continue;
         }
         for (int r = 0; r < n_out; r++)
-            coli__rmsnorm(m->cpuk, b.xn + (size_t)r * H, b.x + (size_t)row[r] * H, k.norm, (int)H, c->rms_eps);
-        b.read += coli__mat_bytes(k.head);
-        st = coli__experts_output(m, pool, k.head, b.xn, n_out, n_out > 1 ? tmp : dst[0]);
+            coli__rmsnorm(d->cpuk, b.xn + (size_t)r * H, b.x + (size_t)row[r] * H, k.norm, (int)H, c->rms_eps);
+        st = coli__pass_mm(&b, k.head, b.xn, n_out, n_out > 1 ? tmp : dst[0]);
         if (st != COLI_OK) {
             st = coli__fail(err, st, "output projection: %s", coli_strerror(st));
             break;
@@ -342,10 +341,10 @@ coli_status coli__forward_batch(const struct coli_model *m, const coli__seq *q, 
     return st;
 }
 
-coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
+coli_status coli__forward(const coli__decoder *d, coli__kv *kv, coli__scratch *s, coli__pool *pool,
                           const int32_t *tokens, int n, int pos0, float *logits, uint64_t *bytes_read,
                           coli__experts_counts *counts, coli__err *err)
 {
     const coli__fwd f = {.tokens = tokens, .n = n, .pos0 = pos0, .logits = logits};
-    return coli__forward_run(m, kv, s, pool, &f, bytes_read, counts, err);
+    return coli__forward_run(d, kv, s, pool, &f, bytes_read, counts, err);
 }

@@ -2,10 +2,10 @@
 #ifndef COLI_FORWARD_H
 #define COLI_FORWARD_H
 
-#include "model/experts.h"
+#include "cpu/threadpool.h"
+#include "model/decoder.h"
 #include "model/kv.h"
 #include "model/model.h"
-#include "cpu/threadpool.h"
 
 /* Scratch memory reused across calls; grown on demand. */
 typedef struct coli__scratch {
@@ -32,7 +32,7 @@ typedef struct coli__fwd {
 /* *bytes_read (if not NULL) gets the weight bytes the pass read: matrices
  * used (each expert once per chunk), embedding rows and norms. counts (may
  * be NULL) grows by what the expert tiers served. */
-coli_status coli__forward_run(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
+coli_status coli__forward_run(const coli__decoder *d, coli__kv *kv, coli__scratch *s, coli__pool *pool,
                               const coli__fwd *f, uint64_t *bytes_read, coli__experts_counts *counts,
                               coli__err *err);
 
@@ -47,12 +47,12 @@ typedef struct coli__seq {
 
 /* The decoder over several sequences in shared chunks: each gets exactly
  * the bits a pass over it alone would give. */
-coli_status coli__forward_batch(const struct coli_model *m, const coli__seq *q, int n_q, coli__scratch *s,
+coli_status coli__forward_batch(const coli__decoder *d, const coli__seq *q, int n_q, coli__scratch *s,
                                 coli__pool *pool, uint64_t *bytes_read, coli__experts_counts *counts,
                                 coli__err *err);
 
 /* The decoder over tokens[0..n): the last one's logits. */
-coli_status coli__forward(const struct coli_model *m, coli__kv *kv, coli__scratch *s, coli__pool *pool,
+coli_status coli__forward(const coli__decoder *d, coli__kv *kv, coli__scratch *s, coli__pool *pool,
                           const int32_t *tokens, int n, int pos0, float *logits, uint64_t *bytes_read,
                           coli__experts_counts *counts, coli__err *err);
 

@@ -272,6 +272,8 @@ static coli_status model_open_dir(coli_model *m, const char *dir)
     if (m->opts.mtp > 0)
         COLI_TRY(coli__config_add_mtp(&m->cfg, dir, &m->err));
     COLI_TRY(coli__pieces_pick(&m->cfg, &m->pieces, &m->err));
+    m->dec = (coli__decoder){.cfg = &m->cfg, .w = &m->w, .pieces = &m->pieces, .cpuk = m->cpuk};
+    coli__experts_decoder(m, &m->dec);
     if (coli__cont_present(dir)) {
         COLI_TRY(open_container(m, dir));
     } else {

@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
+#include "model/decoder.h"
 #include "model/options.h"
 #include "store/convert.h"
 
@@ -99,6 +100,7 @@ struct coli_model {
     char gpu_detail[160];            /* why or how the tier is used, for coli_model_info */
     const coli__cpuk *cpuk;          /* CPU kernel set (COLI_OPT_CPU_KERNELS) */
     coli__pieces pieces;             /* of cfg.family */
+    coli__decoder dec;               /* what the forward pass runs on (lib/model/decoder.h) */
     char *chat_template;             /* tokenizer_config.json or chat_template.jinja; NULL: none */
     char **special;                  /* name, text, name, text...: tokenizer_config's *_token */
     size_t n_special;                /* pairs in special */

@@ -5,7 +5,7 @@
 #define COLI_PASS_H
 
 #include "cpu/threadpool.h"
-#include "model/experts.h"
+#include "model/decoder.h"
 #include "model/kv.h"
 #include "model/model.h"
 
@@ -18,7 +18,7 @@ typedef struct coli__seg {
 } coli__seg;
 
 typedef struct coli__pass {
-    const struct coli_model *m;
+    const coli__decoder *d;
     const coli__seg *seg;
     int n_seg;
     coli__pool *pool;

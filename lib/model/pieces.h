@@ -83,7 +83,7 @@ struct coli__router_piece {
      * free) from its normalised hidden state xn [hidden], on the threads of
      * pool; rl [3 * n_experts] and w [top_k] are scratch. Counts no reads: only
      * which experts are read early depends on it, never a value. */
-    coli_status (*guess)(const coli_model *m, coli__pool *pool, const coli__layer *ly, const float *xn, float *rl,
+    coli_status (*guess)(const coli__decoder *d, coli__pool *pool, const coli__layer *ly, const float *xn, float *rl,
                          int *sel, float *w);
 };
 

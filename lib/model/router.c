@@ -27,7 +27,7 @@ static void topk(const float *prob, int n, int k, int *sel, float *w)
 
 static coli_status route(coli__pass *b, const coli__layer *ly, int *sel_all, float *w_all)
 {
-    const coli__config *c = &b->m->cfg;
+    const coli__config *c = b->d->cfg;
     const int E = c->n_experts, K = c->top_k;
     COLI_TRY(coli__pass_mm(b, &ly->router, b->xn, b->S, b->rl));
     for (int t = 0; t < b->S; t++) {
@@ -56,12 +56,12 @@ static coli_status route(coli__pass *b, const coli__layer *ly, int *sel_all, flo
     return COLI_OK;
 }
 
-static coli_status guess(const coli_model *m, coli__pool *pool, const coli__layer *ly, const float *xn, float *rl,
+static coli_status guess(const coli__decoder *d, coli__pool *pool, const coli__layer *ly, const float *xn, float *rl,
                          int *sel, float *w)
 {
-    COLI_TRY(coli__matmul(m->cpuk, pool, &ly->router, xn, 1, rl));
+    COLI_TRY(coli__matmul(d->cpuk, pool, &ly->router, xn, 1, rl));
     /* the largest logits are the largest probabilities */
-    topk(rl, m->cfg.n_experts, m->cfg.top_k, sel, w);
+    topk(rl, d->cfg->n_experts, d->cfg->top_k, sel, w);
     return COLI_OK;
 }
 

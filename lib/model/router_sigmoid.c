@@ -76,7 +76,7 @@ void coli__sigmoid_choose(const coli__router_opts *o, const float *s, const floa
 
 static coli_status route(coli__pass *b, const coli__layer *ly, int *sel_all, float *w_all)
 {
-    const coli__config *c = &b->m->cfg;
+    const coli__config *c = b->d->cfg;
     const int E = c->n_experts, K = c->top_k;
     if (c->router.n_group > COLI__MAX_GROUPS)
         return coli__fail(b->err, COLI_EUNSUPPORTED, "n_group = %d: at most %d expert groups", c->router.n_group,
@@ -96,16 +96,16 @@ static coli_status route(coli__pass *b, const coli__layer *ly, int *sel_all, flo
 }
 
 /* The lookahead's guess: the same scores and choice, one token. */
-static coli_status guess(const coli_model *m, coli__pool *pool, const coli__layer *ly, const float *xn, float *rl,
+static coli_status guess(const coli__decoder *d, coli__pool *pool, const coli__layer *ly, const float *xn, float *rl,
                          int *sel, float *w)
 {
-    const coli__config *c = &m->cfg;
+    const coli__config *c = d->cfg;
     const int E = c->n_experts;
     if (c->router.n_group > COLI__MAX_GROUPS)
         return COLI_OK; /* route refuses it */
     float *cv = rl + E;
     unsigned char *taken = (unsigned char *)(cv + E);
-    COLI_TRY(coli__matmul(m->cpuk, pool, &ly->router, xn, 1, rl));
+    COLI_TRY(coli__matmul(d->cpuk, pool, &ly->router, xn, 1, rl));
     for (int e = 0; e < E; e++)
         rl[e] = coli__sigmoid(rl[e]);
     coli__sigmoid_choose(&c->router, rl, ly->router_bias, E, c->top_k, cv, taken, sel, w);

@@ -149,7 +149,7 @@ static coli_status flush(coli_context *c, int32_t draft)
             .hidden = draft >= 0 && s->k_eff > 1 ? s->mhid : NULL,
         };
         uint64_t r = 0;
-        COLI_TRY(coli__forward_run(c->m, &c->kv, &c->scratch, c->pool, &f, &r, &c->gpu_counts, &c->err));
+        COLI_TRY(coli__forward_run(&c->m->dec, &c->kv, &c->scratch, c->pool, &f, &r, &c->gpu_counts, &c->err));
         c->stats.decode_weight_bytes += r;
     }
     /* the last state becomes row 0 */
@@ -283,7 +283,7 @@ coli_status coli__mtp_propose(coli_context *c, int32_t t, int k, uint64_t *read)
             .hidden = out,
         };
         uint64_t r = 0;
-        COLI_TRY(coli__forward_run(c->m, &c->kv, &c->scratch, c->pool, &f, &r, &c->gpu_counts, &c->err));
+        COLI_TRY(coli__forward_run(&c->m->dec, &c->kv, &c->scratch, c->pool, &f, &r, &c->gpu_counts, &c->err));
         c->stats.decode_weight_bytes += r;
         s->vtok[j] = coli__argmax(s->dlogits, V);
         h = out;

@@ -24,9 +24,9 @@ coli_status coli__ctx_forward(coli_context *c, const coli__fwd *f, uint64_t *rea
         coli__err_clear(&c->err);
         if (f->pos0 > 0) {
             uint64_t r = 0;
-            COLI_TRY(coli__forward(c->m, &c->kv, &c->scratch, c->pool, c->hist, f->pos0, 0, f->logits, &r, counts,
+            COLI_TRY(coli__forward(&c->m->dec, &c->kv, &c->scratch, c->pool, c->hist, f->pos0, 0, f->logits, &r, counts,
                                    &c->err));
         }
     }
-    return coli__forward_run(c->m, &c->kv, &c->scratch, c->pool, f, read, counts, &c->err);
+    return coli__forward_run(&c->m->dec, &c->kv, &c->scratch, c->pool, f, read, counts, &c->err);
 }
