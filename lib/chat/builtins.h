@@ -1,5 +1,6 @@
 /* builtins.h - the filters, tests, methods and global functions a template
- * can call (docs/templates.md lists them). */
+ * can call (docs/templates.md lists them): methods and global functions in
+ * builtins.c, str's methods in strings.c, filters and tests in filters.c. */
 #ifndef COLI_CHAT_BUILTINS_H
 #define COLI_CHAT_BUILTINS_H
 
@@ -25,5 +26,7 @@ int coli__tfilter_exists(const char *name, size_t n);
 coli_status coli__ttest(coli__trt *rt, const char *name, size_t n, const coli__tv *x, const coli__targs *a,
                         int *res);
 int coli__ttest_exists(const char *name, size_t n);
+/* d.items(): a list of [key, value] pairs in d's order. */
+coli_status coli__tdict_items(coli__trt *rt, const coli__tdict *d, coli__tv *out);
 
 #endif
