@@ -13,8 +13,18 @@
 
 #include "colibri/colibri.h"
 #include "model/experts.h"
+#include "model/options.h"
 #include "mock_gpu.h"
 #include "testutil.h"
+
+/* The GPU tier's implementation the next models open with (NULL: the one
+ * compiled in): a mock, handed in through their options. */
+static const coli__gpu_ops *g_ops;
+
+static void use_ops(const coli__gpu_ops *ops)
+{
+    g_ops = ops;
+}
 
 #define STEPS 4
 #define LONG 300 /* positions: two attention tiles */
@@ -53,6 +63,7 @@ static coli_options *opts_of(coli_weight_format fmt, const how *h)
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_GPU_LAYERS, h->layers), COLI_OK);
     ck_assert_int_eq(coli_options_set(o, COLI_OPT_KV_TYPE, h->kv), COLI_OK);
     ck_assert_int_eq(coli_options_set_log(o, logger, NULL, COLI_LOG_DEBUG), COLI_OK);
+    coli__options_set_gpu_ops(o, g_ops);
     return o;
 }
 
@@ -301,7 +312,7 @@ int main(void)
     unsetenv("COLI_GPU_FAIL_AFTER");
     unsetenv("COLI_KV_TYPE");
     mock_gpu_setup(1, UINT64_C(1) << 30);
-    coli__gpu_set_ops_for_testing(mock_gpu_ops_pipe());
+    use_ops(mock_gpu_ops_pipe());
     Suite *s = suite_create("device");
     TCase *tc = tcase_create("layers");
     tcase_set_timeout(tc, 600);
@@ -315,6 +326,6 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    coli__gpu_set_ops_for_testing(NULL);
+    use_ops(NULL);
     return failed ? 1 : 0;
 }

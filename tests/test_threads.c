@@ -12,8 +12,18 @@
 
 #include "colibri/colibri.h"
 #include "model/experts.h"
+#include "model/options.h"
 #include "mock_gpu.h"
 #include "testutil.h"
+
+/* The GPU tier's implementation the next models open with (NULL: the one
+ * compiled in): a mock, handed in through their options. */
+static const coli__gpu_ops *g_ops;
+
+static void use_ops(const coli__gpu_ops *ops)
+{
+    g_ops = ops;
+}
 
 #define N_THREADS 4
 #define STEPS 2 /* greedy steps after the prompt */
@@ -49,6 +59,7 @@ static coli_options *options_for(const conf *cf)
         coli_options_free(o);
         return NULL;
     }
+    coli__options_set_gpu_ops(o, g_ops);
     return o;
 }
 
@@ -166,14 +177,14 @@ END_TEST
 START_TEST(test_release_host)
 {
     clear_env();
-    coli__gpu_set_ops_for_testing(mock_gpu_ops());
+    use_ops(mock_gpu_ops());
     mock_gpu_setup(1, UINT64_C(1) << 30);
     static const conf cf[] = {
         {.fixture = "qwen3_moe", .fmt = COLI_WEIGHTS_Q8, .gpu = 1, .release_host = 1},
         {.fixture = "olmoe", .fmt = COLI_WEIGHTS_F32, .gpu = 1, .release_host = 1},
     };
     open_at_once(cf, 2);
-    coli__gpu_set_ops_for_testing(NULL);
+    use_ops(NULL);
 }
 END_TEST
 
@@ -182,7 +193,7 @@ END_TEST
 START_TEST(test_rebuild_host)
 {
     clear_env();
-    coli__gpu_set_ops_for_testing(mock_gpu_ops());
+    use_ops(mock_gpu_ops());
     mock_gpu_setup(1, UINT64_C(1) << 30);
     /* uploads are fallible calls: 3 per expert, then the output projection */
     char *dir = tu_path(tu_data_dir(), "qwen3_moe");
@@ -196,7 +207,7 @@ START_TEST(test_rebuild_host)
         {.fixture = "qwen3_moe", .fmt = COLI_WEIGHTS_Q8, .gpu = 1, .release_host = 1, .fails = 1}};
     open_at_once(cf, 1);
     unsetenv("COLI_GPU_FAIL_AFTER");
-    coli__gpu_set_ops_for_testing(NULL);
+    use_ops(NULL);
 }
 END_TEST
 

@@ -269,7 +269,7 @@ coli_status coli__device_open(coli_model *m, const coli__expert_source *src)
 {
     int gpu_on = 0;
     COLI_TRY(coli__experts_check(&m->opts, &gpu_on, &m->err));
-    const coli__gpu_ops *ops = coli__gpu_ops_current();
+    const coli__gpu_ops *ops = coli__gpu_ops_of(&m->opts);
     if (!gpu_on || !m->opts.gpu_layers || !ops->pipe_create)
         return coli__experts_open(m, src, NULL);
     /* what the decoder needs on device 0, before any expert */

@@ -87,9 +87,14 @@ const int *coli__experts_handles(const coli_model *m, int l, int e, int dev);
 coli_status coli__experts_host(const coli_model *m, int l, coli__pool *pool, coli__moe_io *io, float *y,
                                coli__experts_counts *counts, coli__err *err);
 
-/* Tests only: the ops table coli__experts_open and coli_gpu_* use instead
- * of the compiled-in one (NULL restores it). Not thread-safe. */
-void coli__gpu_set_ops_for_testing(const coli__gpu_ops *ops);
-const coli__gpu_ops *coli__gpu_ops_current(void);
+/* The GPU tier's implementation for options o: the one they name
+ * (tests: coli__options_set_gpu_ops), else the one compiled in (o NULL:
+ * that one, for the calls of no model, coli_gpu_*). */
+const coli__gpu_ops *coli__gpu_ops_of(const coli__opts *o);
+/* coli_gpu_tier, coli_gpu_count and coli_gpu_device_get of the
+ * implementation ops (the public calls: the one compiled in). */
+const char *coli__gpu_tier_of(const coli__gpu_ops *ops);
+coli_status coli__gpu_count_of(const coli__gpu_ops *ops, int *n);
+coli_status coli__gpu_device_of(const coli__gpu_ops *ops, int index, coli_gpu_device *info);
 
 #endif

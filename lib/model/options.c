@@ -124,3 +124,9 @@ COLI_API coli_status coli_options_set_gpu_devices(coli_options *opts, const char
     opts->o.n_gpu_devices = n;
     return COLI_OK;
 }
+
+void coli__options_set_gpu_ops(coli_options *o, const struct coli__gpu_ops *ops)
+{
+    if (o)
+        o->o.gpu_ops = ops;
+}

@@ -54,6 +54,9 @@ typedef struct coli__opts {
     coli__logger log;
     int gpu_devices[COLI__MAX_DEVICES]; /* set with coli_options_set_gpu_devices */
     int n_gpu_devices;                  /* -1: not set, COLI_GPUS or COLI_GPU decide */
+    /* the GPU tier's implementation: NULL, the one compiled in; tests
+     * hand a host one in (coli__options_set_gpu_ops), per model */
+    const struct coli__gpu_ops *gpu_ops;
 } coli__opts;
 
 struct coli_options {
@@ -62,5 +65,9 @@ struct coli_options {
 
 /* Every option at its default. */
 void coli__opts_default(coli__opts *o);
+
+/* Tests: the models opened with o use ops as their GPU tier (NULL: the
+ * one compiled in). */
+void coli__options_set_gpu_ops(coli_options *o, const struct coli__gpu_ops *ops);
 
 #endif
