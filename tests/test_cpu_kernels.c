@@ -19,7 +19,7 @@
 #include "cpu/cpusel.h"
 #include "cpu/kernels.h"
 #include "cpu/silu.h"
-#include "model/norm.h"
+#include "decoder/norm.h"
 #include "testutil.h"
 
 /* long enough for the amx set's tile products (16 tokens or more) */
@@ -560,7 +560,7 @@ static coli_model_info info_of(coli_model *m)
 /* Logits of a 300-token prompt (two tiles of attention), then STEPS greedy
  * steps, threads threads (each (1 + STEPS) * vocab): with 3 or 4 threads
  * and 2 KV heads, decode past 128 positions cuts the attention by
- * positions and dimensions (lib/model/attention.c), with 1 or 2 it does
+ * positions and dimensions (lib/decoder/attention.c), with 1 or 2 it does
  * one task per KV head. The prompt token by token gives its batch's bits. */
 #define LONG 300
 static float *run_long(const char *dir, int64_t set, int64_t kv, int threads, int vocab)

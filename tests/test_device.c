@@ -1,4 +1,4 @@
-/* test_device.c - the layers on a device (lib/model/device.c), in plain
+/* test_device.c - the layers on a device (lib/tier/device.c), in plain
  * `make check`: over a host mock of the tier whose decoder is a second
  * implementation of docs/formats.md's written order (tests/mock_pipe.c),
  * every fixture gives the CPU's logits bit for bit with every expert on
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "colibri/colibri.h"
-#include "model/experts.h"
+#include "tier/experts.h"
 #include "model/options.h"
 #include "mock_gpu.h"
 #include "testutil.h"

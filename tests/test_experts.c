@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "colibri/colibri.h"
-#include "model/experts.h"
+#include "tier/experts.h"
 #include "model/options.h"
 #include "mock_gpu.h"
 #include "model/model.h"

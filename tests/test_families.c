@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "io/model_config.h"
-#include "model/router_sigmoid.h"
+#include "decoder/router_sigmoid.h"
 #include "testutil.h"
 
 /* The fields the four releases share; the rest is each one's. */

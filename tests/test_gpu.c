@@ -306,7 +306,7 @@ END_TEST
 
 /* ---- the grouped expert call ------------------------------------------ */
 
-/* The CPU's expert path (lib/model/experts.c): gate, up, SwiGLU, down. */
+/* The CPU's expert path (lib/tier/experts.c): gate, up, SwiGLU, down. */
 static void cpu_expert(const hmat *gate, const hmat *up, const hmat *down, const float *x, int n, float *y)
 {
     int I = gate->m.rows;

@@ -4,8 +4,8 @@
 #
 # 1. Every #include in lib/ names its folder, and a file includes only its
 #    own folder or a lower layer: base < cpu < io < store, gpu, chat <
-#    model < the public face (lib/*.c). store, gpu and chat do not use
-#    each other.
+#    decoder < model < tier < context < the public face (lib/*.c). store,
+#    gpu and chat do not use each other.
 # 2. tools/ include only the public header, config.h and their own files.
 # 3. The calls between the built objects (nm) go the same way: an object
 #    uses symbols of its own folder or of a lower layer only.
@@ -33,12 +33,15 @@ rank() {
 	cpu) echo 1 ;;
 	io) echo 2 ;;
 	store | gpu | chat) echo 3 ;;
-	model) echo 4 ;;
-	top) echo 5 ;;
+	decoder) echo 4 ;;
+	model) echo 5 ;;
+	tier) echo 6 ;;
+	context) echo 7 ;;
+	top) echo 8 ;;
 	*) echo "" ;;
 	esac
 }
-# lib/model/forward.c -> model; lib/api.c -> top
+# lib/decoder/forward.c -> model; lib/api.c -> top
 folder_of() {
 	case $1 in
 	lib/*/*) echo "$1" | cut -d/ -f2 ;;

@@ -1,9 +1,9 @@
-/* test_placement.c - the expert placement policy (lib/model/placement.c), with
+/* test_placement.c - the expert placement policy (lib/tier/placement.c), with
  * expectations worked out by hand. */
 #include <check.h>
 #include <string.h>
 
-#include "model/placement.h"
+#include "tier/placement.h"
 #include "testutil.h"
 
 #define L 3

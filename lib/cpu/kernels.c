@@ -542,7 +542,7 @@ static float dot_row(const coli__cpuk *k, const coli__mat *w, int r, const float
 /* ---- products ------------------------------------------------------------ */
 
 /* Tokens up to which a float row is read once per token: a verification
- * of multi-token prediction (lib/model/speculate.c) is 2 to 9 tokens. */
+ * of multi-token prediction (lib/context/speculate.c) is 2 to 9 tokens. */
 #define FEW_TOK 8
 /* Rows of a float product done together for many tokens (widened into
  * the per-thread scratch). */

@@ -3,7 +3,7 @@
  * The tier knows matrices, not models: it holds tensors in the formats of
  * docs/formats.md on one or more devices and computes products with them,
  * with the same bits as the CPU kernels for q8, q4 and q2. The engine
- * (lib/model/experts.c) decides what lives where and falls back to the CPU when a
+ * (lib/tier/experts.c) decides what lives where and falls back to the CPU when a
  * call fails; every call that can fail returns a status and a message.
  *
  * Implementations: lib/gpu/backend.cu (CUDA or HIP, one source) and
@@ -171,7 +171,7 @@ typedef struct coli__gpu_params {
 } coli__gpu_params;
 
 /* Rows of logits a pipe run gives at most: a verification of
- * multi-token prediction (lib/model/speculate.c), its drafts and one. */
+ * multi-token prediction (lib/context/speculate.c), its drafts and one. */
 #define COLI__GPU_ALL_ROWS 9
 
 /* What a pipe run gives back: the last token's logits [vocab], or with

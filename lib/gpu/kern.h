@@ -7,7 +7,8 @@
  * step on one device), with backend.cu holding devices, tensors and the
  * table of operations, and state.cu, below them all, what they share of
  * the state (errors, fault injection, tensor views). Calls go downward:
- * backend.cu, then pipeline.cu and pipe_build.cu, then the kernel families, then state.cu. Every kernel follows docs/formats.md to the bit;
+ * backend.cu, then pipeline.cu and pipe_build.cu, then the kernel families,
+ * then state.cu. Every kernel follows docs/formats.md to the bit;
  * the sources are compiled with --fmad=false (nvcc) or -ffp-contract=off
  * (hipcc), so only the fmaf calls written here fuse.
  *

@@ -24,7 +24,7 @@
 
 /* ---- a step ----------------------------------------------------------------- */
 
-/* Phases of coli_gpu_phase_name (lib/model/device.c names them). */
+/* Phases of coli_gpu_phase_name (lib/tier/device.c names them). */
 enum { PH_NORM, PH_QKV, PH_ATTN, PH_WO, PH_ROUTE, PH_EXPERTS, PH_COMBINE, PH_OUTPUT };
 
 /* With phase timing, an event closing phase id. */

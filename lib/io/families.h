@@ -3,7 +3,7 @@
  * A row says how config.json names the family, reads the fields that are
  * the family's own, names its tensors, and which pieces of the decoder it
  * is made of. The pieces are enums (io/piece_kinds.h: io/ sits below
- * model/ and gpu/); lib/model/pieces.c maps each to its code at model
+ * model/ and gpu/); lib/decoder/pieces.c maps each to its code at model
  * open. Adding a family
  * is one row in lib/io/families.c, plus pieces where it needs new ones. */
 #ifndef COLI_FAMILIES_H
@@ -40,7 +40,7 @@ typedef enum coli__tname {
     COLI_T_S_UP,
     COLI_T_S_DOWN,
     /* the MTP (NextN) layer's own, beside its decoder layer's
-     * (lib/model/mtp.c) */
+     * (lib/decoder/forward.c runs it) */
     COLI_T_MTP_EH_PROJ,   /* [hidden, 2 hidden]: [embedding ; hidden state] to hidden */
     COLI_T_MTP_ENORM,     /* RMSNorm of the embedding */
     COLI_T_MTP_HNORM,     /* RMSNorm of the trunk's hidden state */

@@ -20,7 +20,7 @@ typedef enum coli__qk_norm {
     COLI_QK_NORM_FULL  /* OLMoE: RMSNorm of the whole projection, weight [heads*head_dim] */
 } coli__qk_norm;
 
-/* The options of the attention piece (lib/model/attention.c). A new
+/* The options of the attention piece (lib/decoder/attention.c). A new
  * option (the q/k/v biases of GLM-4.5) is a field here, read by the
  * family's parse function and applied by the piece. */
 typedef struct coli__attn_opts {
@@ -30,7 +30,7 @@ typedef struct coli__attn_opts {
     int sliding_window;     /* 0: none */
 } coli__attn_opts;
 
-/* The options of the router piece (lib/model/router.c). */
+/* The options of the router piece (lib/decoder/router.c). */
 typedef struct coli__router_opts {
     int norm_topk_prob;     /* renormalise the chosen routing weights */
     int n_group, topk_group; /* the sigmoid router: experts in n_group groups, the best topk_group kept */

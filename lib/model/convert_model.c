@@ -8,7 +8,7 @@
 
 #include "base/sized.h"
 #include "model/model.h"
-#include "model/pieces.h"
+#include "decoder/pieces.h"
 #include "store/convert.h"
 
 /* What the source's functions read: the job (the checkpoint and the

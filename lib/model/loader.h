@@ -18,7 +18,7 @@
 typedef struct coli__loader {
     coli__weights *w;
     const coli__config *cfg;
-    const coli__pieces *pieces; /* each loads its layer's tensors (lib/model/pieces.h) */
+    const coli__pieces *pieces; /* each loads its layer's tensors (lib/decoder/pieces.h) */
     const coli__tensor_set *ts;
     coli_weight_format fmt;
     int q4_group;

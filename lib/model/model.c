@@ -8,11 +8,10 @@
 #include "store/container.h"
 #include "cpu/cpu.h"
 #include "cpu/cpusel.h"
-#include "model/device.h"
-#include "model/kv.h"
+#include "decoder/kv.h"
 #include "io/json.h"
 #include "model/model.h"
-#include "model/pieces.h"
+#include "decoder/pieces.h"
 #include "store/store.h"
 
 /* Once open, a model is shared by threads: failures of calls on it (tokenize,
@@ -31,7 +30,7 @@ coli__err *coli__model_err(const coli_model *m)
 }
 
 /* Fails the model: the message goes to the handle and to the log. */
-static coli_status model_fail(coli_model *m, coli_status st)
+coli_status coli__model_fail(coli_model *m, coli_status st)
 {
     coli__log(&m->opts.log, COLI_LOG_ERROR, "%s", m->err.msg);
     return st;
@@ -253,15 +252,33 @@ static coli_status reload_expert(void *user, int l, int e, coli__err *err)
     return coli__weights_reload_expert(&m->w, &m->cfg, m->ts, m->wfmt, (int)m->opts.q4_group, l, e, err);
 }
 
-static coli_status model_open_dir(coli_model *m, const char *dir)
+coli__expert_source coli__model_expert_source(coli_model *m)
 {
+    return (coli__expert_source){.release = release_experts, .reload = reload_expert, .user = m};
+}
+
+coli_status coli__model_init(coli_model *m, const char *dir, const coli_options *opts)
+{
+    if (opts)
+        m->opts = opts->o;
+    else
+        coli__opts_default(&m->opts);
+    if (!dir)
+        return coli__fail(&m->err, COLI_EINVAL, "model directory is NULL");
+    m->dir = strdup(dir);
+    if (!m->dir)
+        return coli__fail(&m->err, COLI_ENOMEM, "out of memory");
     struct stat sb;
     if (stat(dir, &sb) != 0)
         return coli__fail(&m->err, COLI_ENOENT, "model directory '%s' does not exist", dir);
     if (!S_ISDIR(sb.st_mode))
         return coli__fail(&m->err, COLI_EINVAL, "model path '%s' is not a directory", dir);
-    int gpu_on;
-    COLI_TRY(coli__experts_check(&m->opts, &gpu_on, &m->err));
+    return COLI_OK;
+}
+
+coli_status coli__model_load(coli_model *m, int gpu_on)
+{
+    const char *dir = m->dir;
     COLI_TRY(pick_cpu_kernels(m));
     /* resolved once: contexts made with the model's options inherit it */
     COLI_TRY(coli__kv_type_pick(m->opts.kv_type, &m->opts.kv_type, &m->err));
@@ -273,7 +290,6 @@ static coli_status model_open_dir(coli_model *m, const char *dir)
         COLI_TRY(coli__config_add_mtp(&m->cfg, dir, &m->err));
     COLI_TRY(coli__pieces_pick(&m->cfg, &m->pieces, &m->err));
     m->dec = (coli__decoder){.cfg = &m->cfg, .w = &m->w, .pieces = &m->pieces, .cpuk = m->cpuk};
-    coli__experts_decoder(m, &m->dec);
     if (coli__cont_present(dir)) {
         COLI_TRY(open_container(m, dir));
     } else {
@@ -281,20 +297,20 @@ static coli_status model_open_dir(coli_model *m, const char *dir)
         m->wfmt = (coli_weight_format)m->opts.weights;
         /* the x16 layout is the CPU's: matrices a GPU reads keep the rows */
         int x16 = coli__cpuk_x16(m->cpuk) && !gpu_on;
-        COLI_TRY(coli__weights_load(&m->w, &m->cfg, &m->pieces, m->ts, m->wfmt, (int)m->opts.q4_group, (int)m->opts.threads,
-                                    x16, &m->err));
+        COLI_TRY(coli__weights_load(&m->w, &m->cfg, &m->pieces, m->ts, m->wfmt, (int)m->opts.q4_group,
+                                    (int)m->opts.threads, x16, &m->err));
         if (m->opts.mem_budget_mb > 0 || m->opts.expert_slots > 0)
             coli__log(&m->opts.log, COLI_LOG_WARN,
                       "%s: a memory budget applies to converted models (coli convert); this checkpoint is loaded whole",
                       dir);
     }
     describe_weights(m);
-    const coli__expert_source src = {.release = release_experts, .reload = reload_expert, .user = m};
-    COLI_TRY(coli__device_open(m, &src));
-    if (m->store)
-        COLI_TRY(coli__store_warm(m->store, m->gpu ? coli__experts_placement(m) : NULL,
-                                  (size_t)m->cfg.n_layers * (size_t)m->cfg.n_experts, &m->err));
+    return COLI_OK;
+}
 
+coli_status coli__model_finish(coli_model *m)
+{
+    const char *dir = m->dir;
     char *tpath = coli__path_join(dir, "tokenizer.json");
     if (!tpath)
         return coli__fail(&m->err, COLI_ENOMEM, "out of memory");
@@ -320,11 +336,8 @@ static coli_status model_open_dir(coli_model *m, const char *dir)
     return COLI_OK;
 }
 
-/* Everything a model holds but its handle, its directory and its message:
- * safe on a model half opened. */
-static void model_release(coli_model *m)
+void coli__model_release(coli_model *m)
 {
-    coli__device_close(m);
     coli__store_close(m->store);
     m->store = NULL;
     coli__weights_free(&m->w, &m->cfg);
@@ -344,48 +357,6 @@ static void model_release(coli_model *m)
     m->n_special = 0;
 }
 
-COLI_API coli_status coli_model_open(const char *dir, const coli_options *opts, coli_model **out)
-{
-    if (!out)
-        return COLI_EINVAL;
-    coli_model *m = calloc(1, sizeof *m);
-    *out = m;
-    if (!m)
-        return COLI_ENOMEM;
-    if (opts)
-        m->opts = opts->o;
-    else
-        coli__opts_default(&m->opts);
-    coli_status st;
-    if (!dir) {
-        st = coli__fail(&m->err, COLI_EINVAL, "model directory is NULL");
-        goto fail;
-    }
-    m->dir = strdup(dir);
-    if (!m->dir) {
-        st = coli__fail(&m->err, COLI_ENOMEM, "out of memory");
-        goto fail;
-    }
-    st = model_open_dir(m, dir);
-    if (st != COLI_OK)
-        goto fail;
-    m->ok = 1;
-    return COLI_OK;
-fail:
-    /* Keep only the message: release what was loaded. */
-    model_release(m);
-    return model_fail(m, st);
-}
-
-COLI_API void coli_model_free(coli_model *m)
-{
-    if (!m)
-        return;
-    model_release(m);
-    free(m->dir);
-    free(m);
-}
-
 COLI_API const char *coli_model_errmsg(const coli_model *m)
 {
     if (!m)
@@ -395,7 +366,7 @@ COLI_API const char *coli_model_errmsg(const coli_model *m)
     return m->err.msg;
 }
 
-static coli_status usable(const coli_model *m)
+coli_status coli__model_usable(const coli_model *m)
 {
     if (!m)
         return COLI_EINVAL;
@@ -404,21 +375,7 @@ static coli_status usable(const coli_model *m)
     return COLI_OK;
 }
 
-static void info_fill(const coli_model *m, coli_model_info *info);
-
-COLI_API coli_status coli_model_get_info(const coli_model *m, coli_model_info *info)
-{
-    COLI_TRY(usable(m));
-    if (!coli__sized_out_ok(info))
-        return COLI_EINVAL;
-    coli_model_info full;
-    memset(&full, 0, sizeof full);
-    info_fill(m, &full);
-    coli__sized_out(info, &full, sizeof full);
-    return COLI_OK;
-}
-
-static void info_fill(const coli_model *m, coli_model_info *info)
+void coli__model_info_fill(const coli_model *m, coli_model_info *info)
 {
     const coli__config *c = &m->cfg;
     info->architecture = c->arch_name;
@@ -464,8 +421,6 @@ static void info_fill(const coli_model *m, coli_model_info *info)
                                                     : COLI_WEIGHTS_BF16;
     }
     info->weights_detail = m->weights_detail;
-    info->gpu_devices = coli__experts_n_devices(m);
-    info->gpu_detail = coli__experts_detail(m);
     info->store_detail = m->store ? coli__store_detail(m->store) : "resident: every expert loaded at open";
     info->bos_id = c->bos;
     info->eos_id = c->n_eos > 0 ? c->eos[0] : -1;
@@ -475,7 +430,7 @@ static void info_fill(const coli_model *m, coli_model_info *info)
 COLI_API coli_status coli_model_weight_bytes(const coli_model *m, coli_weight_format fmt, uint64_t *total,
                                              uint64_t *active)
 {
-    COLI_TRY(usable(m));
+    COLI_TRY(coli__model_usable(m));
     if (fmt < COLI_WEIGHTS_AUTO || fmt > COLI_WEIGHTS_Q2)
         return COLI_EINVAL;
     uint64_t t, a;
@@ -491,7 +446,7 @@ COLI_API coli_status coli_model_weight_bytes(const coli_model *m, coli_weight_fo
 
 COLI_API int coli_model_is_eos(const coli_model *m, int32_t id)
 {
-    if (usable(m) != COLI_OK)
+    if (coli__model_usable(m) != COLI_OK)
         return 0;
     for (int i = 0; i < m->cfg.n_eos; i++)
         if (m->cfg.eos[i] == id)
@@ -501,7 +456,7 @@ COLI_API int coli_model_is_eos(const coli_model *m, int32_t id)
 
 static coli_status need_tokenizer(coli_model *m)
 {
-    COLI_TRY(usable(m));
+    COLI_TRY(coli__model_usable(m));
     if (!m->tok)
         return coli__fail(coli__model_err(m), COLI_ESTATE, "%s: the model has no tokenizer.json", m->dir);
     return COLI_OK;
@@ -575,7 +530,7 @@ COLI_API coli_status coli_detokenize(coli_model *m, const int32_t *ids, size_t n
 
 COLI_API coli_status coli_model_store_stats(const coli_model *m, coli_store_stats *stats)
 {
-    COLI_TRY(usable(m));
+    COLI_TRY(coli__model_usable(m));
     if (!coli__sized_out_ok(stats))
         return COLI_EINVAL;
     coli_store_stats full;

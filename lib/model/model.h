@@ -2,11 +2,11 @@
  * format, tokenizer (internal). A model is read-only once open, so many
  * contexts may use it at once.
  *
- * lib/model/ is a loaded model and its forward pass: options, the loader,
- * the decoder's order of operations and the pieces families differ in,
- * where experts run, contexts and sampling. It may include every folder
- * below it (store, gpu, io, cpu, base) and is included only by lib/api.c
- * and itself. */
+ * lib/model/ is opening a model: its options, the loader (weights.c and
+ * the files loader.h names), conversion, and this struct. It may include
+ * the folders below it (decoder, store, gpu, chat, io, cpu, base); the
+ * GPU tier (lib/tier/), contexts (lib/context/) and the public face
+ * (lib/open.c, lib/api.c) use it. */
 #ifndef COLI_MODEL_H
 #define COLI_MODEL_H
 
@@ -16,71 +16,10 @@
 #include "base/log.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
-#include "model/decoder.h"
+#include "decoder/decoder.h"
+#include "decoder/weights.h"
 #include "model/options.h"
 #include "store/convert.h"
-
-typedef struct coli__layer {
-    coli__mat wq, wk, wv, wo;
-    float *attn_norm, *ffn_norm;     /* [hidden], widened to f32 */
-    float *q_norm, *k_norm;          /* NULL when the architecture has none */
-    float *bq, *bk, *bv;             /* q/k/v biases, or NULL */
-    int is_moe;
-    coli__mat gate, up, down;        /* dense MLP */
-    coli__mat router;                /* [n_experts, hidden] */
-    float *router_bias;              /* [n_experts]: the sigmoid router's correction bias, or NULL */
-    coli__mat s_gate, s_up, s_down;  /* the shared experts as one SwiGLU (data NULL: none) */
-    coli__mat *e_gate, *e_up, *e_down; /* n_experts each */
-} coli__layer;
-
-/* One matrix of the checkpoint, for sizing it in any format. */
-typedef struct coli__matrec {
-    int rows, cols;
-    uint8_t kind, stored_size, role;
-} coli__matrec;
-
-/* A block of memory: an allocation of the loader, or a mapped region. */
-typedef struct coli__block {
-    void *p;
-    size_t size;
-} coli__block;
-
-/* The MTP layer's own weights; its decoder layer is layers[n_trunk]. */
-typedef struct coli__mtp_weights {
-    coli__mat eh_proj;               /* [hidden, 2 hidden] */
-    float *enorm, *hnorm, *head_norm;
-    coli__mat embed, head;           /* the model's own where the checkpoint has no copy, or
-                                        one that is byte for byte the model's */
-} coli__mtp_weights;
-
-typedef struct coli__weights {
-    coli__mat embed;                 /* [vocab, hidden] */
-    coli__mat lm_head;               /* [vocab, hidden]; the embedding when tied */
-    float *final_norm;
-    coli__layer *layers;             /* cfg.n_layers: the decoder's, then the MTP layer */
-    coli__mtp_weights mtp;           /* with cfg.n_layers > cfg.n_trunk */
-    coli__block *owned;              /* allocations made while loading; size 0: malloc'd */
-    size_t n_owned, cap_owned;
-    coli__block *regions;            /* mapped regions holding the others */
-    size_t n_regions, cap_regions;
-    char *arena;                     /* the free end of the region shared by small ones */
-    size_t arena_left;
-    uint64_t bytes;                  /* bytes of weights as held, norms included */
-    int64_t n_params_total, n_params_active;
-    int64_t n_vec_params;            /* norm vectors: always f32 */
-    coli__matrec *recs;              /* every matrix, for coli__weights_bytes */
-    size_t n_recs, cap_recs;
-    int n_by_dt[8];                  /* matrices held in each coli__dtype */
-} coli__weights;
-
-/* The decoder's pieces of the model's family (lib/model/pieces.h),
- * chosen once at open. */
-typedef struct coli__pieces {
-    const struct coli__attn_piece *attn;
-    const struct coli__router_piece *router;
-    const struct coli__ffn_piece *moe; /* the feed-forward of MoE layers */
-    const struct coli__ffn_piece *mlp; /* of dense layers */
-} coli__pieces;
 
 struct coli_model {
     coli__err err;
@@ -96,22 +35,62 @@ struct coli_model {
     struct coli__container *cont;    /* a converted model's model.coli; NULL: a checkpoint */
     struct coli__store *store;       /* its experts in host memory; NULL: a checkpoint */
     struct coli__tier *gpu;          /* GPU expert tier; NULL: every expert on the CPU */
-    struct coli__device *dev;        /* layers on a device (lib/model/device.c); NULL: none */
+    struct coli__device *dev;        /* layers on a device (lib/tier/device.c); NULL: none */
     char gpu_detail[160];            /* why or how the tier is used, for coli_model_info */
     const coli__cpuk *cpuk;          /* CPU kernel set (COLI_OPT_CPU_KERNELS) */
     coli__pieces pieces;             /* of cfg.family */
-    coli__decoder dec;               /* what the forward pass runs on (lib/model/decoder.h) */
+    coli__decoder dec;               /* what the forward pass runs on (lib/decoder/decoder.h) */
     char *chat_template;             /* tokenizer_config.json or chat_template.jinja; NULL: none */
     char **special;                  /* name, text, name, text...: tokenizer_config's *_token */
     size_t n_special;                /* pairs in special */
 };
 
+/* The loader's hold on the host copies of experts, handed down at open
+ * (lib/model/model.c): the tier releases and rebuilds them through it
+ * instead of calling the loader. */
+typedef struct coli__expert_source {
+    /* Drops the host copies the loader allocated of the experts with
+     * resident[l * E + e] >= 0, setting host[l * E + e] to 0 for each;
+     * *freed: their bytes; *mapped: 1 when some are mapped from the
+     * checkpoint (no copy of their own). COLI_ENOMEM: none was dropped. */
+    coli_status (*release)(void *user, const signed char *resident, unsigned char *host, uint64_t *freed,
+                           int *mapped);
+    /* Rebuilds the dropped host copies of expert e of layer l exactly as
+     * loaded at open. */
+    coli_status (*reload)(void *user, int l, int e, coli__err *err);
+    void *user;
+} coli__expert_source;
+
 struct coli__container;
 
+/* ---- opening (lib/open.c calls these in this order, the GPU tier's open
+ * between coli__model_load and coli__model_finish) ---- */
+
+/* The options (NULL: the defaults) and the directory, which must exist. */
+coli_status coli__model_init(coli_model *m, const char *dir, const struct coli_options *opts);
+/* CPU kernels, config, pieces and weights (a checkpoint's, or a
+ * container's with its store); gpu_on: the GPU tier will be asked for
+ * (the CPU's x16 layout is then left out). */
+coli_status coli__model_load(coli_model *m, int gpu_on);
+/* The tokenizer, the end-of-sequence ids and the chat template. */
+coli_status coli__model_finish(coli_model *m);
+/* The loader's side of the GPU tier's host copies. */
+coli__expert_source coli__model_expert_source(coli_model *m);
+/* Everything a model holds but its handle, its directory and its message
+ * (the GPU tier is closed first): safe on a model half opened. */
+void coli__model_release(coli_model *m);
+/* Fails the model: the message goes to the log too; returns st. */
+coli_status coli__model_fail(coli_model *m, coli_status st);
+/* COLI_OK for a model that opened. */
+coli_status coli__model_usable(const coli_model *m);
+/* coli_model_info of what the model holds (the GPU tier's fields aside). */
+void coli__model_info_fill(const coli_model *m, coli_model_info *info);
+
 /* Loads every weight of cfg from ts in format fmt, checking names and
- * shapes, each piece of pieces (lib/model/pieces.h) its own; quantization uses threads threads (0: every online core; the
- * same bytes for any); x16: q8 and q4 matrices that fit take the x16
- * layout (lib/cpu/qlayout.c), for the CPU only. */
+ * shapes, each piece of pieces (lib/decoder/pieces.h) its own;
+ * quantization uses threads threads (0: every online core; the same bytes
+ * for any); x16: q8 and q4 matrices that fit take the x16 layout
+ * (lib/cpu/qlayout.c), for the CPU only. */
 coli_status coli__weights_load(coli__weights *w, const coli__config *cfg, const coli__pieces *pieces,
                                const coli__tensor_set *ts, coli_weight_format fmt, int q4_group, int threads, int x16,
                                coli__err *err);

@@ -23,7 +23,7 @@
     X(CONTEXT, context, 0, 1 << 24, 0, NULL)                                                        \
     X(MEM_BUDGET_MB, mem_budget_mb, 0, INT64_C(1) << 40, 0, NULL)                                   \
     X(Q4_GROUP, q4_group, 32, 128, 32, coli__opt_q4_group)                                          \
-    /* GPU expert tier; -1: not set, the environment decides (lib/model/experts.c) */               \
+    /* GPU expert tier; -1: not set, the environment decides (lib/tier/experts.c) */               \
     X(GPU, gpu, -1, 1, -1, NULL)                                                                    \
     X(GPU_EXPERT_MB, gpu_expert_mb, -1, INT64_C(1) << 30 /* an exbibyte */, -1, NULL)               \
     X(GPU_RELEASE_HOST, gpu_release_host, -1, 1, -1, NULL)                                          \
@@ -34,9 +34,9 @@
     X(IO_THREADS, io_threads, 1, 64, 4, NULL)                                                       \
     X(HOTSET, hotset, 0, 1, 1, NULL)                                                                \
     X(CPU_KERNELS, cpu_kernels, COLI__CPUK_AUTO, COLI__CPUK_AMX, COLI__CPUK_AUTO, NULL)         \
-    /* -1: not set, COLI_KV_TYPE decides (lib/model/kv.c) */                                       \
+    /* -1: not set, COLI_KV_TYPE decides (lib/decoder/kv.c) */                                       \
     X(KV_TYPE, kv_type, -1, COLI_KV_BF16, -1, NULL)                                                \
-    /* multi-token prediction (lib/model/speculate.c) */                                           \
+    /* multi-token prediction (lib/context/speculate.c) */                                           \
     X(MTP, mtp, 0, COLI__MTP_MAX, 0, NULL)                                                          \
     X(MTP_GUARD, mtp_guard, 0, 1, 1, NULL)
 

@@ -23,7 +23,7 @@
 #include <sys/mman.h>
 
 #include "model/loader.h"
-#include "model/pieces.h"
+#include "decoder/pieces.h"
 
 
 static void count(coli__loader *L, const coli__mat *m, coli__mat_role role)
