@@ -13,32 +13,32 @@ static coli_status check_items(const coli_batch_item *items, size_t count)
     for (size_t i = 0; i < count; i++) {
         coli_context *c = items[i].ctx;
         if (!c)
-            return first ? coli__fail(&first->err, COLI_EINVAL, "coli_eval_batch: item %zu has no context", i)
+            return first ? coli__fail(&first->core.err, COLI_EINVAL, "coli_eval_batch: item %zu has no context", i)
                          : COLI_EINVAL;
-        coli__err_clear(&c->err);
-        if (c->m != first->m)
-            return coli__fail(&c->err, COLI_EINVAL,
+        coli__err_clear(&c->core.err);
+        if (c->core.m != first->core.m)
+            return coli__fail(&c->core.err, COLI_EINVAL,
                               "coli_eval_batch: item %zu's context belongs to another model than item 0's", i);
         for (size_t j = 0; j < i; j++)
             if (items[j].ctx == c)
-                return coli__fail(&c->err, COLI_EINVAL,
+                return coli__fail(&c->core.err, COLI_EINVAL,
                                   "coli_eval_batch: items %zu and %zu name the same context", j, i);
         if (items[i].n == 0)
             continue;
         if (!items[i].tokens)
-            return coli__fail(&c->err, COLI_EINVAL, "coli_eval_batch: item %zu: tokens is NULL", i);
-        int vocab = c->m->cfg.vocab;
+            return coli__fail(&c->core.err, COLI_EINVAL, "coli_eval_batch: item %zu: tokens is NULL", i);
+        int vocab = c->core.m->cfg.vocab;
         for (size_t k = 0; k < items[i].n; k++)
             if (items[i].tokens[k] < 0 || items[i].tokens[k] >= vocab)
-                return coli__fail(&c->err, COLI_EINVAL,
+                return coli__fail(&c->core.err, COLI_EINVAL,
                                   "coli_eval_batch: item %zu: token id %ld at index %zu is outside the "
                                   "vocabulary [0, %d)",
                                   i, (long)items[i].tokens[k], k, vocab);
-        if (items[i].n > (size_t)c->kv.n_ctx - c->pos)
-            return coli__fail(&c->err, COLI_ENOSPC,
+        if (items[i].n > (size_t)c->core.kv.n_ctx - c->core.pos)
+            return coli__fail(&c->core.err, COLI_ENOSPC,
                               "coli_eval_batch: item %zu: the context is full: %zu tokens asked for at position "
                               "%zu, but it has %d positions",
-                              i, items[i].n, c->pos, c->kv.n_ctx);
+                              i, items[i].n, c->core.pos, c->core.kv.n_ctx);
     }
     return COLI_OK;
 }
@@ -54,7 +54,7 @@ static double now_s(void)
  * layer, have passes of their own: they go one after another. */
 static int shares_pass(const coli_context *c)
 {
-    return !c->dev && !c->mtp;
+    return !c->core.dev && !c->core.mtp;
 }
 
 /* After the shared pass: each context keeps its positions unless its
@@ -66,27 +66,28 @@ static coli_status settle(const coli_batch_item *it, size_t count, const size_t 
     for (size_t j = 0; j < n_shared; j++) {
         const coli_batch_item *x = &it[order[j]];
         coli_context *c = x->ctx;
-        int vocab = c->m->cfg.vocab;
-        size_t bad = coli__first_nonfinite(COLI_DT_F32, c->logits, (size_t)vocab);
+        int vocab = c->core.m->cfg.vocab;
+        size_t bad = coli__first_nonfinite(COLI_DT_F32, c->core.logits, (size_t)vocab);
         if (bad < (size_t)vocab) {
-            c->has_logits = 0;
-            coli__fail(&c->err, COLI_ERANGE, "coli_eval_batch: non-finite logit at position %zu (token id %zu: %g)",
-                       c->pos + x->n - 1, bad, (double)c->logits[bad]);
-            coli__log(&c->opts.log, COLI_LOG_ERROR, "%s", c->err.msg);
+            c->core.has_logits = 0;
+            coli__fail(&c->core.err, COLI_ERANGE,
+                       "coli_eval_batch: non-finite logit at position %zu (token id %zu: %g)", c->core.pos + x->n - 1,
+                       bad, (double)c->core.logits[bad]);
+            coli__log(&c->opts.log, COLI_LOG_ERROR, "%s", c->core.err.msg);
             result = COLI_ERANGE;
             continue;
         }
-        c->pos += x->n;
-        c->has_logits = 1;
+        c->core.pos += x->n;
+        c->core.has_logits = 1;
         /* the pass's time and reads, shared out by tokens */
         double share = (double)x->n / (double)total;
         if (x->n > 1) {
-            c->stats.prefill_tokens += x->n;
-            c->stats.prefill_seconds += dt * share;
+            c->core.stats.prefill_tokens += x->n;
+            c->core.stats.prefill_seconds += dt * share;
         } else {
-            c->stats.decode_tokens += x->n;
-            c->stats.decode_seconds += dt * share;
-            c->stats.decode_weight_bytes += (uint64_t)((double)read * share);
+            c->core.stats.decode_tokens += x->n;
+            c->core.stats.decode_seconds += dt * share;
+            c->core.stats.decode_weight_bytes += (uint64_t)((double)read * share);
         }
     }
     (void)count;
@@ -105,7 +106,7 @@ COLI_API coli_status coli_eval_batch(const coli_batch_item *items, size_t count)
     if (!order || !q) {
         free(order);
         free(q);
-        return coli__fail(&items[0].ctx->err, COLI_ENOMEM, "coli_eval_batch: out of memory for %zu items", count);
+        return coli__fail(&items[0].ctx->core.err, COLI_ENOMEM, "coli_eval_batch: out of memory for %zu items", count);
     }
     /* single tokens (decoding) first, so that they share the first chunk */
     size_t n_shared = 0, total = 0;
@@ -113,8 +114,8 @@ COLI_API coli_status coli_eval_batch(const coli_batch_item *items, size_t count)
         for (size_t i = 0; i < count; i++)
             if (items[i].n > 0 && shares_pass(items[i].ctx) && (items[i].n == 1) == (pass == 0)) {
                 coli_context *c = items[i].ctx;
-                q[n_shared] = (coli__seq){.kv = &c->kv, .tokens = items[i].tokens, .n = (int)items[i].n,
-                                          .pos0 = (int)c->pos, .logits = c->logits};
+                q[n_shared] = (coli__seq){.kv = &c->core.kv, .tokens = items[i].tokens, .n = (int)items[i].n,
+                                          .pos0 = (int)c->core.pos, .logits = c->core.logits};
                 order[n_shared++] = i;
                 total += items[i].n;
             }
@@ -123,13 +124,13 @@ COLI_API coli_status coli_eval_batch(const coli_batch_item *items, size_t count)
         coli_context *c0 = items[order[0]].ctx;
         uint64_t read = 0;
         double t0 = now_s();
-        st = coli__forward_batch(&c0->m->dec, q, (int)n_shared, &c0->scratch, c0->pool, &read, &c0->gpu_counts,
-                                 &c0->err);
+        st = coli__forward_batch(&c0->core.m->dec, q, (int)n_shared, &c0->core.scratch, c0->core.pool, &read,
+                                 &c0->core.gpu_counts, &c0->core.err);
         double dt = now_s() - t0;
         if (st != COLI_OK) {
             for (size_t j = 0; j < n_shared; j++)
-                items[order[j]].ctx->has_logits = 0;
-            coli__log(&c0->opts.log, COLI_LOG_ERROR, "%s", c0->err.msg);
+                items[order[j]].ctx->core.has_logits = 0;
+            coli__log(&c0->opts.log, COLI_LOG_ERROR, "%s", c0->core.err.msg);
             result = st;
         } else {
             result = settle(items, count, order, n_shared, total, dt, read);

@@ -79,7 +79,7 @@ void coli__mtp_free(coli__mtp *s)
     free(s);
 }
 
-coli_status coli__mtp_create(coli_context *c, int k, int guard)
+coli_status coli__mtp_create(coli__ctx_core *c, int k, int guard)
 {
     const coli__config *cf = &c->m->cfg;
     if (cf->n_layers <= cf->n_trunk)
@@ -120,7 +120,7 @@ coli_status coli__mtp_create(coli_context *c, int k, int guard)
  * the pair of the last state with draft, whose logits land in s->dlogits
  * (its state after the head norm in s->mhid's row n - 1). The last state
  * stays pending: the token after it is not known for sure. */
-static coli_status flush(coli_context *c, int32_t draft)
+static coli_status flush(coli__ctx_core *c, int32_t draft)
 {
     coli__mtp *s = c->mtp;
     size_t start = s->mtp_pos;
@@ -164,7 +164,7 @@ static coli_status flush(coli_context *c, int32_t draft)
  * states of the last LAPSE_KEEP positions only (catch_up makes those it
  * does not have); the slots before keep what they held (drafts read them;
  * tokens never depend on them). */
-static void lapse(coli_context *c)
+static void lapse(coli__ctx_core *c)
 {
     coli__mtp *s = c->mtp;
     size_t from = c->pos > LAPSE_KEEP ? c->pos - LAPSE_KEEP : 0;
@@ -181,7 +181,7 @@ static void lapse(coli_context *c)
 
 /* Evaluates again the positions whose states were lost (a cut), so that
  * pend reaches c->pos. The decoder's cache gets the same bits again. */
-static coli_status catch_up(coli_context *c)
+static coli_status catch_up(coli__ctx_core *c)
 {
     coli__mtp *s = c->mtp;
     if (s->lapsed) {
@@ -208,7 +208,7 @@ static coli_status catch_up(coli_context *c)
     return COLI_OK;
 }
 
-coli_status coli__mtp_eval(coli_context *c, const int32_t *tokens, size_t n, uint64_t *read)
+coli_status coli__mtp_eval(coli__ctx_core *c, const int32_t *tokens, size_t n, uint64_t *read)
 {
     coli__mtp *s = c->mtp;
     uint64_t total = 0;
@@ -243,7 +243,7 @@ coli_status coli__mtp_eval(coli_context *c, const int32_t *tokens, size_t n, uin
     return COLI_OK;
 }
 
-void coli__mtp_truncate(coli_context *c, size_t n)
+void coli__mtp_truncate(coli__ctx_core *c, size_t n)
 {
     coli__mtp *s = c->mtp;
     if (!s)
@@ -260,7 +260,7 @@ void coli__mtp_truncate(coli_context *c, size_t n)
 
 /* ---- drafting and verification ------------------------------------------------- */
 
-coli_status coli__mtp_propose(coli_context *c, int32_t t, int k, uint64_t *read)
+coli_status coli__mtp_propose(coli__ctx_core *c, int32_t t, int k, uint64_t *read)
 {
     coli__mtp *s = c->mtp;
     const size_t H = (size_t)s->H, V = (size_t)s->V;
@@ -301,12 +301,12 @@ coli_status coli__mtp_propose(coli_context *c, int32_t t, int k, uint64_t *read)
     return coli__ctx_forward(c, &f, read, NULL);
 }
 
-const float *coli__mtp_logits(const coli_context *c, int j)
+const float *coli__mtp_logits(const coli__ctx_core *c, int j)
 {
     return c->mtp->vlogits + (size_t)j * (size_t)c->mtp->V;
 }
 
-int32_t coli__mtp_draft(const coli_context *c, int j)
+int32_t coli__mtp_draft(const coli__ctx_core *c, int j)
 {
     return j >= 1 && j < c->mtp->n_ver ? c->mtp->vtok[j] : -1;
 }
@@ -334,7 +334,7 @@ static void decide(coli__mtp *s)
 }
 
 /* Adds a step to the guard's measurement. */
-static void note(coli_context *c, int drafted, double seconds, int tokens)
+static void note(coli__ctx_core *c, int drafted, double seconds, int tokens)
 {
     coli__mtp *s = c->mtp;
     /* a step of the other kind (no room left to draft) is not measured */
@@ -375,7 +375,7 @@ static void note(coli_context *c, int drafted, double seconds, int tokens)
         c->stats.mtp_guard_offs++;
 }
 
-int coli__mtp_drafts_now(const coli_context *c)
+int coli__mtp_drafts_now(const coli__ctx_core *c)
 {
     const coli__mtp *s = c->mtp;
     if (!s)
@@ -383,19 +383,19 @@ int coli__mtp_drafts_now(const coli_context *c)
     return s->ph == G_OFF || s->ph == G_PLAIN_PROBE ? 0 : s->k_eff;
 }
 
-int coli__mtp_plan(coli_context *c, int most)
+int coli__mtp_plan(coli__ctx_core *c, int most)
 {
     int k = coli__mtp_drafts_now(c);
     return k < most ? k : most;
 }
 
-void coli__mtp_note_plain(coli_context *c, double seconds)
+void coli__mtp_note_plain(coli__ctx_core *c, double seconds)
 {
     c->stats.mtp_plain_tokens++;
     note(c, 0, seconds, 1);
 }
 
-void coli__mtp_commit(coli_context *c, int j, double seconds)
+void coli__mtp_commit(coli__ctx_core *c, int j, double seconds)
 {
     coli__mtp *s = c->mtp;
     const size_t H = (size_t)s->H, V = (size_t)s->V;
@@ -428,7 +428,7 @@ void coli__mtp_commit(coli_context *c, int j, double seconds)
     note(c, 1, seconds, j + 1);
 }
 
-coli_status coli__mtp_peek(coli_context *c, int32_t next, float *logits)
+coli_status coli__mtp_peek(coli__ctx_core *c, int32_t next, float *logits)
 {
     COLI_TRY(catch_up(c));
     COLI_TRY(flush(c, next));

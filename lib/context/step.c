@@ -7,7 +7,7 @@
 /* The device's step, or the CPU's. A device that fails hands the context
  * to the CPU for good: the history is evaluated there first to rebuild the
  * CPU's cache, which gives the same bits as the device's. */
-coli_status coli__ctx_forward(coli_context *c, const coli__fwd *f, uint64_t *read, coli__experts_counts *counts)
+coli_status coli__ctx_forward(coli__ctx_core *c, const coli__fwd *f, uint64_t *read, coli__experts_counts *counts)
 {
     if (!counts)
         counts = &c->gpu_counts;
@@ -17,7 +17,7 @@ coli_status coli__ctx_forward(coli_context *c, const coli__fwd *f, uint64_t *rea
         coli_status st = coli__device_forward(c->dev, c->pool, f, counts, &c->err);
         if (st == COLI_OK)
             return COLI_OK;
-        coli__log(&c->opts.log, COLI_LOG_WARN, "GPU: a step on the device failed (%s); this context continues on "
+        coli__log(c->log, COLI_LOG_WARN, "GPU: a step on the device failed (%s); this context continues on "
                   "the CPU, re-reading its %d tokens", c->err.msg, f->pos0);
         coli__device_ctx_free(c->dev);
         c->dev = NULL;
