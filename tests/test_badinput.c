@@ -182,8 +182,8 @@ START_TEST(test_unsupported_rope_scaling)
 {
     char *dir = make_model(NULL);
     ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"rope_theta\": 10000.0,",
-                    "\"rope_theta\": 10000.0, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0},"), 0);
-    expect_fail(dir, COLI_EUNSUPPORTED, "config.json", "yarn");
+                    "\"rope_theta\": 10000.0, \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4.0},"), 0);
+    expect_fail(dir, COLI_EUNSUPPORTED, "config.json", "dynamic");
     done(dir);
 }
 END_TEST

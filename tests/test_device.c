@@ -306,6 +306,30 @@ START_TEST(test_mtp_same_acceptance)
 }
 END_TEST
 
+/* Latent attention is not in the device pipeline yet: an MLA model with
+ * the GPU on keeps its layers on the CPU, says so in the log, still places
+ * routed experts on the device, and computes the CPU's bits. */
+START_TEST(test_mla_stays_on_cpu)
+{
+    static const char *const mla[] = {"deepseek_v3", "deepseek_v3_lite"};
+    char *dir = tu_path(tu_data_dir(), mla[_i]);
+    how h = {.gpu = 0, .layers = 1, .kv = 0, .budget_gb = NULL, .n_prompt = 40, .context = 512};
+    run cpu, gpu;
+    one_run(dir, COLI_WEIGHTS_Q8, &h, &cpu);
+    g_log[0] = 0;
+    h.gpu = 1;
+    one_run(dir, COLI_WEIGHTS_Q8, &h, &gpu);
+    ck_assert_msg(strstr(g_log, "attention") != NULL, "the log does not say why the layers stay: %s", g_log);
+    ck_assert_int_eq(gpu.devices, 1);
+    ck_assert_uint_eq(gpu.gs.resident_dense_bytes, 0);
+    ck_assert_uint_gt(gpu.gs.gpu_pairs, 0);
+    same(&cpu, &gpu, mla[_i]);
+    free(cpu.logits);
+    free(gpu.logits);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     unsetenv("COLI_CUDA");
@@ -317,6 +341,7 @@ int main(void)
     TCase *tc = tcase_create("layers");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_same_bits, 0, (int)(sizeof FIXTURES / sizeof FIXTURES[0]));
+    tcase_add_loop_test(tc, test_mla_stays_on_cpu, 0, 2);
     tcase_add_test(tc, test_fallback);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_mtp_same_acceptance);

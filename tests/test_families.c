@@ -1,7 +1,9 @@
 /* test_families.c - GLM-4.5's family row and its sigmoid router: the
  * published config.json files of GLM-4.5, 4.5-Air, 4.6 and 4.7 read into
  * the values their model cards give (../shared notes, table A.7), the
- * refusals, and the router's choice against values worked out by hand. */
+ * refusals, and the router's choice against values worked out by hand;
+ * DeepSeek-V3's and Kimi-K2's rows: their published configs, the softmax
+ * scales and YaRN frequencies worked out in the notes (D.2, D.4, D.5). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -132,7 +134,153 @@ START_TEST(test_glm_refusals)
     refused("\"head_dim\": 128, ", "", "head_dim");
     refused("\"routed_scaling_factor\": 2.5", "\"routed_scaling_factor\": -1", "routed_scaling_factor");
     refused("\"topk_group\": 1", "\"topk_group\": 2", "topk_group"); /* more groups than there are */
-    refused("\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}", "yarn");
+    refused("\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 4}", "dynamic");
+    refused("\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}",
+            "original_max_position_embeddings");
+}
+END_TEST
+
+/* DeepSeek-V3's and Kimi-K2-Instruct's config.json as published (the
+ * fields that matter; quantization_config as DeepSeek-V3 ships it). */
+static const char DEEPSEEK_V3[] =
+    "{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"model_type\": \"deepseek_v3\", \"attention_bias\": false, "
+    "\"bos_token_id\": 0, \"eos_token_id\": 1, \"first_k_dense_replace\": 3, \"hidden_act\": \"silu\", "
+    "\"hidden_size\": 7168, \"intermediate_size\": 18432, \"kv_lora_rank\": 512, \"max_position_embeddings\": 163840, "
+    "\"moe_intermediate_size\": 2048, \"moe_layer_freq\": 1, \"n_group\": 8, \"n_routed_experts\": 256, "
+    "\"n_shared_experts\": 1, \"norm_topk_prob\": true, \"num_attention_heads\": 128, \"num_experts_per_tok\": 8, "
+    "\"num_hidden_layers\": 61, \"num_key_value_heads\": 128, \"num_nextn_predict_layers\": 1, "
+    "\"q_lora_rank\": 1536, \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64, "
+    "\"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", \"quant_method\": \"fp8\", "
+    "\"weight_block_size\": [128, 128]}, \"rms_norm_eps\": 1e-06, \"rope_scaling\": {\"beta_fast\": 32, "
+    "\"beta_slow\": 1, \"factor\": 40, \"mscale\": 1.0, \"mscale_all_dim\": 1.0, "
+    "\"original_max_position_embeddings\": 4096, \"type\": \"yarn\"}, \"rope_theta\": 10000, "
+    "\"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", \"tie_word_embeddings\": false, "
+    "\"topk_group\": 4, \"topk_method\": \"noaux_tc\", \"torch_dtype\": \"bfloat16\", \"v_head_dim\": 128, "
+    "\"vocab_size\": 129280}";
+
+static const char KIMI_K2[] =
+    "{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"model_type\": \"kimi_k2\", \"attention_bias\": false, "
+    "\"bos_token_id\": 163584, \"eos_token_id\": 163585, \"first_k_dense_replace\": 1, \"hidden_act\": \"silu\", "
+    "\"hidden_size\": 7168, \"intermediate_size\": 18432, \"kv_lora_rank\": 512, \"max_position_embeddings\": 131072, "
+    "\"moe_intermediate_size\": 2048, \"n_group\": 1, \"n_routed_experts\": 384, \"n_shared_experts\": 1, "
+    "\"norm_topk_prob\": true, \"num_attention_heads\": 64, \"num_experts_per_tok\": 8, \"num_hidden_layers\": 61, "
+    "\"num_key_value_heads\": 64, \"num_nextn_predict_layers\": 0, \"q_lora_rank\": 1536, \"qk_nope_head_dim\": 128, "
+    "\"qk_rope_head_dim\": 64, \"rms_norm_eps\": 1e-06, \"rope_scaling\": {\"beta_fast\": 1.0, \"beta_slow\": 1.0, "
+    "\"factor\": 32.0, \"mscale\": 1.0, \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 4096, "
+    "\"type\": \"yarn\"}, \"rope_theta\": 50000.0, \"routed_scaling_factor\": 2.827, \"topk_group\": 1, "
+    "\"v_head_dim\": 128, \"vocab_size\": 163840}";
+
+/* DeepSeek-V3: its MLA sizes, a cache of 576 values a position and layer,
+ * its softmax scale (0.13524, ../shared notes D.2) and YaRN's frequencies:
+ * pairs up to 10 keep theta's, pairs from 23 on are divided by 40 (D.4). */
+START_TEST(test_deepseek_v3_parse)
+{
+    char *dir = config_dir(DEEPSEEK_V3);
+    coli__config c;
+    coli__err err;
+    coli__err_clear(&err);
+    ck_assert_msg(coli__config_load(dir, &c, &err) == COLI_OK, "%s", err.msg);
+    ck_assert_str_eq(c.arch_name, "DeepseekV3ForCausalLM");
+    ck_assert_int_eq(c.family->attn, COLI_ATTN_MLA);
+    ck_assert_int_eq(c.hidden, 7168);
+    ck_assert_int_eq(c.n_layers, 61);
+    ck_assert_int_eq(c.n_heads, 128);
+    ck_assert_int_eq(c.attn.mla.q_lora, 1536);
+    ck_assert_int_eq(c.attn.mla.kv_lora, 512);
+    ck_assert_int_eq(c.attn.mla.nope, 128);
+    ck_assert_int_eq(c.attn.mla.rope, 64);
+    ck_assert_int_eq(c.attn.mla.v_dim, 128);
+    ck_assert_int_eq(c.head_dim, 192);
+    ck_assert_int_eq(c.rot_dim, 64);
+    ck_assert_int_eq(c.kv_heads * (c.kv_kdim + c.kv_vdim), 576);
+    ck_assert_int_eq(c.n_moe_layers, 58);
+    ck_assert_int_eq(c.router.n_group, 8);
+    ck_assert_int_eq(c.router.topk_group, 4);
+    ck_assert(c.router.scale == 2.5f);
+    ck_assert_int_eq(c.shared_inter, 2048);
+    ck_assert_int_eq(c.max_pos, 163840);
+    ck_assert_msg(fabsf(c.attn.scale - 0.13524f) < 1e-5f, "softmax scale %.6f", (double)c.attn.scale);
+    ck_assert(c.rope.yarn && c.rope.factor == 40 && c.rope.orig_max == 4096);
+    ck_assert(c.rope.table_factor == 1.0f); /* mscale equals mscale_all_dim */
+    for (int j = 0; j < 32; j++) {
+        float pf = powf(10000.0f, (float)(2 * j) / 64.0f);
+        if (j <= 10)
+            ck_assert_msg(c.rope.inv[j] == 1.0f / pf, "pair %d", j);
+        else if (j >= 23)
+            ck_assert_msg(c.rope.inv[j] == 1.0f / (40.0f * pf), "pair %d", j);
+        else /* between the two */
+            ck_assert_msg(c.rope.inv[j] < 1.0f / pf && c.rope.inv[j] > 1.0f / (40.0f * pf), "pair %d", j);
+    }
+    coli__config_free(&c);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* Kimi-K2: the same row (model_type kimi_k2), 64 heads, one router group,
+ * YaRN on theta 50000 with factor 32: a softmax scale of 0.13086 (D.5). */
+START_TEST(test_kimi_k2_parse)
+{
+    char *dir = config_dir(KIMI_K2);
+    coli__config c;
+    coli__err err;
+    coli__err_clear(&err);
+    ck_assert_msg(coli__config_load(dir, &c, &err) == COLI_OK, "%s", err.msg);
+    ck_assert_str_eq(c.arch_name, "DeepseekV3ForCausalLM");
+    ck_assert_int_eq(c.n_heads, 64);
+    ck_assert_int_eq(c.n_experts, 384);
+    ck_assert_int_eq(c.n_moe_layers, 60);
+    ck_assert_int_eq(c.router.n_group, 1);
+    ck_assert(c.router.scale == 2.827f);
+    ck_assert(c.rope_theta == 50000.0);
+    ck_assert_msg(fabsf(c.attn.scale - 0.13086f) < 1e-5f, "softmax scale %.6f", (double)c.attn.scale);
+    coli__config_free(&c);
+    /* without architectures, its model_type names the same row */
+    char *text = malloc(sizeof KIMI_K2);
+    memcpy(text, KIMI_K2, sizeof KIMI_K2);
+    memcpy(strstr(text, "\"architectures\""), "\"archi_ignored\"", strlen("\"archi_ignored\""));
+    char *dir2 = config_dir(text);
+    ck_assert_msg(coli__config_load(dir2, &c, &err) == COLI_OK, "%s", err.msg);
+    ck_assert_str_eq(c.arch_name, "DeepseekV3ForCausalLM");
+    coli__config_free(&c);
+    tu_rmtree(dir);
+    tu_rmtree(dir2);
+    free(dir);
+    free(dir2);
+    free(text);
+}
+END_TEST
+
+/* DeepSeek-V3 with one field changed: refused, the message naming it. */
+static void ds_refused(const char *from, const char *to, const char *named)
+{
+    const char *at = strstr(DEEPSEEK_V3, from);
+    ck_assert_msg(at != NULL, "no '%s'", from);
+    char *text = malloc(sizeof DEEPSEEK_V3 + strlen(to));
+    size_t pre = (size_t)(at - DEEPSEEK_V3);
+    memcpy(text, DEEPSEEK_V3, pre);
+    strcpy(text + pre, to);
+    strcat(text, at + strlen(from));
+    char *dir = config_dir(text);
+    coli__config c;
+    coli__err err;
+    coli__err_clear(&err);
+    ck_assert_int_ne(coli__config_load(dir, &c, &err), COLI_OK);
+    ck_assert_msg(strstr(err.msg, named) != NULL, "'%s' does not name %s", err.msg, named);
+    tu_rmtree(dir);
+    free(dir);
+    free(text);
+}
+
+START_TEST(test_deepseek_refusals)
+{
+    ds_refused("\"kv_lora_rank\": 512, ", "", "kv_lora_rank");
+    ds_refused("\"qk_rope_head_dim\": 64", "\"qk_rope_head_dim\": 63", "qk_rope_head_dim");
+    ds_refused("\"v_head_dim\": 128, ", "", "v_head_dim");
+    ds_refused("\"attention_bias\": false", "\"attention_bias\": true", "attention_bias");
+    ds_refused("\"original_max_position_embeddings\": 4096, ", "", "original_max_position_embeddings");
+    ds_refused("\"factor\": 40", "\"factor\": 0.5", "factor");
+    ds_refused("\"type\": \"yarn\"", "\"type\": \"longrope\"", "longrope");
 }
 END_TEST
 
@@ -195,6 +343,11 @@ static Suite *suite(void)
     tcase_add_test(tc, test_sigmoid_groups);
     tcase_add_test(tc, test_sigmoid_negative_kept);
     suite_add_tcase(s, tc);
+    TCase *ds = tcase_create("deepseek_v3");
+    tcase_add_test(ds, test_deepseek_v3_parse);
+    tcase_add_test(ds, test_kimi_k2_parse);
+    tcase_add_test(ds, test_deepseek_refusals);
+    suite_add_tcase(s, ds);
     return s;
 }
 

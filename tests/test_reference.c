@@ -172,8 +172,8 @@ static double check_dir(const char *dir, const ref *r, coli_weight_format fmt, i
     return check_dir_kv(dir, r, fmt, -1, threads, tol_logit, strict, tol_tok);
 }
 
-static const char *ARCHS[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe"};
-#define N_ARCHS 4
+static const char *ARCHS[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite"};
+#define N_ARCHS 6
 
 /* f32: logits within 1e-4 of the range, every greedy token equal. */
 START_TEST(test_f32_matches_transformers)
@@ -233,9 +233,18 @@ START_TEST(test_bf16_kv)
     ref_load(dir, &r);
     /* glm4_moe's logits move more with the rounding (3.3e-2 of range at
      * worst, one prompt; the others stay under 9e-3), though its
-     * distribution does not: the KL bounds below hold it like the others */
-    const double tol = strcmp(ARCHS[_i], "glm4_moe") == 0 ? 5e-2 : 1e-2;
-    double e = check_dir_kv(dir, &r, COLI_WEIGHTS_F32, COLI_KV_BF16, 2, tol, 0, 1e-2);
+     * distribution does not: the KL bounds below hold it like the others.
+     * The MLA fixtures' cache rounds the latent that every head's key and
+     * value come from, at once: their logits stay within 1.2e-2 of range of
+     * transformers', but their distributions move more than the others'
+     * (deepseek_v3_lite: KL mean 1.2e-2, max 0.62, against under 1.5e-3
+     * for the GQA fixtures), and a top token may flip at a margin of 7.5%
+     * of the range (deepseek_v3, position 76 of its long prompt). That the
+     * bf16 cache computes exactly the f32 cache's arithmetic on rounded
+     * latents was checked by hand (the same bits). */
+    const int mla = strncmp(ARCHS[_i], "deepseek", 8) == 0;
+    const double tol = strcmp(ARCHS[_i], "glm4_moe") == 0 || mla ? 5e-2 : 1e-2;
+    double e = check_dir_kv(dir, &r, COLI_WEIGHTS_F32, COLI_KV_BF16, 2, tol, 0, mla ? 5e-2 : 1e-2);
     coli_model *m = open_model(dir, COLI_WEIGHTS_F32, 2);
     coli_options *o = NULL;
     ck_assert_int_eq(coli_options_create(&o), COLI_OK);
@@ -262,7 +271,7 @@ START_TEST(test_bf16_kv)
             if (ta != tb) { /* only a near-tie of the f32 cache may flip */
                 flips++;
                 float margin = a[ta] - a[tb], range = tu_range(a, r.vocab);
-                ck_assert_msg(margin <= 0.02f * range, "prompt %d position %d: top token %d, f32 cache %d, margin %.3g "
+                ck_assert_msg(margin <= (mla ? 0.1f : 0.02f) * range, "prompt %d position %d: top token %d, f32 cache %d, margin %.3g "
                               "of a range %.3g", p, i, tb, ta, (double)margin, (double)range);
             }
         }
@@ -271,7 +280,7 @@ START_TEST(test_bf16_kv)
                     "differ, %d top tokens flip, KL mean %.3g, max %.3g\n",
             ARCHS[_i], e, differ, positions, flips, sum_kl / positions, worst_kl);
     ck_assert_int_eq(differ, positions);
-    ck_assert_msg(sum_kl / positions < 5e-3, "mean KL %.3g", sum_kl / positions);
+    ck_assert_msg(sum_kl / positions < (mla ? 2e-2 : 5e-3), "mean KL %.3g", sum_kl / positions);
     ck_assert_int_le(flips, positions / 20);
     coli_context_free(cf);
     coli_context_free(cb);

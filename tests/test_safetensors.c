@@ -694,10 +694,10 @@ START_TEST(test_family_rows)
 }
 END_TEST
 
-static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe"};
+static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite"};
 /* what each fixture's config.json names in "architectures" */
 static const char *const FIXTURE_ARCH[] = {"Qwen3MoeForCausalLM", "OlmoeForCausalLM", "MixtralForCausalLM",
-                                           "Glm4MoeForCausalLM"};
+                                           "Glm4MoeForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLM"};
 
 /* Each fixture's config.json picks its row, and the tensors the row names
  * for layer 0 and expert 0 are in its checkpoint. */
@@ -711,9 +711,18 @@ START_TEST(test_family_names_resolve)
     ck_assert_str_eq(cfg.family->arch, FIXTURE_ARCH[_i]);
     coli__tensor_set *ts = NULL;
     ck_assert_msg(coli__st_open_dir(dir, &ts, &err) == COLI_OK, "%s", err.msg);
+    const int mla = cfg.family->attn == COLI_ATTN_MLA;
     for (int t = 0; t < COLI_T_COUNT; t++) {
         int want = 1;
-        if (t == COLI_T_LM_HEAD)
+        if (mla && t == COLI_T_WQ) /* the query without LoRA */
+            want = cfg.attn.mla.q_lora == 0;
+        else if (t == COLI_T_WK || t == COLI_T_WV)
+            want = !mla;
+        else if (t >= COLI_T_Q_A && t <= COLI_T_Q_B)
+            want = mla && cfg.attn.mla.q_lora > 0;
+        else if (t >= COLI_T_KV_A && t <= COLI_T_KV_B)
+            want = mla;
+        else if (t == COLI_T_LM_HEAD)
             want = !cfg.tie_embeddings;
         else if (t == COLI_T_Q_NORM || t == COLI_T_K_NORM)
             want = cfg.attn.qk_norm != COLI_QK_NORM_NONE;

@@ -109,7 +109,8 @@ int cmd_info(const args *a)
                "\"n_experts_active\":%d,\"moe_intermediate_size\":%d,\"router\":\"%s\",\"n_expert_groups\":%d,"
                "\"n_expert_groups_active\":%d,\"routed_scaling\":%.9g,\"shared_intermediate_size\":%d,"
                "\"intermediate_size\":%d,\"rotary_dim\":%d,\"qkv_bias\":%s,\"n_mtp_layers\":%d,\"mtp_loaded\":%s,"
-               "\"max_positions\":%d,"
+               "\"max_positions\":%d,\"attention\":\"%s\",\"kv_lora_rank\":%d,\"q_lora_rank\":%d,"
+               "\"v_head_dim\":%d,\"rope_scaling\":\"%s\",\"rope_factor\":%.9g,\"rope_original_positions\":%d,"
                "\"n_params_total\":%" PRId64 ",\"n_params_active\":%" PRId64
                ",\"weight_bytes\":%" PRIu64 ",\"weights\":",
                info.n_layers, info.n_moe_layers, info.hidden_size, info.n_heads,
@@ -117,8 +118,9 @@ int cmd_info(const args *a)
                info.n_experts_active, info.moe_intermediate_size, info.router, info.n_expert_groups,
                info.n_expert_groups_active, (double)info.routed_scaling, info.shared_intermediate_size,
                info.intermediate_size, info.rotary_dim, info.qkv_bias ? "true" : "false", info.n_mtp_layers,
-               info.mtp_loaded ? "true" : "false", info.max_positions,
-               info.n_params_total, info.n_params_active, info.weight_bytes);
+               info.mtp_loaded ? "true" : "false", info.max_positions, info.attention, info.kv_lora_rank,
+               info.q_lora_rank, info.v_head_dim, info.rope_scaling, (double)info.rope_factor,
+               info.rope_original_positions, info.n_params_total, info.n_params_active, info.weight_bytes);
         json_string(stdout, weights_label(&info), strlen(weights_label(&info)));
         if (info.weights_detail) {
             printf(",\"weights_detail\":");
@@ -146,8 +148,17 @@ int cmd_info(const args *a)
         printf("architecture:       %s\n", arch);
         printf("layers:             %d (%d MoE)\n", info.n_layers, info.n_moe_layers);
         printf("hidden size:        %d\n", info.hidden_size);
-        printf("attention heads:    %d (%d KV heads, head dim %d)\n", info.n_heads,
-               info.n_kv_heads, info.head_dim);
+        if (strcmp(info.attention, "mla") == 0) {
+            printf("attention heads:    %d, latent attention (MLA): head dim %d, values %d\n", info.n_heads,
+                   info.head_dim, info.v_head_dim);
+            printf("latent:             kv_lora_rank %d, rotary key %d", info.kv_lora_rank, info.rotary_dim);
+            if (info.q_lora_rank > 0)
+                printf(", q_lora_rank %d", info.q_lora_rank);
+            printf("\n");
+        } else {
+            printf("attention heads:    %d (%d KV heads, head dim %d)\n", info.n_heads, info.n_kv_heads,
+                   info.head_dim);
+        }
         printf("vocabulary:         %d\n", info.vocab_size);
         printf("experts:            %d per MoE layer, %d active per token\n", info.n_experts,
                info.n_experts_active);
@@ -168,7 +179,11 @@ int cmd_info(const args *a)
         if (info.n_mtp_layers > 0)
             printf("MTP layers:         %d stored, %s\n", info.n_mtp_layers,
                    info.mtp_loaded ? "the first loaded (--mtp)" : "not loaded (--mtp drafts with the first)");
-        printf("max positions:      %d\n", info.max_positions);
+        printf("max positions:      %d", info.max_positions);
+        if (strcmp(info.rope_scaling, "yarn") == 0)
+            printf(" (YaRN: factor %g over %d original positions)", (double)info.rope_factor,
+                   info.rope_original_positions);
+        printf("\n");
         printf("parameters:         %" PRId64 " total, %" PRId64 " active per token\n",
                info.n_params_total, info.n_params_active);
         printf("weights:            %s, %" PRIu64 " bytes (%.1f MiB)\n", weights_label(&info),

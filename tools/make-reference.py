@@ -4,7 +4,8 @@
 Usage: python3 tools/make-reference.py --corpus corpus/kjv.txt --out DIR
 
 For each architecture (qwen3_moe, olmoe, mixtral, glm4_moe) this trains a small
-tokenizer on the corpus, builds a randomly initialised model with Hugging Face
+tokenizer on the corpus (the deepseek_v3 fixtures reuse glm4_moe's tokenizer
+from tests/data, so they need no corpus), builds a randomly initialised model with Hugging Face
 transformers, rounds every parameter to bfloat16, saves the checkpoint in
 bfloat16 with the per-expert tensor names of published checkpoints, reloads
 it in float32 and writes DIR/<name>/reference.txt: tokenizer cases, prompt
@@ -204,6 +205,18 @@ def describe_tokenizer_json(saved):
 
 # --------------------------------------------------------------- checkpoints
 
+# The fixtures of one model type under other names (other options).
+MODEL_TYPE = {"deepseek_v3_lite": "deepseek_v3"}
+
+# Model types with GLM-4.5's MoE (sigmoid router, shared experts, dense
+# leading layers).
+GLM_MOE = ("glm4_moe", "deepseek_v3")
+
+
+def mtype(arch):
+    return MODEL_TYPE.get(arch, arch)
+
+
 def expert_naming(arch):
     if arch == "mixtral":
         return "block_sparse_moe", ("w1", "w3", "w2")  # gate, up, down
@@ -211,7 +224,7 @@ def expert_naming(arch):
 
 
 def is_sparse_layer(arch, cfg, i):
-    if arch == "glm4_moe":
+    if mtype(arch) in GLM_MOE:
         return i >= cfg.first_k_dense_replace
     if arch == "qwen3_moe":
         return (i not in (cfg.mlp_only_layers or []) and cfg.num_experts > 0
@@ -220,13 +233,13 @@ def is_sparse_layer(arch, cfg, i):
 
 
 def num_experts_of(arch, cfg):
-    if arch == "glm4_moe":
+    if mtype(arch) in GLM_MOE:
         return cfg.n_routed_experts
     return cfg.num_local_experts if arch == "mixtral" else cfg.num_experts
 
 
 def expert_inter(arch, cfg):
-    return cfg.moe_intermediate_size if arch in ("qwen3_moe", "glm4_moe") else cfg.intermediate_size
+    return cfg.moe_intermediate_size if mtype(arch) in ("qwen3_moe",) + GLM_MOE else cfg.intermediate_size
 
 
 def expected_keys(arch, cfg):
@@ -237,14 +250,22 @@ def expected_keys(arch, cfg):
     for i in range(cfg.num_hidden_layers):
         p = "model.layers.%d." % i
         keys |= {p + "input_layernorm.weight", p + "post_attention_layernorm.weight"}
-        keys |= {p + "self_attn.%s_proj.weight" % n for n in "qkvo"}
+        if mtype(arch) == "deepseek_v3":  # MLA
+            keys |= {p + "self_attn." + n + ".weight" for n in
+                     ("kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj", "o_proj")}
+            if cfg.q_lora_rank is None:
+                keys.add(p + "self_attn.q_proj.weight")
+            else:
+                keys |= {p + "self_attn." + n + ".weight" for n in ("q_a_proj", "q_a_layernorm", "q_b_proj")}
+        else:
+            keys |= {p + "self_attn.%s_proj.weight" % n for n in "qkvo"}
         if arch in ("qwen3_moe", "olmoe") or (arch == "glm4_moe" and cfg.use_qk_norm):
             keys |= {p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"}
         if arch == "glm4_moe" and cfg.attention_bias:
             keys |= {p + "self_attn.%s_proj.bias" % n for n in "qkv"}
         if is_sparse_layer(arch, cfg, i):
             keys.add(p + moe + ".gate.weight")
-            if arch == "glm4_moe":
+            if mtype(arch) in GLM_MOE:
                 keys.add(p + "mlp.gate.e_score_correction_bias")
                 keys |= {p + "mlp.shared_experts.%s.weight" % n for n in ("gate_proj", "up_proj", "down_proj")}
             for e in range(num_experts_of(arch, cfg)):
@@ -520,8 +541,13 @@ def check_rope(model, cfg, theta, head_dim):
 
 # -------------------------------------------------------------- references
 
+def qwen_tokenizer(arch):
+    """The architectures whose fixture has a Qwen2-style tokenizer."""
+    return arch in ("qwen3_moe", "glm4_moe") or "tok_from" in ARCHS[arch]
+
+
 def tokenizer_cases(arch):
-    if arch in ("qwen3_moe", "glm4_moe"):
+    if qwen_tokenizer(arch):
         special = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>ok</think> done<|endoftext|>"
     elif arch == "olmoe":
         special = "<|endoftext|>hi there<|padding|><|padding|>"
@@ -561,14 +587,19 @@ def prompt_texts(arch):
     body = ("Blessed are the poor in spirit: for theirs is the kingdom of heaven. Blessed are they "
             "that mourn: for they shall be comforted. Blessed are the meek: for they shall inherit "
             "the earth. Blessed are they which do hunger and thirst after righteousness.")
-    if arch in ("qwen3_moe", "glm4_moe"):
+    if qwen_tokenizer(arch):
         p2 = "<|im_start|>user\n" + body
     elif arch == "olmoe":
         p2 = "<|endoftext|>" + body
     else:
         p2 = body
     p3 = "Z\u00fcrich caf\u00e9 \U0001F642 \u65e5\u672c\u8a9e don't\t1234  ok"
-    return [(p0, 5), (p1, 17), (p2, 40), (p3, 12)]
+    prompts = [(p0, 5), (p1, 17), (p2, 40), (p3, 12)]
+    long_at = ARCHS[arch].get("long_prompt")
+    if long_at:  # past original_max_position_embeddings of a YaRN config
+        text = " ".join([p1, body, p0, body, p1, body, p1, body])
+        prompts.append((text, long_at))
+    return prompts
 
 
 def write_reference(arch, cfg, tok_path, model_dir, model, outpath):
@@ -679,7 +710,53 @@ ARCHS = {
                  num_nextn_predict_layers=0, tie_word_embeddings=False, rms_norm_eps=1e-5,
                  max_position_embeddings=512, hidden_act="silu", initializer_range=0.15),
         theta=10000.0, head_dim=16),
+    # DeepSeek-V3's layout at a small width: MLA with query LoRA (ranks 32),
+    # YaRN (factor 4 over 128 original positions, mscale_all_dim unlike
+    # mscale so that both the table's and the softmax's factors show), 4
+    # groups of 2 experts of which 2 are kept, a shared expert, a dense
+    # first layer. The long prompt runs past the original 128 positions.
+    "deepseek_v3": dict(
+        tok_from="glm4_moe", long_prompt=200,
+        seed=5005, gate_mult=1.5,
+        cfg=dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                 q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=16,
+                 v_head_dim=16, n_routed_experts=8, num_experts_per_tok=3, moe_intermediate_size=32,
+                 intermediate_size=96, first_k_dense_replace=1, n_shared_experts=1, n_group=4,
+                 topk_group=2, norm_topk_prob=True, routed_scaling_factor=2.5, rope_interleave=True,
+                 attention_bias=False, num_nextn_predict_layers=0, tie_word_embeddings=False,
+                 rms_norm_eps=1e-6, max_position_embeddings=512, hidden_act="silu",
+                 initializer_range=0.15),
+        rope=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=128, beta_fast=32.0,
+                  beta_slow=1.0, mscale=1.0, mscale_all_dim=0.707),
+        theta=10000.0, head_dim=16),
+    # DeepSeek-V2-Lite's and Kimi-K2's differences: a plain q_proj (no query
+    # LoRA), one router group, Kimi's scaling factor, no YaRN; the value
+    # heads wider than the keys' no-RoPE part, and an rms_norm_eps other
+    # than the 1e-6 of the latent norms.
+    "deepseek_v3_lite": dict(
+        tok_from="glm4_moe",
+        seed=6006, gate_mult=1.5,
+        cfg=dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                 q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+                 v_head_dim=24, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                 intermediate_size=96, first_k_dense_replace=1, n_shared_experts=1, n_group=1,
+                 topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.827, rope_interleave=True,
+                 attention_bias=False, num_nextn_predict_layers=0, tie_word_embeddings=False,
+                 rms_norm_eps=1e-5, max_position_embeddings=512, hidden_act="silu",
+                 initializer_range=0.15),
+        theta=10000.0, head_dim=8),
 }
+
+
+def copy_tokenizer(src_arch, d):
+    """A fixture's tokenizer files, reused: they need no corpus."""
+    from tokenizers import Tokenizer
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", src_arch)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(os.path.join(src, name), os.path.join(d, name))
+    with open(os.path.join(d, "tokenizer.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    return Tokenizer.from_file(os.path.join(d, "tokenizer.json")), saved
 
 
 def build_arch(arch, corpus_lines, out_root):
@@ -692,10 +769,14 @@ def build_arch(arch, corpus_lines, out_root):
     os.makedirs(d)
     print("=== %s ===" % arch)
 
-    tok = build_tokenizer(spec["tok_kind"], corpus_lines, spec["tok_vocab"])
-    if arch in ("qwen3_moe", "glm4_moe"):
-        saved_tok = save_tokenizer_files(tok, d, bos=None, eos="<|endoftext|>", unk=None,
-                                         pad="<|endoftext|>", extra_nonspecial=("<think>", "</think>"))
+    if "tok_from" in spec:
+        tok, saved_tok = copy_tokenizer(spec["tok_from"], d)
+    else:
+        tok = build_tokenizer(spec["tok_kind"], corpus_lines, spec["tok_vocab"])
+    if qwen_tokenizer(arch):
+        if "tok_from" not in spec:
+            saved_tok = save_tokenizer_files(tok, d, bos=None, eos="<|endoftext|>", unk=None,
+                                             pad="<|endoftext|>", extra_nonspecial=("<think>", "</think>"))
         bos = eos = tok.token_to_id("<|endoftext|>")
         gen_eos = [tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")]
         pad = None
@@ -716,7 +797,7 @@ def build_arch(arch, corpus_lines, out_root):
 
     fields = dict(spec["cfg"])
     fields.update(vocab_size=V, bos_token_id=bos, eos_token_id=eos, pad_token_id=pad,
-                  rope_parameters={"rope_type": "default", "rope_theta": spec["theta"]})
+                  rope_parameters=dict(spec.get("rope", {"rope_type": "default"}), rope_theta=spec["theta"]))
     if "partial_rotary_factor" in fields:  # transformers 5 reads it from rope_parameters
         fields["rope_parameters"]["partial_rotary_factor"] = fields["partial_rotary_factor"]
     cfg, model = None, None
@@ -726,14 +807,18 @@ def build_arch(arch, corpus_lines, out_root):
             del f2["rope_parameters"]
             f2["rope_theta"] = spec["theta"]
         try:
-            cfg = AutoConfig.for_model(arch, **f2)
+            cfg = AutoConfig.for_model(mtype(arch), **f2)
             torch.manual_seed(spec["seed"])
             try:
                 model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
             except TypeError:
                 model = AutoModelForCausalLM.from_config(cfg)
             model = model.float().eval()
-            check_rope(model, cfg, spec["theta"], spec["head_dim"])
+            if "rope" in spec:
+                print("  NOTE: %s rope: inv_freq not checked against the default's"
+                      % spec["rope"]["rope_type"])
+            else:
+                check_rope(model, cfg, spec["theta"], spec["head_dim"])
             print("  rope theta set through %s; config.rope_parameters=%r"
                   % (rope_style, getattr(cfg, "rope_parameters", None)))
             break
@@ -781,7 +866,7 @@ def build_arch(arch, corpus_lines, out_root):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", required=True)
+    ap.add_argument("--corpus", help="training text for the tokenizers (not needed for fixtures that reuse one)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--arch", action="append", choices=sorted(ARCHS),
                     help="build only this architecture (repeatable)")
@@ -796,10 +881,13 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     print("torch %s, transformers %s, tokenizers %s" % (torch.__version__, transformers.__version__,
                                                         tokenizers.__version__))
-    corpus_lines = read_corpus_lines(args.corpus)
+    archs = args.arch or ["qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite"]
+    if any("tok_from" not in ARCHS[a] for a in archs) and not args.corpus:
+        ap.error("--corpus is needed for " + ", ".join(a for a in archs if "tok_from" not in ARCHS[a]))
+    corpus_lines = read_corpus_lines(args.corpus) if args.corpus else []
     os.makedirs(args.out, exist_ok=True)
     failed = []
-    for arch in (args.arch or ["qwen3_moe", "olmoe", "mixtral", "glm4_moe"]):
+    for arch in archs:
         try:
             build_arch(arch, corpus_lines, args.out)
         except Exception:

@@ -51,7 +51,8 @@ static const char usage_text[] =
     "1B parameters, 2 GB in bf16.\n"
     "\n"
     "  --out DIR          output directory (required)\n"
-    "  --arch NAME        qwen3_moe, or glm4_moe for GLM-4.5 (default qwen3_moe)\n"
+    "  --arch NAME        qwen3_moe, glm4_moe for GLM-4.5, or deepseek_v3 for\n"
+    "                       DeepSeek-V3's layout (default qwen3_moe)\n"
     "  --hidden N         hidden size (default 1024)\n"
     "  --layers N         decoder layers (default 12)\n"
     "  --experts N        experts per layer (default 64)\n"
@@ -67,7 +68,7 @@ static const char usage_text[] =
     "  --dtype TYPE       bf16 or f32 (default bf16)\n"
     "  -h, --help         show this help and exit\n"
     "\n"
-    "Only with --arch glm4_moe:\n"
+    "Only with --arch glm4_moe or deepseek_v3:\n"
     "  --dense-layers N   leading layers with a dense MLP, first_k_dense_replace\n"
     "                       (default 1); at most --layers\n"
     "  --inter N          intermediate size of the dense MLP\n"
@@ -78,7 +79,17 @@ static const char usage_text[] =
     "                       at most --groups, and these groups must hold at least\n"
     "                       --active experts\n"
     "  --mtp N            MTP layers after the decoder's, num_nextn_predict_layers:\n"
-    "                       0 or 1 (default 0); for coli generate --mtp\n"
+    "                       0 or 1 (default 0; glm4_moe only); for coli generate --mtp\n"
+    "\n"
+    "Only with --arch deepseek_v3 (multi-head latent attention; --kv-heads and\n"
+    "--head-dim do not apply):\n"
+    "  --q-lora N         q_lora_rank; 0: a plain q_proj (default 1536)\n"
+    "  --kv-lora N        kv_lora_rank, the latent a position caches (default 512)\n"
+    "  --nope-dim N       qk_nope_head_dim (default 128)\n"
+    "  --rope-dim N       qk_rope_head_dim, even (default 64)\n"
+    "  --v-dim N          v_head_dim (default 128)\n"
+    "  --yarn-factor N    YaRN's factor; 0: no YaRN (default 0)\n"
+    "  --yarn-orig N      YaRN's original_max_position_embeddings (default 4096)\n"
     "\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
 
@@ -108,9 +119,14 @@ typedef struct shape {
      * n_shared_experts, n_group, topk_group */
     int64_t dense_layers, inter, shared, groups, topk_groups;
     int64_t mtp; /* glm4_moe only: MTP layers after the decoder's, num_nextn_predict_layers */
+    /* deepseek_v3 only: q_lora_rank (0: a plain q_proj), kv_lora_rank,
+     * qk_nope_head_dim, qk_rope_head_dim, v_head_dim; YaRN's factor (0:
+     * none) over yarn_orig original positions */
+    int64_t q_lora, kv_lora, nope, rope, v_dim, yarn_factor, yarn_orig;
     uint64_t seed;
     int bf16; /* 1: BF16 tensors, 0: F32 */
-    int glm;  /* 1: glm4_moe, 0: qwen3_moe */
+    int glm;  /* 1: glm4_moe or deepseek_v3 (GLM-4.5's MoE), 0: qwen3_moe */
+    int mla;  /* 1: deepseek_v3 (multi-head latent attention) */
 } shape;
 
 /* How a tensor's values are drawn. */
@@ -206,6 +222,30 @@ static int add_attention(tensor_list *l, const shape *s, const char *p, long lon
     return rc;
 }
 
+/* Layer n's norms and latent attention (DeepSeek-V3's), in file order. */
+static int add_mla(tensor_list *l, const shape *s, const char *p, long long n)
+{
+    const int64_t H = s->hidden, q = s->heads * (s->nope + s->rope);
+    int rc = 0;
+
+    rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.input_layernorm.weight", p, n);
+    if (s->q_lora > 0) {
+        rc |= add_tensor(l, INIT_MATRIX, s->q_lora, H, "%s.%lld.self_attn.q_a_proj.weight", p, n);
+        rc |= add_tensor(l, INIT_NORM, s->q_lora, -1, "%s.%lld.self_attn.q_a_layernorm.weight", p, n);
+        rc |= add_tensor(l, INIT_MATRIX, q, s->q_lora, "%s.%lld.self_attn.q_b_proj.weight", p, n);
+    } else {
+        rc |= add_tensor(l, INIT_MATRIX, q, H, "%s.%lld.self_attn.q_proj.weight", p, n);
+    }
+    rc |= add_tensor(l, INIT_MATRIX, s->kv_lora + s->rope, H, "%s.%lld.self_attn.kv_a_proj_with_mqa.weight", p,
+                     n);
+    rc |= add_tensor(l, INIT_NORM, s->kv_lora, -1, "%s.%lld.self_attn.kv_a_layernorm.weight", p, n);
+    rc |= add_tensor(l, INIT_MATRIX, s->heads * (s->nope + s->v_dim), s->kv_lora,
+                     "%s.%lld.self_attn.kv_b_proj.weight", p, n);
+    rc |= add_tensor(l, INIT_MATRIX, H, s->heads * s->v_dim, "%s.%lld.self_attn.o_proj.weight", p, n);
+    rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.post_attention_layernorm.weight", p, n);
+    return rc;
+}
+
 /* Every tensor of a Qwen3-MoE layout (Qwen3MoeForCausalLM), in file order. */
 static int list_qwen3_moe(const shape *s, tensor_list *l)
 {
@@ -250,7 +290,7 @@ static int list_glm4_moe(const shape *s, tensor_list *l)
             rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.hnorm.weight", p, n);
             rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.shared_head.norm.weight", p, n);
         }
-        rc |= add_attention(l, s, p, n, 1);
+        rc |= s->mla ? add_mla(l, s, p, n) : add_attention(l, s, p, n, 1);
         if (layer < s->dense_layers) {
             rc |= add_tensor(l, INIT_MATRIX, s->inter, H, "%s.%lld.mlp.gate_proj.weight", p, n);
             rc |= add_tensor(l, INIT_MATRIX, s->inter, H, "%s.%lld.mlp.up_proj.weight", p, n);
@@ -618,6 +658,73 @@ static void glm4_moe_config(strbuf *b, const shape *s, int64_t bos, int64_t eos)
               s->kv_heads, s->mtp, s->topk_groups, s->bf16 ? "bfloat16" : "float32", s->vocab);
 }
 
+/* config.json of a DeepSeek-V3 layout, with the keys of DeepSeek-V3's own
+ * (rope_scaling beside rope_theta). */
+static void deepseek_v3_config(strbuf *b, const shape *s, int64_t bos, int64_t eos)
+{
+    char qlora[32], rope[256];
+
+    if (s->q_lora > 0)
+        snprintf(qlora, sizeof qlora, "%" PRId64, s->q_lora);
+    else
+        snprintf(qlora, sizeof qlora, "null");
+    if (s->yarn_factor > 0)
+        snprintf(rope, sizeof rope,
+                 "{\n    \"beta_fast\": 32,\n    \"beta_slow\": 1,\n    \"factor\": %" PRId64
+                 ",\n    \"mscale\": 1.0,\n    \"mscale_all_dim\": 1.0,\n"
+                 "    \"original_max_position_embeddings\": %" PRId64 ",\n    \"type\": \"yarn\"\n  }",
+                 s->yarn_factor, s->yarn_orig);
+    else
+        snprintf(rope, sizeof rope, "null");
+    sb_printf(b,
+              "{\n"
+              "  \"architectures\": [\n"
+              "    \"DeepseekV3ForCausalLM\"\n"
+              "  ],\n"
+              "  \"attention_bias\": false,\n"
+              "  \"attention_dropout\": 0.0,\n"
+              "  \"bos_token_id\": %" PRId64 ",\n"
+              "  \"eos_token_id\": %" PRId64 ",\n"
+              "  \"first_k_dense_replace\": %" PRId64 ",\n"
+              "  \"hidden_act\": \"silu\",\n"
+              "  \"hidden_size\": %" PRId64 ",\n"
+              "  \"initializer_range\": 0.02,\n"
+              "  \"intermediate_size\": %" PRId64 ",\n"
+              "  \"kv_lora_rank\": %" PRId64 ",\n"
+              "  \"max_position_embeddings\": %" PRId64 ",\n"
+              "  \"model_type\": \"deepseek_v3\",\n"
+              "  \"moe_intermediate_size\": %" PRId64 ",\n"
+              "  \"n_group\": %" PRId64 ",\n"
+              "  \"n_routed_experts\": %" PRId64 ",\n"
+              "  \"n_shared_experts\": %" PRId64 ",\n"
+              "  \"norm_topk_prob\": true,\n"
+              "  \"num_attention_heads\": %" PRId64 ",\n"
+              "  \"num_experts_per_tok\": %" PRId64 ",\n"
+              "  \"num_hidden_layers\": %" PRId64 ",\n"
+              "  \"num_key_value_heads\": %" PRId64 ",\n"
+              "  \"num_nextn_predict_layers\": 0,\n"
+              "  \"q_lora_rank\": %s,\n"
+              "  \"qk_nope_head_dim\": %" PRId64 ",\n"
+              "  \"qk_rope_head_dim\": %" PRId64 ",\n"
+              "  \"rms_norm_eps\": 1e-06,\n"
+              "  \"rope_scaling\": %s,\n"
+              "  \"rope_theta\": 10000,\n"
+              "  \"routed_scaling_factor\": 2.5,\n"
+              "  \"scoring_func\": \"sigmoid\",\n"
+              "  \"tie_word_embeddings\": false,\n"
+              "  \"topk_group\": %" PRId64 ",\n"
+              "  \"topk_method\": \"noaux_tc\",\n"
+              "  \"torch_dtype\": \"%s\",\n"
+              "  \"transformers_version\": \"4.46.3\",\n"
+              "  \"use_cache\": true,\n"
+              "  \"v_head_dim\": %" PRId64 ",\n"
+              "  \"vocab_size\": %" PRId64 "\n"
+              "}\n",
+              bos, eos, s->dense_layers, s->hidden, s->inter, s->kv_lora, s->max_pos, s->moe_inter, s->groups,
+              s->experts, s->shared, s->heads, s->active, s->layers, s->heads, qlora, s->nope, s->rope, rope,
+              s->topk_groups, s->bf16 ? "bfloat16" : "float32", s->v_dim, s->vocab);
+}
+
 /* config.json of a Qwen3-MoE layout. */
 static void qwen3_moe_config(strbuf *b, const shape *s, int64_t bos, int64_t eos)
 {
@@ -672,7 +779,9 @@ static int write_configs(const char *dir, const shape *s)
     int64_t bos = s->vocab - 2, eos = s->vocab - 1;
     int rc = -1;
 
-    if (s->glm)
+    if (s->mla)
+        deepseek_v3_config(&b, s, bos, eos);
+    else if (s->glm)
         glm4_moe_config(&b, s, bos, eos);
     else
         qwen3_moe_config(&b, s, bos, eos);
@@ -748,7 +857,7 @@ static int make_dir(const char *dir)
 
 int main(int argc, char **argv)
 {
-    /* glm: the option is only for --arch glm4_moe */
+    /* glm: the option is only for --arch glm4_moe or deepseek_v3 (2: deepseek_v3 only) */
     static const struct {
         const char *name;
         int64_t min, max;
@@ -771,6 +880,13 @@ int main(int argc, char **argv)
         {"--groups", 1, 1 << 16, offsetof(shape, groups), 1},
         {"--topk-groups", 1, 1 << 16, offsetof(shape, topk_groups), 1},
         {"--mtp", 0, 1, offsetof(shape, mtp), 1},
+        {"--q-lora", 0, 1 << 16, offsetof(shape, q_lora), 2},
+        {"--kv-lora", 1, 1 << 16, offsetof(shape, kv_lora), 2},
+        {"--nope-dim", 1, 4096, offsetof(shape, nope), 2},
+        {"--rope-dim", 2, 4096, offsetof(shape, rope), 2},
+        {"--v-dim", 1, 4096, offsetof(shape, v_dim), 2},
+        {"--yarn-factor", 0, 1 << 16, offsetof(shape, yarn_factor), 2},
+        {"--yarn-orig", 1, 1 << 24, offsetof(shape, yarn_orig), 2},
     };
     shape s = {
         .hidden = 1024,
@@ -788,13 +904,20 @@ int main(int argc, char **argv)
         .shared = 1,
         .groups = 4,
         .topk_groups = 2,
+        .q_lora = 1536, /* deepseek_v3: DeepSeek-V3's own */
+        .kv_lora = 512,
+        .nope = 128,
+        .rope = 64,
+        .v_dim = 128,
+        .yarn_factor = 0,
+        .yarn_orig = 4096,
         .seed = 1,
         .bf16 = 1,
         .glm = 0,
     };
     /* given[j]: nums[j] was on the command line */
     int given[sizeof nums / sizeof nums[0]] = {0};
-    const char *out = NULL, *glm_opt = NULL;
+    const char *out = NULL, *glm_opt = NULL, *mla_opt = NULL;
     int head_dim_given = 0, inter_given = 0;
     tensor_list l = {0};
     uint64_t params = 0, bytes;
@@ -831,19 +954,23 @@ int main(int argc, char **argv)
             if (rc != 0)
                 return rc;
             given[num] = 1;
-            if (nums[num].glm)
+            if (nums[num].glm == 1)
                 glm_opt = nums[num].name;
+            else if (nums[num].glm == 2)
+                mla_opt = nums[num].name;
         } else if (option_is(arg, name_len, "--out")) {
             if (val[0] == '\0')
                 return usage_error("--out needs a directory");
             out = val;
         } else if (option_is(arg, name_len, "--arch")) {
-            if (strcmp(val, "qwen3_moe") == 0)
-                s.glm = 0;
-            else if (strcmp(val, "glm4_moe") == 0)
+            s.glm = s.mla = 0;
+            if (strcmp(val, "glm4_moe") == 0)
                 s.glm = 1;
-            else
-                return usage_error("invalid value '%s' for --arch (expected qwen3_moe or glm4_moe)",
+            else if (strcmp(val, "deepseek_v3") == 0)
+                s.glm = s.mla = 1;
+            else if (strcmp(val, "qwen3_moe") != 0)
+                return usage_error("invalid value '%s' for --arch (expected qwen3_moe, glm4_moe or "
+                                   "deepseek_v3)",
                                    val);
         } else if (option_is(arg, name_len, "--dtype")) {
             if (strcmp(val, "bf16") == 0)
@@ -873,7 +1000,13 @@ int main(int argc, char **argv)
             inter_given = given[j];
     }
     if (!s.glm && glm_opt != NULL)
-        return usage_error("%s is only for --arch glm4_moe", glm_opt);
+        return usage_error("%s is only for --arch glm4_moe or deepseek_v3", glm_opt);
+    if (!s.mla && mla_opt != NULL)
+        return usage_error("%s is only for --arch deepseek_v3", mla_opt);
+    if (s.mla && s.mtp)
+        return usage_error("--mtp is not made for --arch deepseek_v3 yet");
+    if (s.mla && s.rope % 2 != 0)
+        return usage_error("--rope-dim must be even (rotary embeddings pair dimensions)");
     if (s.glm && !head_dim_given)
         s.head_dim = 128;
     if (s.active > s.experts)

@@ -357,6 +357,15 @@ typedef struct coli_model_info {
     int n_mtp_layers;            /* multi-token-prediction layers the checkpoint stores */
     int mtp_loaded;              /* 1: the first of them is loaded (COLI_OPT_MTP), its weights
                                     counted in weight_bytes and n_params_total */
+    /* Appended later still: latent attention (DeepSeek-V3, Kimi-K2) and YaRN */
+    const char *attention;       /* "gqa" (grouped-query) or "mla" (multi-head latent: the
+                                    cache holds one latent and one rotary key a position) */
+    int kv_lora_rank;            /* mla: the latent's width; 0 otherwise */
+    int q_lora_rank;             /* mla: the query's LoRA rank; 0: none (or not mla) */
+    int v_head_dim;              /* a head's value width (head_dim but for mla) */
+    const char *rope_scaling;    /* "none" or "yarn" */
+    float rope_factor;           /* yarn: its factor; 1 otherwise */
+    int rope_original_positions; /* yarn: original_max_position_embeddings; 0 otherwise */
 } coli_model_info;
 
 COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);

@@ -5,7 +5,7 @@
 
 static const char *const g_dtype_names[] = {
     [COLI_DT_F32] = "f32", [COLI_DT_F16] = "f16", [COLI_DT_BF16] = "bf16", [COLI_DT_OTHER] = "?",
-    [COLI_DT_Q8] = "q8",   [COLI_DT_Q4] = "q4",   [COLI_DT_Q2] = "q2",
+    [COLI_DT_Q8] = "q8",   [COLI_DT_Q4] = "q4",   [COLI_DT_Q2] = "q2", [COLI_DT_F8E4M3] = "f8_e4m3",
 };
 
 /* The type each format holds its large matrices in (AUTO: none). */

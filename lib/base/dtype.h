@@ -14,7 +14,10 @@ typedef enum coli__dtype {
     /* In memory only: the quantized formats of docs/formats.md. */
     COLI_DT_Q8 = 4,
     COLI_DT_Q4 = 5,
-    COLI_DT_Q2 = 6
+    COLI_DT_Q2 = 6,
+    /* Stored only: FP8 e4m3 with block scales (DeepSeek-V3's checkpoints;
+     * docs/formats.md, "FP8 checkpoints"), widened where it is read. */
+    COLI_DT_F8E4M3 = 7
 } coli__dtype;
 
 /* Whether dt is one of the quantized formats (quants, scales, minimums). */

@@ -50,4 +50,26 @@ static inline COLI__HD float coli__f16_bits_to_f32(uint16_t h)
     return f;
 }
 
+/* An FP8 e4m3 value (the "fn" variant of DeepSeek-V3's checkpoints: bias
+ * 7, no infinities, S.1111.111 the only NaN), exactly. */
+static inline COLI__HD float coli__f8e4m3_to_f32(uint8_t b)
+{
+    uint32_t sign = (uint32_t)(b & 0x80u) << 24;
+    uint32_t e = (b >> 3) & 0xfu, man = b & 0x7u;
+    uint32_t u;
+    float f;
+    if (e == 0) {
+        /* zero or subnormal: man * 2^-9, exact in f32 */
+        f = (float)man * 0.001953125f;
+        memcpy(&u, &f, sizeof u);
+        u |= sign;
+    } else if (e == 15 && man == 7) {
+        u = sign | 0x7fc00000u;
+    } else {
+        u = sign | ((e + 120u) << 23) | (man << 20);
+    }
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 #endif

@@ -461,6 +461,32 @@ coli__mat coli__mat_at(coli__dtype dt, int group, int rows, int cols, const void
     return m;
 }
 
+int coli__mat_rows(const coli__mat *w, int r0, int n, coli__mat *out)
+{
+    if (r0 < 0 || n < 1 || r0 + n > w->rows)
+        return 0;
+    *out = *w;
+    out->rows = n;
+    if (!coli__dtype_is_quant(w->dt)) {
+        out->data = (const char *)w->data + (size_t)r0 * (size_t)w->cols * (w->dt == COLI_DT_F32 ? 4u : 2u);
+        return 1;
+    }
+    const coli__qmat *q = &w->q;
+    out->q.rows = n;
+    if (q->layout == COLI__QL_X16) { /* whole blocks of 16 rows only */
+        if (r0 % 16 || n % 16)
+            return 0;
+        out->q.qs = q->qs + (size_t)(r0 / 16) * coli__q_x16_block_bytes(q->type, q->group, q->cols);
+        return 1;
+    }
+    const size_t nd = (size_t)(q->cols / coli__q_scale_group(q->type, q->group));
+    out->q.qs = q->qs + (size_t)r0 * coli__q_row_bytes(q->type, q->cols);
+    out->q.d = q->d + (size_t)r0 * nd;
+    if (q->m)
+        out->q.m = q->m + (size_t)r0 * (size_t)(q->cols / 32);
+    return 1;
+}
+
 const void *coli__mat_base(const coli__mat *w)
 {
     return coli__dtype_is_quant(w->dt) ? (const void *)w->q.qs : w->data;
@@ -475,6 +501,8 @@ uint64_t coli__mat_bytes(const coli__mat *w)
     case COLI_DT_Q4:
     case COLI_DT_Q2:
         return coli__q_matrix_bytes(w->dt, w->q.group, w->rows, w->cols);
+    case COLI_DT_F8E4M3:
+        return (uint64_t)w->rows * (uint64_t)w->cols;
     default:
         return (uint64_t)w->rows * (uint64_t)w->cols * 2;
     }
@@ -515,6 +543,13 @@ void coli__mat_row(const coli__mat *w, int r, float *out)
         const uint16_t *p = (const uint16_t *)w->data + off;
         for (int i = 0; i < w->cols; i++)
             out[i] = coli__bf16_to_f32(p[i]);
+        break;
+    }
+    case COLI_DT_F8E4M3: { /* each value times its block's scale (docs/formats.md) */
+        const uint8_t *p = (const uint8_t *)w->data + off;
+        const float *s = w->bscale + (size_t)(r / w->brows) * (size_t)((w->cols + w->bcols - 1) / w->bcols);
+        for (int i = 0; i < w->cols; i++)
+            out[i] = coli__f8e4m3_to_f32(p[i]) * s[i / w->bcols];
         break;
     }
     default: {

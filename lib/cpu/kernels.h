@@ -24,6 +24,10 @@ typedef struct coli__mat {
     coli__dtype dt;   /* COLI_DT_F32, BF16, F16, or a quantized type */
     const void *data; /* float formats: the row-major values */
     coli__qmat q;     /* quantized formats: the arrays of docs/formats.md */
+    /* COLI_DT_F8E4M3 (a checkpoint's, only ever widened: coli__mat_row):
+     * the f32 scale of each block of brows x bcols values, row-major */
+    const float *bscale;
+    int brows, bcols;
 } coli__mat;
 
 /* A kernel set: a quantized table (lib/cpu/quant.h) and the float path. */
@@ -46,6 +50,10 @@ unsigned coli__cpuk_needs(int which);
  * (quants, scales and minimums of a quantized matrix are adjacent). */
 uint64_t coli__mat_bytes(const coli__mat *w);
 const void *coli__mat_base(const coli__mat *w);
+/* Rows [r0, r0 + n) of w as a matrix of their own in *out (products with
+ * it give the bits of those rows of w's): 1, or 0 when w's layout cannot
+ * be cut there (the x16 layout, at other than whole blocks of 16 rows). */
+int coli__mat_rows(const coli__mat *w, int r0, int n, coli__mat *out);
 /* A rows x cols matrix of type dt whose bytes start at base (NULL: for its
  * size only): a float matrix's values, or the quantized arrays laid out
  * as docs/formats.md says (quants, scales, minimums, no gap; group is

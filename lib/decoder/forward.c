@@ -103,10 +103,13 @@ static coli_status layout(const coli__config *c, coli__scratch *s, int S, size_t
 
 /* The most tokens a pass takes for this model (see CHUNK): the floats a
  * token adds to a pass (with MTP's buffers, the larger case). */
-static int chunk_cap(const coli__config *c)
+static int chunk_cap(const coli__decoder *d)
 {
+    const coli__config *c = d->cfg;
     size_t sizes[N_BUFS];
-    const size_t per = 4 * (pass_sizes(c, 1, 0, 1, sizes) - pass_sizes(c, 0, 0, 1, sizes));
+    size_t per = 4 * (pass_sizes(c, 1, 0, 1, sizes) - pass_sizes(c, 0, 0, 1, sizes));
+    if (d->pieces->attn->per_token) /* the attention's own buffers */
+        per += 4 * d->pieces->attn->per_token(c);
     size_t n = CHUNK_BYTES / (per ? per : 1);
     return n >= CHUNK ? CHUNK : n <= CHUNK_MIN ? CHUNK_MIN : (int)n;
 }
@@ -185,6 +188,8 @@ static coli_status chunk_begin(coli__pass *b, const coli__decoder *d, coli__scra
                                            coli__pool_size(pool));
         scores = x > scores ? x : scores;
     }
+    if (d->pieces->attn->per_token) /* buffers of the whole chunk */
+        scores += (size_t)S * d->pieces->attn->per_token(c);
     COLI_TRY(layout(c, s, S, scores, mtp, b, err));
     b->d = d;
     b->seg = seg;
@@ -201,8 +206,7 @@ static coli_status chunk_begin(coli__pass *b, const coli__decoder *d, coli__scra
         b->read += (uint64_t)S * (coli__mat_bytes(k->embed) / (uint64_t)c->vocab);
     for (int i = 0; i < n_seg; i++)
         for (int t = seg[i].t0; t < seg[i].t0 + seg[i].n; t++)
-            coli__rope_table(b->rope + (size_t)t * c->head_dim, c->rot_dim, seg[i].pos0 + t - seg[i].t0,
-                             c->rope_theta);
+            coli__rope_table(b->rope + (size_t)t * c->head_dim, c, seg[i].pos0 + t - seg[i].t0);
     return COLI_OK;
 }
 
@@ -236,7 +240,7 @@ coli_status coli__forward_run(const coli__decoder *d, coli__kv *kv, coli__scratc
     const int H = c->hidden, n = f->n, pos0 = f->pos0;
     const stack k = f->h_in ? (stack){c->n_trunk, c->n_trunk + 1, &w->mtp.embed, &w->mtp.head, w->mtp.head_norm}
                             : (stack){0, c->n_trunk, &w->embed, &w->lm_head, w->final_norm};
-    const int cap = chunk_cap(c);
+    const int cap = chunk_cap(d);
     for (int done = 0; done < n;) {
         int S = n - done < cap ? n - done : cap;
         coli__pass b;
@@ -282,7 +286,7 @@ coli_status coli__forward_batch(const coli__decoder *d, const coli__seq *q, int 
     const coli__weights *w = d->w;
     const size_t H = (size_t)c->hidden, V = (size_t)c->vocab;
     const stack k = {0, c->n_trunk, &w->embed, &w->lm_head, w->final_norm};
-    const int cap = chunk_cap(c);
+    const int cap = chunk_cap(d);
     int ends = 0; /* sequences that end in one chunk, at most */
     for (int i = 0; i < n_q; i++)
         ends += q[i].n > 0;

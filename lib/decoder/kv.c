@@ -35,7 +35,8 @@ static size_t elem_bytes(coli__dtype dt)
 
 uint64_t coli__kv_bytes_per_pos(const coli__config *c, coli__dtype dt)
 {
-    return 2 * (uint64_t)c->n_layers * (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim * elem_bytes(dt);
+    return (uint64_t)c->n_layers * (uint64_t)c->kv_heads * ((uint64_t)c->kv_kdim + (uint64_t)c->kv_vdim) *
+           elem_bytes(dt);
 }
 
 int64_t coli__kv_positions(const coli__config *c, int64_t opt_context)
@@ -55,7 +56,7 @@ static uint64_t ram_bytes(void)
 static void *volatile probe_sink;
 
 /* The most positions below hi (which failed) whose cache RAM holds and the
- * allocator grants, less room for the rest of a run (an eighth, at least
+ * allocator grants (as two blocks: keys and values), less room for the rest of a run (an eighth, at least
  * 64 MiB: the pass's scratch and what the threads allocate come after the
  * cache), so that a context of that many positions opens and runs; the
  * blocks tried are freed untouched, so this costs no memory. Rounded down
@@ -100,8 +101,9 @@ coli_status coli__kv_init(coli__kv *kv, const coli__config *c, int n_ctx, coli__
                           "use at most %d",
                           n_ctx, c->max_pos, c->max_pos);
     kv->n_ctx = n_ctx;
-    kv->n_kv = c->n_kv_heads;
-    kv->hd = c->head_dim;
+    kv->n_kv = c->kv_heads;
+    kv->hd = c->kv_kdim;
+    kv->vd = c->kv_vdim;
     kv->dt = dt;
     const char *type = coli__dtype_name(dt);
     uint64_t per_pos = coli__kv_bytes_per_pos(c, dt), bytes = per_pos * (uint64_t)n_ctx, ram = ram_bytes();
@@ -110,14 +112,14 @@ coli_status coli__kv_init(coli__kv *kv, const coli__config *c, int n_ctx, coli__
                           "COLI_OPT_CONTEXT: a KV cache of %d positions (%llu bytes in %s) is larger than this build "
                           "can address",
                           n_ctx, (unsigned long long)bytes, type);
-    size_t n = (size_t)c->n_layers * (size_t)n_ctx * (size_t)kv->n_kv * (size_t)kv->hd;
+    size_t n = (size_t)c->n_layers * (size_t)n_ctx * (size_t)kv->n_kv;
     /* no memset: the OS hands out pages as positions are written */
     int big = ram && bytes > ram;
     if (!big) {
-        kv->k = malloc(n * elem_bytes(dt));
-        kv->v = malloc(n * elem_bytes(dt));
+        kv->k = malloc(n * (size_t)kv->hd * elem_bytes(dt));
+        kv->v = kv->vd ? malloc(n * (size_t)kv->vd * elem_bytes(dt)) : NULL;
     }
-    if (!kv->k || !kv->v) {
+    if (!kv->k || (kv->vd && !kv->v)) {
         coli__kv_free(kv);
         int64_t fit = fitting_positions(per_pos, n_ctx);
         char ram_text[64] = "";
@@ -139,26 +141,31 @@ void coli__kv_free(coli__kv *kv)
     kv->k = kv->v = NULL;
 }
 
+/* n values of src at element at of block dst, rounded to dt. */
+static void put(void *dst, size_t at, const float *src, int n, coli__dtype dt)
+{
+    if (dt == COLI_DT_F32) {
+        memcpy((float *)dst + at, src, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *b = (uint16_t *)dst + at;
+    for (int i = 0; i < n; i++)
+        b[i] = coli__f32_to_bf16_bits(src[i]);
+}
+
 void coli__kv_store(coli__kv *kv, int l, int pos, const float *k, const float *v)
 {
     for (int g = 0; g < kv->n_kv; g++) {
-        size_t at = (((size_t)l * (size_t)kv->n_kv + (size_t)g) * (size_t)kv->n_ctx + (size_t)pos) * (size_t)kv->hd;
-        const float *kg = k + (size_t)g * (size_t)kv->hd, *vg = v + (size_t)g * (size_t)kv->hd;
-        if (kv->dt == COLI_DT_F32) {
-            memcpy((float *)kv->k + at, kg, (size_t)kv->hd * sizeof(float));
-            memcpy((float *)kv->v + at, vg, (size_t)kv->hd * sizeof(float));
-            continue;
-        }
-        uint16_t *kb = (uint16_t *)kv->k + at, *vb = (uint16_t *)kv->v + at;
-        for (int i = 0; i < kv->hd; i++) {
-            kb[i] = coli__f32_to_bf16_bits(kg[i]);
-            vb[i] = coli__f32_to_bf16_bits(vg[i]);
-        }
+        size_t row = ((size_t)l * (size_t)kv->n_kv + (size_t)g) * (size_t)kv->n_ctx + (size_t)pos;
+        put(kv->k, row * (size_t)kv->hd, k + (size_t)g * (size_t)kv->hd, kv->hd, kv->dt);
+        if (kv->vd)
+            put(kv->v, row * (size_t)kv->vd, v + (size_t)g * (size_t)kv->vd, kv->vd, kv->dt);
     }
 }
 
 const void *coli__kv_rows(const coli__kv *kv, int l, int g, int values)
 {
-    size_t at = ((size_t)l * (size_t)kv->n_kv + (size_t)g) * (size_t)kv->n_ctx * (size_t)kv->hd * elem_bytes(kv->dt);
-    return (const char *)(values ? kv->v : kv->k) + at;
+    const int own = values && kv->vd; /* values of their own, else the keys' rows */
+    size_t head = ((size_t)l * (size_t)kv->n_kv + (size_t)g) * (size_t)kv->n_ctx;
+    return (const char *)(own ? kv->v : kv->k) + head * (size_t)(own ? kv->vd : kv->hd) * elem_bytes(kv->dt);
 }

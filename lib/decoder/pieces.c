@@ -3,6 +3,7 @@
 
 static const coli__attn_piece *const attn[COLI_ATTN_KINDS] = {
     [COLI_ATTN_GQA] = &coli__attn_gqa,
+    [COLI_ATTN_MLA] = &coli__attn_mla,
 };
 static const coli__router_piece *const router[COLI_ROUTER_KINDS] = {
     [COLI_ROUTER_SOFTMAX_TOPK] = &coli__router_softmax_topk,

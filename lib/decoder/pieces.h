@@ -35,6 +35,10 @@ typedef struct coli__piece_loader {
     /* Matrix t of layer l, [rows, cols], of kind and role (store/convert.h). */
     coli_status (*mat)(void *L, coli__mat *m, coli__tname t, int l, int rows, int cols, coli__mat_kind kind,
                        coli__mat_role role);
+    /* The same, in the row layout whatever the kernels prefer, so that
+     * coli__mat_rows can cut it anywhere. */
+    coli_status (*mat_rows)(void *L, coli__mat *m, coli__tname t, int l, int rows, int cols, coli__mat_kind kind,
+                            coli__mat_role role);
     /* Vector t of layer l, n values, widened to f32. */
     coli_status (*vec)(void *L, float **v, coli__tname t, int l, int n);
     /* The routed experts of layer l into ly (e_gate, e_up, e_down). */
@@ -66,6 +70,10 @@ struct coli__attn_piece {
      * last one sees last positions, a cache of n_ctx positions and a pool
      * of threads threads. */
     size_t (*scratch)(const coli__config *c, int S, int last, int n_ctx, int threads);
+    /* NULL, or the floats each token of the chunk (all its segments) adds
+     * to b->scores beyond scratch's most for one segment (the pass sizes
+     * its chunks by them). */
+    size_t (*per_token)(const coli__config *c);
 };
 
 struct coli__router_piece {
@@ -110,6 +118,7 @@ struct coli__ffn_piece {
 void coli__route_options(const coli__config *c, coli__router_kind kind, coli__gpu_route *rt);
 
 extern const coli__attn_piece coli__attn_gqa;             /* lib/decoder/attention.c */
+extern const coli__attn_piece coli__attn_mla;             /* lib/decoder/attention_mla.c */
 extern const coli__router_piece coli__router_softmax_topk; /* lib/decoder/router.c */
 extern const coli__router_piece coli__router_sigmoid_group; /* lib/decoder/router_sigmoid.c */
 extern const coli__ffn_piece coli__moe_routed;             /* lib/decoder/ffn.c */

@@ -3,15 +3,18 @@
 
 #include "decoder/rope.h"
 
-void coli__rope_table(float *cs, int rot, int pos, double theta)
+void coli__rope_table(float *cs, const coli__config *c, int pos)
 {
-    int half = rot / 2;
+    const int half = c->rot_dim / 2;
+    const float f = c->rope.table_factor;
     for (int i = 0; i < half; i++) {
-        /* transformers computes the frequencies in float32 */
-        float inv = 1.0f / powf((float)theta, (float)(2 * i) / (float)rot);
-        float ang = (float)pos * inv;
+        float ang = (float)pos * c->rope.inv[i];
         cs[i] = cosf(ang);
         cs[half + i] = sinf(ang);
+        if (f != 1.0f) { /* YaRN's attention factor (docs/formats.md) */
+            cs[i] = cs[i] * f;
+            cs[half + i] = cs[half + i] * f;
+        }
     }
 }
 
@@ -24,4 +27,15 @@ void coli__rope(float *v, int rot, const float *cs)
         v[i] = a * c - b * s;
         v[i + half] = b * c + a * s;
     }
+}
+
+void coli__rope_deinterleave(float *v, int rot, float *tmp)
+{
+    const int half = rot / 2;
+    for (int i = 0; i < half; i++) {
+        tmp[i] = v[2 * i];
+        tmp[half + i] = v[2 * i + 1];
+    }
+    for (int i = 0; i < rot; i++)
+        v[i] = tmp[i];
 }

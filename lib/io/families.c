@@ -1,6 +1,7 @@
 /* families.c - one row per model family: its names, its own config.json
  * fields, its tensors and its pieces. */
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,6 +62,30 @@ static const coli__tensor_names hf_glm4_moe = {
         [COLI_T_MTP_HEAD_NORM] = "shared_head.norm.weight",
         [COLI_T_MTP_HEAD] = "shared_head.head.weight",
         [COLI_T_MTP_EMBED] = "embed_tokens.weight",
+        [COLI_T_E_GATE] = "gate_proj.weight",
+        [COLI_T_E_UP] = "up_proj.weight",
+        [COLI_T_E_DOWN] = "down_proj.weight",
+    },
+};
+
+/* DeepSeek-V3's (Kimi-K2's): GLM-4.5's MoE with multi-head latent
+ * attention. */
+static const coli__tensor_names hf_deepseek_v3 = {
+    .layers = "model.layers",
+    .experts = "mlp.experts",
+    .name = {
+        HF_LLAMA_NAMES,
+        [COLI_T_ROUTER] = "mlp.gate.weight",
+        [COLI_T_ROUTER_BIAS] = "mlp.gate.e_score_correction_bias",
+        [COLI_T_S_GATE] = "mlp.shared_experts.gate_proj.weight",
+        [COLI_T_S_UP] = "mlp.shared_experts.up_proj.weight",
+        [COLI_T_S_DOWN] = "mlp.shared_experts.down_proj.weight",
+        [COLI_T_Q_A] = "self_attn.q_a_proj.weight",
+        [COLI_T_Q_A_NORM] = "self_attn.q_a_layernorm.weight",
+        [COLI_T_Q_B] = "self_attn.q_b_proj.weight",
+        [COLI_T_KV_A] = "self_attn.kv_a_proj_with_mqa.weight",
+        [COLI_T_KV_A_NORM] = "self_attn.kv_a_layernorm.weight",
+        [COLI_T_KV_B] = "self_attn.kv_b_proj.weight",
         [COLI_T_E_GATE] = "gate_proj.weight",
         [COLI_T_E_UP] = "up_proj.weight",
         [COLI_T_E_DOWN] = "down_proj.weight",
@@ -156,14 +181,12 @@ static coli_status parse_mixtral(coli__cfg_reader *r, coli__config *c)
     return COLI_OK;
 }
 
-/* GLM-4.5, 4.5-Air, 4.6, 4.7: DeepSeek-V3's MoE (sigmoid router with a
- * correction bias and expert groups, shared experts, dense leading layers)
- * with grouped-query attention (q/k/v biases, optional per-head q/k norm,
- * RoPE on part of each head). The MTP layers at index num_hidden_layers
- * are not part of the decoder: transformers skips them too. */
-static coli_status parse_glm4_moe(coli__cfg_reader *r, coli__config *c)
+/* DeepSeek-V3's MoE, which GLM-4.5 shares: a sigmoid router with a
+ * correction bias and expert groups, shared experts, dense leading
+ * layers. */
+static coli_status sigmoid_moe_fields(coli__cfg_reader *r, coli__config *c)
 {
-    int dense = 0, qk = 0, shared = 0;
+    int dense = 0, shared = 0;
     double scale = 1.0;
     COLI_TRY(coli__cfg_int(r, "n_routed_experts", 1, 0, 1, 1 << 16, &c->n_experts));
     COLI_TRY(coli__cfg_int(r, "num_experts_per_tok", 1, 0, 1, 1 << 16, &c->top_k));
@@ -175,12 +198,7 @@ static coli_status parse_glm4_moe(coli__cfg_reader *r, coli__config *c)
     COLI_TRY(coli__cfg_int(r, "topk_group", 0, 1, 1, c->router.n_group, &c->router.topk_group));
     COLI_TRY(coli__cfg_bool(r, "norm_topk_prob", 1, &c->router.norm_topk_prob));
     COLI_TRY(coli__cfg_num(r, r->root, "routed_scaling_factor", 1.0, &scale));
-    COLI_TRY(coli__cfg_bool(r, "use_qk_norm", 0, &qk));
-    COLI_TRY(coli__cfg_bool(r, "attention_bias", 0, &c->attn.qkv_bias));
-    COLI_TRY(coli__cfg_int(r, "num_nextn_predict_layers", 0, 0, 0, 16, &c->n_mtp));
     COLI_TRY(coli__cfg_refuse_true(r, "use_sliding_window"));
-    if (!coli__json_get(r->root, "head_dim")) /* not hidden / heads: GLM-4.5's 5120 / 96 is not whole */
-        return coli__fail(r->err, COLI_EFORMAT, "%s: head_dim is not given", r->file);
     if (!(scale > 0 && scale <= FLT_MAX))
         return coli__fail(r->err, COLI_ERANGE, "%s: routed_scaling_factor = %g must be positive and finite", r->file,
                           scale);
@@ -196,9 +214,72 @@ static coli_status parse_glm4_moe(coli__cfg_reader *r, coli__config *c)
         return coli__fail(r->err, COLI_ERANGE, "%s: n_shared_experts (%d) is too large", r->file, shared);
     c->router.scale = (float)scale;
     c->shared_inter = c->moe_inter * shared;
-    c->attn.qk_norm = qk ? COLI_QK_NORM_HEAD : COLI_QK_NORM_NONE;
     for (int l = 0; l < c->n_layers; l++)
         c->is_moe[l] = l >= dense;
+    return COLI_OK;
+}
+
+/* GLM-4.5, 4.5-Air, 4.6, 4.7: DeepSeek-V3's MoE with grouped-query
+ * attention (q/k/v biases, optional per-head q/k norm, RoPE on part of
+ * each head). The MTP layers at index num_hidden_layers are not part of
+ * the decoder: transformers skips them too. */
+static coli_status parse_glm4_moe(coli__cfg_reader *r, coli__config *c)
+{
+    int qk = 0;
+    COLI_TRY(sigmoid_moe_fields(r, c));
+    COLI_TRY(coli__cfg_bool(r, "use_qk_norm", 0, &qk));
+    COLI_TRY(coli__cfg_bool(r, "attention_bias", 0, &c->attn.qkv_bias));
+    COLI_TRY(coli__cfg_int(r, "num_nextn_predict_layers", 0, 0, 0, 16, &c->n_mtp));
+    if (!coli__json_get(r->root, "head_dim")) /* not hidden / heads: GLM-4.5's 5120 / 96 is not whole */
+        return coli__fail(r->err, COLI_EFORMAT, "%s: head_dim is not given", r->file);
+    c->attn.qk_norm = qk ? COLI_QK_NORM_HEAD : COLI_QK_NORM_NONE;
+    return COLI_OK;
+}
+
+/* The magnitude factor of YaRN (transformers' yarn_get_mscale). */
+static double yarn_mscale(double scale, double m)
+{
+    return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+}
+
+/* DeepSeek-V3, R1, V3.1 and Kimi-K2 (the same graph): multi-head latent
+ * attention (query LoRA or a plain q_proj) on DeepSeek-V3's MoE. Its
+ * cache holds one latent and one rotary key a position; the heads'
+ * query and key are nope + rope wide, RoPE turns the rope part. The MTP
+ * layer at index num_hidden_layers is not loaded yet. */
+static coli_status parse_deepseek_v3(coli__cfg_reader *r, coli__config *c)
+{
+    coli__mla_opts *a = &c->attn.mla;
+    int interleave = 1;
+    COLI_TRY(sigmoid_moe_fields(r, c));
+    COLI_TRY(coli__cfg_refuse_true(r, "attention_bias")); /* it would bias q_a, kv_a and o */
+    COLI_TRY(coli__cfg_int(r, "q_lora_rank", 0, 0, 0, COLI__DIM_MAX, &a->q_lora));
+    COLI_TRY(coli__cfg_int(r, "kv_lora_rank", 1, 0, 1, 1 << 16, &a->kv_lora));
+    COLI_TRY(coli__cfg_int(r, "qk_nope_head_dim", 1, 0, 1, 1 << 12, &a->nope));
+    COLI_TRY(coli__cfg_int(r, "qk_rope_head_dim", 1, 0, 2, 1 << 12, &a->rope));
+    COLI_TRY(coli__cfg_int(r, "v_head_dim", 1, 0, 1, 1 << 12, &a->v_dim));
+    COLI_TRY(coli__cfg_bool(r, "rope_interleave", 1, &interleave));
+    if (a->rope % 2)
+        return coli__fail(r->err, COLI_EFORMAT, "%s: qk_rope_head_dim (%d) must be even", r->file, a->rope);
+    if ((int64_t)c->n_heads * (a->nope + a->rope) > COLI__DIM_MAX || (int64_t)c->n_heads * a->v_dim > COLI__DIM_MAX ||
+        (int64_t)c->n_heads * (a->nope + a->v_dim) > COLI__DIM_MAX)
+        return coli__fail(r->err, COLI_ERANGE, "%s: num_attention_heads x the head dims is too large", r->file);
+    c->attn.mla_interleave = interleave;
+    a->norm_eps = 1e-6f; /* DeepseekV3RMSNorm(q_lora_rank) and (kv_lora_rank): the class's default */
+    c->n_kv_heads = 1;
+    c->head_dim = a->nope + a->rope;
+    c->rot_dim = a->rope;
+    /* absorbed, every head attends to one cached row of latent and rotary key */
+    c->kv_heads = 1;
+    c->kv_kdim = a->kv_lora + a->rope;
+    c->kv_vdim = 0;
+    /* transformers: qk_head_dim ** -0.5, times mscale(factor, mscale_all_dim) squared under YaRN */
+    double scale = pow((double)c->head_dim, -0.5);
+    if (c->rope.yarn && c->rope.mscale_all_dim) {
+        double m = yarn_mscale(c->rope.factor, c->rope.mscale_all_dim);
+        scale = scale * m * m;
+    }
+    c->attn.scale = (float)scale;
     return COLI_OK;
 }
 
@@ -243,6 +324,19 @@ const coli__family coli__families[] = {
         .mlp = COLI_MLP_SWIGLU,
     },
     {
+        .arch = "DeepseekV3ForCausalLM",
+        .model_type = "deepseek_v3",
+        .model_type_also = "kimi_k2", /* whose configs name DeepseekV3ForCausalLM too */
+        .rms_eps = 1e-6,
+        .rope_theta = 10000.0,
+        .parse = parse_deepseek_v3,
+        .names = &hf_deepseek_v3,
+        .attn = COLI_ATTN_MLA,
+        .router = COLI_ROUTER_SIGMOID_GROUP,
+        .moe = COLI_MOE_ROUTED_SHARED,
+        .mlp = COLI_MLP_SWIGLU,
+    },
+    {
         .arch = "MixtralForCausalLM",
         .model_type = "mixtral",
         .rms_eps = 1e-5,
@@ -262,7 +356,9 @@ const coli__family *coli__family_find(const char *arch, const char *model_type)
 {
     for (size_t i = 0; i < coli__n_families; i++) {
         const coli__family *f = &coli__families[i];
-        if (arch ? strcmp(arch, f->arch) == 0 : model_type && strcmp(model_type, f->model_type) == 0)
+        if (arch ? strcmp(arch, f->arch) == 0
+                 : model_type && (strcmp(model_type, f->model_type) == 0 ||
+                                  (f->model_type_also && strcmp(model_type, f->model_type_also) == 0)))
             return f;
     }
     return NULL;

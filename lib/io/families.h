@@ -39,6 +39,14 @@ typedef enum coli__tname {
     COLI_T_S_GATE,      /* the shared experts, as one SwiGLU */
     COLI_T_S_UP,
     COLI_T_S_DOWN,
+    /* multi-head latent attention (lib/decoder/attention_mla.c); its query
+     * without LoRA is COLI_T_WQ, its output COLI_T_WO */
+    COLI_T_Q_A,       /* [q_lora_rank, hidden] */
+    COLI_T_Q_A_NORM,  /* [q_lora_rank] */
+    COLI_T_Q_B,       /* [heads * (nope + rope), q_lora_rank] */
+    COLI_T_KV_A,      /* [kv_lora_rank + rope, hidden]: the latent, then the rotary key */
+    COLI_T_KV_A_NORM, /* [kv_lora_rank] */
+    COLI_T_KV_B,      /* [heads * (nope + v_head_dim), kv_lora_rank] */
     /* the MTP (NextN) layer's own, beside its decoder layer's
      * (lib/decoder/forward.c runs it) */
     COLI_T_MTP_EH_PROJ,   /* [hidden, 2 hidden]: [embedding ; hidden state] to hidden */
@@ -69,6 +77,7 @@ struct coli__config;
 typedef struct coli__family {
     const char *arch;       /* config.json's architectures[0], e.g. "Qwen3MoeForCausalLM" */
     const char *model_type; /* its model_type, used when no architectures are given */
+    const char *model_type_also; /* another model_type of the same graph, or NULL */
     double rms_eps;         /* rms_norm_eps and rope_theta when config.json omits them */
     double rope_theta;
     double partial_rotary; /* partial_rotary_factor when config.json omits it; 0: 1 */

@@ -1,5 +1,6 @@
 /* model_config.c - config.json and generation_config.json into coli__config. */
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,45 @@ char *coli__path_join(const char *dir, const char *name)
     return p;
 }
 
+/* YaRN's fields of rope object rp (docs/formats.md, "RoPE"). */
+static coli_status read_yarn(coli__cfg_reader *r, const coli__json *rp, const char *field, coli__config *c)
+{
+    coli__rope_opts *y = &c->rope;
+    double orig = 0;
+    y->yarn = 1;
+    y->truncate = 1;
+    COLI_TRY(coli__cfg_num(r, rp, "factor", 0, &y->factor));
+    COLI_TRY(coli__cfg_num(r, rp, "original_max_position_embeddings", 0, &orig));
+    COLI_TRY(coli__cfg_num(r, rp, "beta_fast", 0, &y->beta_fast));
+    COLI_TRY(coli__cfg_num(r, rp, "beta_slow", 0, &y->beta_slow));
+    COLI_TRY(coli__cfg_num(r, rp, "mscale", 0, &y->mscale));
+    COLI_TRY(coli__cfg_num(r, rp, "mscale_all_dim", 0, &y->mscale_all_dim));
+    COLI_TRY(coli__cfg_num(r, rp, "attention_factor", 0, &y->attn_factor));
+    const coli__json *t = coli__json_get(rp, "truncate");
+    if (t && t->type == COLI_JSON_BOOL)
+        y->truncate = t->boolean;
+    if (!(orig >= 1 && orig <= (1 << 24) && orig == (double)(int)orig))
+        return coli__fail(r->err, COLI_EFORMAT, "%s: %s.original_max_position_embeddings must be a positive integer",
+                          r->file, field);
+    y->orig_max = (int)orig;
+    /* transformers: a missing factor is the ratio of the two lengths; beta_fast and beta_slow
+     * missing or 0 are 32 and 1 */
+    if (y->factor == 0)
+        y->factor = (double)c->max_pos / orig;
+    y->beta_fast = y->beta_fast ? y->beta_fast : 32;
+    y->beta_slow = y->beta_slow ? y->beta_slow : 1;
+    if (!(y->factor >= 1 && y->factor <= FLT_MAX))
+        return coli__fail(r->err, COLI_ERANGE, "%s: %s.factor = %g must be at least 1", r->file, field, y->factor);
+    if (!(y->beta_fast > 0 && y->beta_slow > 0 && y->mscale >= 0 && y->mscale_all_dim >= 0 && y->attn_factor >= 0))
+        return coli__fail(r->err, COLI_ERANGE,
+                          "%s: %s: beta_fast, beta_slow must be positive; mscale, mscale_all_dim, attention_factor "
+                          "not negative",
+                          r->file, field);
+    return COLI_OK;
+}
+
 /* rope_theta at the top level, or inside rope_parameters (transformers 5),
- * with rope_scaling null or of the default type. */
+ * with rope_scaling null or of the default or yarn type. */
 static coli_status read_rope(coli__cfg_reader *r, double def_theta, coli__config *c, double *partial)
 {
     double theta = def_theta;
@@ -39,9 +77,11 @@ static coli_status read_rope(coli__cfg_reader *r, double def_theta, coli__config
         const char *type = coli__json_get_str(rp, "rope_type", NULL);
         if (!type)
             type = coli__json_get_str(rp, "type", "default");
-        if (strcmp(type, "default") != 0)
+        if (strcmp(type, "yarn") == 0)
+            COLI_TRY(read_yarn(r, rp, names[i], c));
+        else if (strcmp(type, "default") != 0)
             return coli__fail(r->err, COLI_EUNSUPPORTED,
-                              "%s: %s.rope_type '%s' is not supported (only 'default')", r->file,
+                              "%s: %s.rope_type '%s' is not supported (only 'default' and 'yarn')", r->file,
                               names[i], type);
         COLI_TRY(coli__cfg_num(r, rp, "rope_theta", theta, &theta));
         COLI_TRY(coli__cfg_num(r, rp, "partial_rotary_factor", *partial, partial));
@@ -50,6 +90,58 @@ static coli_status read_rope(coli__cfg_reader *r, double def_theta, coli__config
         return coli__fail(r->err, COLI_ERANGE, "%s: rope_theta = %g must be positive and finite as a float",
                           r->file, theta);
     c->rope_theta = theta;
+    return COLI_OK;
+}
+
+/* YaRN's magnitude factor of a scale (transformers' get_mscale). */
+static double yarn_mscale(double scale, double m)
+{
+    return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+}
+
+/* Each pair's inverse frequency, in binary32 as transformers computes it
+ * (docs/formats.md, "RoPE"), and the factor of the tables. */
+static coli_status rope_freqs(coli__cfg_reader *r, coli__config *c)
+{
+    coli__rope_opts *y = &c->rope;
+    const int rot = c->rot_dim, half = rot / 2;
+    y->inv = malloc((size_t)half * sizeof(float));
+    if (!y->inv)
+        return coli__fail(r->err, COLI_ENOMEM, "%s: out of memory", r->file);
+    y->table_factor = 1.0f;
+    double lo = 0, hi = 0;
+    if (y->yarn) {
+        const double base = c->rope_theta, two_pi = 2 * 3.14159265358979323846;
+        lo = rot * log(y->orig_max / (y->beta_fast * two_pi)) / (2 * log(base));
+        hi = rot * log(y->orig_max / (y->beta_slow * two_pi)) / (2 * log(base));
+        if (y->truncate) {
+            lo = floor(lo);
+            hi = ceil(hi);
+        }
+        lo = lo > 0 ? lo : 0;
+        hi = hi < rot - 1 ? hi : rot - 1;
+        if (lo == hi)
+            hi += 0.001;
+        double af = y->attn_factor;
+        if (af == 0)
+            af = y->mscale && y->mscale_all_dim ? yarn_mscale(y->factor, y->mscale) /
+                                                      yarn_mscale(y->factor, y->mscale_all_dim)
+                                                : yarn_mscale(y->factor, 1.0);
+        y->table_factor = (float)af;
+    }
+    for (int i = 0; i < half; i++) {
+        float pf = powf((float)c->rope_theta, (float)(2 * i) / (float)rot);
+        float extra = 1.0f / pf;
+        if (!y->yarn) {
+            y->inv[i] = extra;
+            continue;
+        }
+        float inter = 1.0f / ((float)y->factor * pf);
+        float ramp = ((float)i - (float)lo) / (float)(hi - lo);
+        ramp = ramp < 0 ? 0.0f : ramp > 1 ? 1.0f : ramp;
+        float ef = 1.0f - ramp; /* how much of the unscaled frequency is kept */
+        y->inv[i] = inter * (1.0f - ef) + extra * ef;
+    }
     return COLI_OK;
 }
 
@@ -96,6 +188,41 @@ static void family_list(char *out, size_t cap)
     out[0] = 0;
     for (size_t i = 0; i < coli__n_families && n < cap; i++)
         n += (size_t)snprintf(out + n, cap - n, "%s%s", i ? ", " : "", coli__families[i].arch);
+}
+
+/* quantization_config: absent, or FP8 e4m3 in blocks (DeepSeek-V3's). */
+static coli_status read_quant(coli__cfg_reader *r, coli__config *c)
+{
+    const coli__json *q = coli__json_get(r->root, "quantization_config");
+    if (!q || q->type == COLI_JSON_NULL)
+        return COLI_OK;
+    if (q->type != COLI_JSON_OBJECT)
+        return coli__fail(r->err, COLI_EFORMAT, "%s: quantization_config must be an object", r->file);
+    const char *method = coli__json_get_str(q, "quant_method", NULL);
+    if (!method)
+        return coli__fail(r->err, COLI_EFORMAT, "%s: quantization_config.quant_method is not given", r->file);
+    if (strcmp(method, "fp8") != 0)
+        return coli__fail(r->err, COLI_EUNSUPPORTED,
+                          "%s: quantization_config.quant_method '%s' is not supported (only 'fp8')", r->file, method);
+    const char *fmt = coli__json_get_str(q, "fmt", "e4m3");
+    if (strcmp(fmt, "e4m3") != 0)
+        return coli__fail(r->err, COLI_EUNSUPPORTED, "%s: quantization_config.fmt '%s' is not supported (only 'e4m3')",
+                          r->file, fmt);
+    const coli__json *b = coli__json_get(q, "weight_block_size");
+    int dims[2];
+    if (!b || b->type != COLI_JSON_ARRAY || b->len != 2)
+        return coli__fail(r->err, COLI_EFORMAT, "%s: quantization_config.weight_block_size must be [rows, cols]",
+                          r->file);
+    for (int i = 0; i < 2; i++) {
+        const coli__json *e = &b->items[i];
+        if (e->type != COLI_JSON_NUMBER || !e->is_int || e->integer < 1 || e->integer > (1 << 16))
+            return coli__fail(r->err, COLI_EFORMAT,
+                              "%s: quantization_config.weight_block_size must hold two positive integers", r->file);
+        dims[i] = (int)e->integer;
+    }
+    c->fp8_block_rows = dims[0];
+    c->fp8_block_cols = dims[1];
+    return COLI_OK;
 }
 
 /* The fields every family has; the family's row reads its own. */
@@ -176,10 +303,14 @@ static coli_status parse_config(coli__cfg_reader *r, coli__config *c)
 
     c->router.n_group = c->router.topk_group = 1;
     c->router.scale = 1.0f;
+    c->kv_heads = c->n_kv_heads;
+    c->kv_kdim = c->kv_vdim = c->head_dim;
     c->is_moe = calloc((size_t)c->n_layers, 1);
     if (!c->is_moe)
         return coli__fail(r->err, COLI_ENOMEM, "%s: out of memory", r->file);
     COLI_TRY(fam->parse(r, c));
+    COLI_TRY(rope_freqs(r, c));
+    COLI_TRY(read_quant(r, c));
     if (c->n_experts > 0 && c->top_k > c->n_experts)
         return coli__fail(r->err, COLI_ERANGE,
                           "%s: num_experts_per_tok (%d) exceeds the number of experts (%d)", r->file,
@@ -270,4 +401,6 @@ void coli__config_free(coli__config *cfg)
         return;
     free(cfg->is_moe);
     cfg->is_moe = NULL;
+    free(cfg->rope.inv);
+    cfg->rope.inv = NULL;
 }

@@ -20,15 +20,43 @@ typedef enum coli__qk_norm {
     COLI_QK_NORM_FULL  /* OLMoE: RMSNorm of the whole projection, weight [heads*head_dim] */
 } coli__qk_norm;
 
-/* The options of the attention piece (lib/decoder/attention.c). A new
- * option (the q/k/v biases of GLM-4.5) is a field here, read by the
- * family's parse function and applied by the piece. */
+/* The sizes of multi-head latent attention (DeepSeek-V2/V3, Kimi-K2,
+ * GLM-5: lib/decoder/attention_mla.c). */
+typedef struct coli__mla_opts {
+    int q_lora;   /* q_lora_rank; 0: a plain q_proj */
+    int kv_lora;  /* kv_lora_rank: the latent each position caches */
+    int nope;     /* qk_nope_head_dim: a head's key part without RoPE */
+    int rope;     /* qk_rope_head_dim: its rotated part, one key for all heads */
+    int v_dim;    /* v_head_dim */
+    float norm_eps; /* of the latents' RMSNorms (transformers: their default, not rms_norm_eps) */
+} coli__mla_opts;
+
+/* The options of the attention pieces (lib/decoder/attention.c,
+ * attention_mla.c). A new option (the q/k/v biases of GLM-4.5) is a field
+ * here, read by the family's parse function and applied by the piece. */
 typedef struct coli__attn_opts {
     coli__qk_norm qk_norm;
     int qkv_bias;           /* q, k and v have biases (not o) */
     float clip_qkv;         /* 0: none */
     int sliding_window;     /* 0: none */
+    coli__mla_opts mla;
+    int mla_interleave;     /* MLA: RoPE pairs dims (2i, 2i + 1) (rope_interleave) */
+    float scale;            /* MLA: the softmax's scale (YaRN's mscale squared included) */
 } coli__attn_opts;
+
+/* The rotary tables' frequencies (docs/formats.md, "RoPE"): rope_type
+ * default or yarn, as transformers computes them. */
+typedef struct coli__rope_opts {
+    int yarn;
+    double factor;          /* yarn: factor */
+    int orig_max;           /* yarn: original_max_position_embeddings */
+    double beta_fast, beta_slow;
+    double mscale, mscale_all_dim; /* 0: not given */
+    double attn_factor;     /* attention_factor as given; 0: derived */
+    int truncate;
+    float *inv;             /* [rot_dim / 2] each pair's inverse frequency */
+    float table_factor;     /* cosines and sines are multiplied by it (1: not at all) */
+} coli__rope_opts;
 
 /* The options of the router piece (lib/decoder/router.c). */
 typedef struct coli__router_opts {
@@ -57,11 +85,19 @@ typedef struct coli__config {
     int n_mtp;              /* num_nextn_predict_layers: MTP layers stored after the decoder's */
     int rot_dim;            /* rotated dimensions of each head (partial rotary) */
     double rope_theta;
+    coli__rope_opts rope;
+    /* The KV cache's rows (lib/decoder/kv.h): kv_heads of kv_kdim key
+     * values and kv_vdim value values a position; kv_vdim 0: values are
+     * read from the keys' rows (MLA's latent). */
+    int kv_heads, kv_kdim, kv_vdim;
     float rms_eps;
     int tie_embeddings;
     coli__attn_opts attn;
     coli__router_opts router;
     int max_pos;
+    /* quantization_config of an FP8 checkpoint: weight_block_size (0: the
+     * checkpoint is not FP8) */
+    int fp8_block_rows, fp8_block_cols;
     unsigned char *is_moe;  /* n_layers flags */
     int n_moe_layers;
     int32_t bos;            /* -1: none */

@@ -11,6 +11,7 @@
 /* The attention of every layer. */
 typedef enum coli__attn_kind {
     COLI_ATTN_GQA, /* grouped-query attention (lib/decoder/attention.c) */
+    COLI_ATTN_MLA, /* multi-head latent attention, absorbed (lib/decoder/attention_mla.c) */
     COLI_ATTN_KINDS
 } coli__attn_kind;
 

@@ -61,7 +61,7 @@ static const dtype_info dtypes[] = {
     {"BOOL", COLI_DT_OTHER, 1},  {"U8", COLI_DT_OTHER, 1},    {"I8", COLI_DT_OTHER, 1},
     {"U16", COLI_DT_OTHER, 2},   {"I16", COLI_DT_OTHER, 2},   {"I32", COLI_DT_OTHER, 4},
     {"U32", COLI_DT_OTHER, 4},   {"F64", COLI_DT_OTHER, 8},   {"I64", COLI_DT_OTHER, 8},
-    {"U64", COLI_DT_OTHER, 8},   {"F8_E4M3", COLI_DT_OTHER, 1}, {"F8_E5M2", COLI_DT_OTHER, 1},
+    {"U64", COLI_DT_OTHER, 8},   {"F8_E4M3", COLI_DT_F8E4M3, 1}, {"F8_E5M2", COLI_DT_OTHER, 1},
 };
 
 static const dtype_info *find_dtype(const char *name, size_t len)
@@ -78,6 +78,7 @@ size_t coli__dtype_size(coli__dtype dt)
     case COLI_DT_F32: return 4;
     case COLI_DT_F16: return 2;
     case COLI_DT_BF16: return 2;
+    case COLI_DT_F8E4M3: return 1;
     default: return 0;
     }
 }

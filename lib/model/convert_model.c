@@ -31,7 +31,7 @@ static coli_status src_make(void *user, const coli__witem *it, void *dst, uint64
     coli__weights scratch;
     memset(&scratch, 0, sizeof scratch);
     coli__mat m;
-    coli_status st = coli__weights_convert_item(j->ts, j->fmt, j->group, it, &scratch, &m, err);
+    coli_status st = coli__weights_convert_item(j->cfg, j->ts, j->fmt, j->group, it, &scratch, &m, err);
     if (st == COLI_OK && (m.dt != it->target || coli__mat_bytes(&m) != bytes))
         st = coli__fail(err, COLI_EFORMAT, "tensor '%s': made as dtype %d, %llu bytes; the plan said %d, %llu",
                         it->name, (int)m.dt, (unsigned long long)coli__mat_bytes(&m), (int)it->target,

@@ -30,6 +30,7 @@
 DEFINE_SCAN(scan_f32, uint32_t, 0x7f800000u)
 DEFINE_SCAN(scan_bf16, uint16_t, 0x7f80u)
 DEFINE_SCAN(scan_f16, uint16_t, 0x7c00u)
+DEFINE_SCAN(scan_f8, uint8_t, 0x7fu) /* e4m3: S.1111.111 is its NaN, and it has no infinity */
 
 size_t coli__first_nonfinite(coli__dtype dt, const void *p, size_t n)
 {
@@ -40,6 +41,8 @@ size_t coli__first_nonfinite(coli__dtype dt, const void *p, size_t n)
         return scan_bf16(p, n);
     case COLI_DT_F16:
         return scan_f16(p, n);
+    case COLI_DT_F8E4M3:
+        return scan_f8(p, n);
     default:
         return n;
     }

@@ -62,6 +62,10 @@ coli_status coli__ld_check_finite(coli__loader *L, const char *file, const char 
 /* t's data, copied where the file's offset leaves it misaligned for its
  * type; NULL when out of memory. */
 const void *coli__ld_aligned(coli__loader *L, const coli__tensor *t);
+/* The block scales of FP8 matrix m (tensor t, called name): the tensor
+ * name + "_scale_inv" of config.json's weight_block_size, widened to f32
+ * and checked finite. */
+coli_status coli__ld_fp8_scales(coli__loader *L, coli__mat *m, const coli__tensor *t, const char *name);
 
 /* ---- wconvert.c -------------------------------------------------------- */
 

@@ -295,6 +295,8 @@ coli_status coli__model_load(coli_model *m, int gpu_on)
     } else {
         COLI_TRY(coli__st_open_dir(dir, &m->ts, &m->err));
         m->wfmt = (coli_weight_format)m->opts.weights;
+        if (m->wfmt == COLI_WEIGHTS_AUTO && m->cfg.fp8_block_rows > 0)
+            m->wfmt = COLI_WEIGHTS_Q8; /* an FP8 checkpoint computes in no format of its own */
         /* the x16 layout is the CPU's: matrices a GPU reads keep the rows */
         int x16 = coli__cpuk_x16(m->cpuk) && !gpu_on;
         COLI_TRY(coli__weights_load(&m->w, &m->cfg, &m->pieces, m->ts, m->wfmt, (int)m->opts.q4_group,
@@ -402,6 +404,13 @@ void coli__model_info_fill(const coli_model *m, coli_model_info *info)
     info->qkv_bias = c->attn.qkv_bias;
     info->n_mtp_layers = c->n_mtp;
     info->mtp_loaded = mtp > 0;
+    info->attention = m->pieces.attn->name;
+    info->kv_lora_rank = c->attn.mla.kv_lora;
+    info->q_lora_rank = c->attn.mla.q_lora;
+    info->v_head_dim = c->attn.mla.kv_lora ? c->attn.mla.v_dim : c->head_dim;
+    info->rope_scaling = c->rope.yarn ? "yarn" : "none";
+    info->rope_factor = c->rope.yarn ? (float)c->rope.factor : 1.0f;
+    info->rope_original_positions = c->rope.yarn ? c->rope.orig_max : 0;
     info->kv_type = (coli_kv_type)m->opts.kv_type;
     info->kv_bytes_per_position = coli__kv_bytes_per_pos(c, coli__kv_dtype(m->opts.kv_type));
     info->context_positions = coli__kv_positions(c, m->opts.context);

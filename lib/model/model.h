@@ -103,10 +103,11 @@ coli_status coli__weights_load_container(coli__weights *w, const coli__config *c
  * each against ts and calling fn with it; nothing is converted. */
 coli_status coli__weights_plan(const coli__config *cfg, const coli__pieces *pieces, const coli__tensor_set *ts,
                                coli_weight_format fmt, int q4_group, coli__witem_fn fn, void *user, coli__err *err);
-/* Makes one planned tensor as the loader would: *out's memory belongs to
- * scratch (free it with coli__weights_free(scratch, NULL)) or to ts. */
-coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_format fmt, int q4_group,
-                                       const coli__witem *it, coli__weights *scratch, coli__mat *out,
+/* Makes one planned tensor of a model of config cfg as the loader would:
+ * *out's memory belongs to scratch (free it with coli__weights_free(scratch,
+ * NULL)) or to ts. */
+coli_status coli__weights_convert_item(const coli__config *cfg, const coli__tensor_set *ts, coli_weight_format fmt,
+                                       int q4_group, const coli__witem *it, coli__weights *scratch, coli__mat *out,
                                        coli__err *err);
 /* Drops the host copies the loader allocated of the experts with
  * resident[l * E + e] >= 0 (an expert resident on a GPU), setting

@@ -13,9 +13,21 @@
 #include "model/finite.h"
 #include "model/loader.h"
 
-/* The in-memory format of a matrix of this kind under the load format. */
+static coli__dtype target(coli_weight_format fmt, coli__mat_kind kind, coli__dtype stored, int cols, int q4_group);
+
+/* The in-memory format of a matrix of this kind under the load format. An
+ * FP8 checkpoint's matrices are computed with in no format of their own:
+ * as stored means q8 (the large ones) or f32 (exact, the others). */
 coli__dtype coli__weights_target(coli_weight_format fmt, coli__mat_kind kind, coli__dtype stored, int cols,
                                  int q4_group)
+{
+    if (stored == COLI_DT_F8E4M3 && fmt == COLI_WEIGHTS_AUTO)
+        fmt = kind == COLI_MAT_KEEP ? COLI_WEIGHTS_F32 : COLI_WEIGHTS_Q8;
+    coli__dtype t = target(fmt, kind, stored, cols, q4_group);
+    return t == COLI_DT_F8E4M3 ? COLI_DT_F32 : t;
+}
+
+static coli__dtype target(coli_weight_format fmt, coli__mat_kind kind, coli__dtype stored, int cols, int q4_group)
 {
     coli__dtype q = COLI_DT_OTHER;
     switch (fmt) {

@@ -112,6 +112,8 @@ coli_status coli__ld_mat(coli__loader *L, coli__mat *m, const char *name, int ro
     m->data = coli__ld_aligned(L, t);
     if (!m->data)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory copying tensor '%s'", name);
+    if (t->dtype == COLI_DT_F8E4M3)
+        COLI_TRY(coli__ld_fp8_scales(L, m, t, name));
     COLI_TRY(coli__ld_record(L, rows, cols, kind, (int)coli__dtype_size(t->dtype), role));
     COLI_TRY(coli__ld_convert(L, m, t->file, name, coli__weights_target(L->fmt, kind, t->dtype, cols, L->q4_group)));
     count(L, m, role);
@@ -145,10 +147,13 @@ static coli_status load_vec(coli__loader *L, float **out, const char *name, int 
 
 static coli_status load_vec_hf(coli__loader *L, const coli__tensor *t, float **out, const char *name, int n)
 {
+    if (t->dtype == COLI_DT_F8E4M3) /* FP8 checkpoints keep their vectors in bf16 or f32 */
+        return coli__fail(L->err, COLI_EUNSUPPORTED, "%s: vector '%s' is F8_E4M3; only its matrices may be", t->file,
+                          name);
     float *p = coli__ld_own(L, (size_t)n * sizeof(float));
     if (!p)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory loading tensor '%s'", name);
-    coli__mat m = {1, n, t->dtype, coli__ld_aligned(L, t), {0}};
+    coli__mat m = {.rows = 1, .cols = n, .dt = t->dtype, .data = coli__ld_aligned(L, t)};
     if (!m.data)
         return coli__fail(L->err, COLI_ENOMEM, "out of memory copying tensor '%s'", name);
     coli__mat_row(&m, 0, p);
@@ -174,6 +179,18 @@ static coli_status piece_mat(void *user, coli__mat *m, coli__tname t, int l, int
     const coli__config *c = L->cfg;
     char name[256];
     return coli__ld_mat(L, m, NAME(t, l, 0), rows, cols, kind, role);
+}
+
+/* A matrix kept in the row layout, never x16: its rows are cut apart. */
+static coli_status piece_mat_rows(void *user, coli__mat *m, coli__tname t, int l, int rows, int cols,
+                                  coli__mat_kind kind, coli__mat_role role)
+{
+    coli__loader *L = user;
+    const int x16 = L->x16;
+    L->x16 = 0;
+    coli_status st = piece_mat(user, m, t, l, rows, cols, kind, role);
+    L->x16 = x16;
+    return st;
 }
 
 static coli_status piece_vec(void *user, float **v, coli__tname t, int l, int n)
@@ -220,7 +237,8 @@ static coli_status load_layer(coli__loader *L, int l)
     const coli__pieces *p = L->pieces;
     coli__layer *ly = &L->w->layers[l];
     char name[256];
-    const coli__piece_loader pl = {.mat = piece_mat, .vec = piece_vec, .experts = piece_experts, .L = L};
+    const coli__piece_loader pl = {
+        .mat = piece_mat, .mat_rows = piece_mat_rows, .vec = piece_vec, .experts = piece_experts, .L = L};
 
     COLI_TRY(load_vec(L, &ly->attn_norm, NAME(COLI_T_ATTN_NORM, l, 0), c->hidden));
     COLI_TRY(load_vec(L, &ly->ffn_norm, NAME(COLI_T_FFN_NORM, l, 0), c->hidden));
@@ -282,10 +300,11 @@ coli_status coli__weights_plan(const coli__config *cfg, const coli__pieces *piec
     return st;
 }
 
-coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_format fmt, int q4_group,
-                                       const coli__witem *it, coli__weights *scratch, coli__mat *out, coli__err *err)
+coli_status coli__weights_convert_item(const coli__config *cfg, const coli__tensor_set *ts, coli_weight_format fmt,
+                                       int q4_group, const coli__witem *it, coli__weights *scratch, coli__mat *out,
+                                       coli__err *err)
 {
-    coli__loader L = {.w = scratch, .ts = ts, .fmt = fmt, .q4_group = q4_group, .err = err, .layer = -1, .expert = -1};
+    coli__loader L = {.w = scratch, .cfg = cfg, .ts = ts, .fmt = fmt, .q4_group = q4_group, .err = err, .layer = -1, .expert = -1};
     coli_status st;
     if (it->is_vec) {
         const coli__tensor *t = NULL;
@@ -294,12 +313,14 @@ coli_status coli__weights_convert_item(const coli__tensor_set *ts, coli_weight_f
         if (st == COLI_OK)
             st = load_vec_hf(&L, t, &v, it->src, it->cols);
         if (st == COLI_OK)
-            *out = (coli__mat){1, it->cols, COLI_DT_F32, v, {0}};
+            *out = (coli__mat){.rows = 1, .cols = it->cols, .dt = COLI_DT_F32, .data = v};
     } else if (it->role == COLI_ROLE_TIED_OUT) {
         const coli__tensor *t = NULL;
         st = coli__ld_find(&L, it->src, it->rows, it->cols, &t);
+        if (st == COLI_OK && t->dtype == COLI_DT_F8E4M3)
+            st = coli__fail(err, COLI_EUNSUPPORTED, "%s: a tied embedding '%s' in F8_E4M3", t->file, it->src);
         if (st == COLI_OK) {
-            *out = (coli__mat){it->rows, it->cols, t->dtype, coli__ld_aligned(&L, t), {0}};
+            *out = (coli__mat){.rows = it->rows, .cols = it->cols, .dt = t->dtype, .data = coli__ld_aligned(&L, t)};
             st = out->data ? coli__ld_convert(&L, out, t->file, "lm_head.weight (tied)", it->target)
                            : coli__fail(err, COLI_ENOMEM, "out of memory copying tensor '%s'", it->src);
         }
@@ -443,7 +464,7 @@ void coli__weights_free(coli__weights *w, const coli__config *cfg)
 /* Bytes of one recorded matrix in format fmt. */
 static uint64_t rec_bytes(const coli__matrec *r, coli_weight_format fmt, int q4_group)
 {
-    coli__dtype stored = r->stored_size == 4 ? COLI_DT_F32 : COLI_DT_BF16;
+    coli__dtype stored = r->stored_size == 4 ? COLI_DT_F32 : r->stored_size == 1 ? COLI_DT_F8E4M3 : COLI_DT_BF16;
     coli__dtype t = coli__weights_target(fmt, (coli__mat_kind)r->kind, stored, r->cols, q4_group);
     if (r->role == COLI_ROLE_TIED_OUT && (t == COLI_DT_F32 || t == COLI_DT_BF16 || fmt == COLI_WEIGHTS_AUTO))
         return 0; /* shares the embedding */

@@ -132,11 +132,13 @@ coli_status coli__weights_reload_expert(coli__weights *w, const coli__config *cf
         st = coli__ld_find(&L, tn, m->rows, m->cols, &t);
         if (st != COLI_OK)
             break;
-        coli__mat fresh = {m->rows, m->cols, t->dtype, coli__ld_aligned(&L, t), {0}};
+        coli__mat fresh = {.rows = m->rows, .cols = m->cols, .dt = t->dtype, .data = coli__ld_aligned(&L, t)};
         if (!fresh.data) {
             st = coli__fail(err, COLI_ENOMEM, "out of memory copying tensor '%s'", name);
             break;
         }
+        if (t->dtype == COLI_DT_F8E4M3 && (st = coli__ld_fp8_scales(&L, &fresh, t, name)) != COLI_OK)
+            break;
         st = coli__ld_convert(&L, &fresh, t->file, name, m->dt);
         if (st == COLI_OK)
             *m = fresh;

@@ -153,6 +153,44 @@ coli_status coli__ld_check_finite(coli__loader *L, const char *file, const char 
     return i == n ? COLI_OK : coli__ld_nonfinite(L, file, name, cols, i, stored_at(dt, p, i));
 }
 
+coli_status coli__ld_fp8_scales(coli__loader *L, coli__mat *m, const coli__tensor *t, const char *name)
+{
+    const int br = L->cfg ? L->cfg->fp8_block_rows : 0, bc = L->cfg ? L->cfg->fp8_block_cols : 0;
+    if (br <= 0 || bc <= 0)
+        return coli__fail(L->err, COLI_EFORMAT,
+                          "%s: tensor '%s' is F8_E4M3, but config.json has no quantization_config giving its "
+                          "weight_block_size",
+                          t->file, name);
+    char sname[300];
+    snprintf(sname, sizeof sname, "%s_scale_inv", name);
+    const int64_t sr = (m->rows + br - 1) / br, sc = (m->cols + bc - 1) / bc;
+    const coli__tensor *s = coli__st_find(L->ts, sname);
+    if (!s)
+        return coli__fail(L->err, COLI_ENOENT, "%s: tensor '%s' is F8_E4M3 but its scales '%s' are missing", t->file,
+                          name, sname);
+    if (s->ndim != 2 || s->shape[0] != sr || s->shape[1] != sc)
+        return coli__fail(L->err, COLI_EFORMAT,
+                          "%s: tensor '%s' has %d dimensions of %lld x %lld; [%d, %d] blocks of %d x %d imply [%lld, "
+                          "%lld]",
+                          s->file, sname, s->ndim, (long long)s->shape[0], s->ndim > 1 ? (long long)s->shape[1] : 0LL,
+                          m->rows, m->cols, br, bc, (long long)sr, (long long)sc);
+    if (s->dtype != COLI_DT_F32 && s->dtype != COLI_DT_BF16)
+        return coli__fail(L->err, COLI_EUNSUPPORTED, "%s: tensor '%s' has dtype %s; scales must be F32 or BF16", s->file,
+                          sname, s->dtype_name);
+    const size_t n = (size_t)(sr * sc);
+    float *v = coli__ld_own(L, n * sizeof(float));
+    const void *src = coli__ld_aligned(L, s);
+    if (!v || !src)
+        return coli__fail(L->err, COLI_ENOMEM, "out of memory loading tensor '%s'", sname);
+    for (size_t i = 0; i < n; i++)
+        v[i] = stored_at(s->dtype, src, i);
+    COLI_TRY(coli__ld_check_finite(L, s->file, sname, (int)sc, COLI_DT_F32, v, n));
+    m->bscale = v;
+    m->brows = br;
+    m->bcols = bc;
+    return COLI_OK;
+}
+
 /* Tensor data is only as aligned as the file's offsets; a misaligned tensor
  * is copied so that kernels may load whole elements. */
 const void *coli__ld_aligned(coli__loader *L, const coli__tensor *t)

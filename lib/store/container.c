@@ -82,7 +82,7 @@ static uint64_t mat_bytes(int dt, int group, int rows, int cols)
 
 static int stored_ok(int dt)
 {
-    return dt == COLI_DT_F32 || dt == COLI_DT_F16 || dt == COLI_DT_BF16;
+    return dt == COLI_DT_F32 || dt == COLI_DT_F16 || dt == COLI_DT_BF16 || dt == COLI_DT_F8E4M3;
 }
 
 #define BAD(...) coli__fail(err, COLI_EFORMAT, __VA_ARGS__)

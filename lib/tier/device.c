@@ -473,7 +473,7 @@ coli_status coli__device_forward(coli__device_ctx *c, coli__pool *pool, const co
     for (int done = 0; done < n;) {
         int S = n - done < CHUNK ? n - done : CHUNK;
         for (int t = 0; t < S; t++) {
-            coli__rope_table(cs, rot, pos0 + done + t, cf->rope_theta);
+            coli__rope_table(cs, cf, pos0 + done + t);
             memcpy(c->rope + (size_t)t * rot, cs, (size_t)rot * sizeof(float));
         }
         const coli__gpu_out out = {.logits = f->logits, .all = f->all_logits,

@@ -1,0 +1,274 @@
+/* attention_mla.c - multi-head latent attention (DeepSeek-V2/V3, Kimi-K2),
+ * in its absorbed form, in the written order of docs/formats.md ("Latent
+ * attention").
+ *
+ * A position caches one row: its normed latent c (kv_lora_rank values)
+ * and its rotated key k_pe (qk_rope_head_dim), shared by every head. A
+ * head's query is turned into the latent's space by the key half of
+ * kv_b_proj (q~ = W_UK^T q_nope), scores the cached rows as one query of
+ * kv_lora + rope values, mixes the latents, and the value half of kv_b_proj
+ * turns that mix into the head's output. The cache is MQA's: all heads
+ * read each row once. Prefill and decode run the same computation, so a
+ * prompt gives the same bits at once, in chunks or token by token. */
+#include <math.h>
+#include <string.h>
+
+#include "decoder/norm.h"
+#include "decoder/pieces.h"
+#include "decoder/rope.h"
+
+/* Heads an attention task takes: each cached row read serves them all. */
+#define HEADS 16
+/* Heads' value products handed out at once. */
+#define MM_HEADS 64
+
+/* The scratch of a chunk of S tokens (floats from b->scores), in this
+ * order: each buffer's start. */
+typedef struct mla_bufs {
+    float *qa;   /* [S, q_lora]: the query's LoRA */
+    float *ckv;  /* [S, kv_lora + rope]: latent and rotary key, as projected */
+    float *qc;   /* [S, nh, kv_lora + rope]: the absorbed queries */
+    float *lat;  /* [nh, S, kv_lora]: each head's mix of latents */
+    float *ov;   /* [nh, S, v]: each head's output */
+    float *att;  /* [S, nh * v]: the heads' outputs side by side */
+    float *task; /* per thread: a row of kv_b, then HEADS rows of scores */
+} mla_bufs;
+
+static size_t per_token(const coli__config *c)
+{
+    const coli__mla_opts *a = &c->attn.mla;
+    const size_t nh = (size_t)c->n_heads, K = (size_t)(a->kv_lora + a->rope);
+    return (size_t)a->q_lora + K + nh * K + nh * (size_t)a->kv_lora + 2 * nh * (size_t)a->v_dim;
+}
+
+/* Positions a head's scores have room for (as lib/decoder/attention.c:
+ * steps of 1024, never past the cache). */
+static int room(int last, int n_ctx)
+{
+    int r = (last + 1023) / 1024 * 1024;
+    return r < n_ctx ? r : n_ctx;
+}
+
+static size_t task_floats(const coli__config *c, int rm)
+{
+    return (size_t)c->attn.mla.kv_lora + (size_t)HEADS * (size_t)rm + HEADS;
+}
+
+/* The threads' part of the scratch, for one segment; the pass adds the
+ * chunk's per_token floats (the buffers below, 64-byte spaced). */
+static size_t scratch(const coli__config *c, int S, int last, int n_ctx, int threads)
+{
+    (void)S;
+    return 16 * 7 + (size_t)threads * task_floats(c, room(last, n_ctx));
+}
+
+static mla_bufs bufs(const coli__pass *b)
+{
+    const coli__config *c = b->d->cfg;
+    const coli__mla_opts *a = &c->attn.mla;
+    const size_t S = (size_t)b->S, nh = (size_t)c->n_heads, K = (size_t)(a->kv_lora + a->rope);
+    const size_t n[6] = {S * (size_t)a->q_lora, S * K, S * nh * K, nh * S * (size_t)a->kv_lora,
+                         nh * S * (size_t)a->v_dim, S * nh * (size_t)a->v_dim};
+    float *p = b->scores;
+    float **dst[7] = {NULL};
+    mla_bufs m;
+    dst[0] = &m.qa, dst[1] = &m.ckv, dst[2] = &m.qc, dst[3] = &m.lat, dst[4] = &m.ov, dst[5] = &m.att;
+    dst[6] = &m.task;
+    for (int i = 0; i < 7; i++) {
+        *dst[i] = p;
+        if (i < 6)
+            p += (n[i] + 15) & ~(size_t)15;
+    }
+    return m;
+}
+
+/* The absorption of one head: q~_h = W_UK[h]^T q_nope_h, from +0, one fma
+ * per row of W_UK in increasing order (docs/formats.md). */
+typedef struct absorb_job {
+    const coli__pass *b;
+    const coli__layer *ly;
+    const float *q; /* [S, nh, nope + rope] */
+    mla_bufs m;
+} absorb_job;
+
+static void absorb_heads(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    const absorb_job *j = arg;
+    const coli__config *c = j->b->d->cfg;
+    const coli__mla_opts *a = &c->attn.mla;
+    const int S = j->b->S, nh = c->n_heads, L = a->kv_lora, K = L + a->rope, QH = a->nope + a->rope;
+    float *row = j->m.task + (size_t)thread * (size_t)L; /* within the thread scratch scratch() sizes */
+    for (int64_t h = lo; h < hi; h++) {
+        for (int t = 0; t < S; t++)
+            memset(j->m.qc + ((size_t)t * nh + (size_t)h) * K, 0, (size_t)L * sizeof(float));
+        for (int d = 0; d < a->nope; d++) {
+            coli__mat_row(&j->ly->kv_b, (int)h * (a->nope + a->v_dim) + d, row);
+            for (int t = 0; t < S; t++)
+                coli__axpy(j->b->d->cpuk, j->m.qc + ((size_t)t * nh + (size_t)h) * K,
+                           j->q[((size_t)t * nh + (size_t)h) * QH + (size_t)d], row, L);
+        }
+    }
+}
+
+/* The attention of HEADS heads of one token of segment sg over its cache. */
+typedef struct attend_job {
+    const coli__pass *b;
+    const coli__seg *sg;
+    int l, rm, n_blocks;
+    float scale;
+    mla_bufs m;
+    float *task; /* per thread: HEADS rows of scores, then their maxima */
+} attend_job;
+
+static void attend_blocks(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    const attend_job *j = arg;
+    const coli__config *c = j->b->d->cfg;
+    const coli__mla_opts *a = &c->attn.mla;
+    const coli__kv *kv = j->sg->kv;
+    const int nh = c->n_heads, L = a->kv_lora, K = L + a->rope, S = j->b->S;
+    float *sc = j->task + (size_t)thread * ((size_t)HEADS * (size_t)j->rm + HEADS), *mx = sc + (size_t)HEADS * j->rm;
+    const void *rows = coli__kv_rows(kv, j->l, 0, 0);
+    for (int64_t it = lo; it < hi; it++) {
+        const int t = j->sg->t0 + (int)(it / j->n_blocks), h0 = (int)(it % j->n_blocks) * HEADS;
+        const int g = nh - h0 < HEADS ? nh - h0 : HEADS, n = j->sg->pos0 + (t - j->sg->t0) + 1;
+        for (int h = 0; h < g; h++)
+            mx[h] = -INFINITY;
+        coli__attn_scores(j->b->d->cpuk, j->m.qc + ((size_t)t * nh + (size_t)h0) * K, g, K, rows, kv->dt, (size_t)K, n,
+                          j->scale, sc, (size_t)j->rm, mx, NULL);
+        for (int h = 0; h < g; h++)
+            coli__attn_softmax(j->b->d->cpuk, sc + (size_t)h * j->rm, n, mx[h]);
+        /* the values are the rows' latents: their first kv_lora values */
+        coli__attn_mix(j->b->d->cpuk, j->m.lat + ((size_t)h0 * S + (size_t)t) * L, (size_t)S * L, g, L, sc,
+                       (size_t)j->rm, rows, kv->dt, (size_t)K, n, NULL);
+    }
+}
+
+/* Each token's latent normed and its rotary key turned, stored in the
+ * cache; each head's rotary query turned. */
+static void rotate_and_store(coli__pass *b, const coli__layer *ly, int l, float *q, const mla_bufs *m)
+{
+    const coli__config *c = b->d->cfg;
+    const coli__mla_opts *a = &c->attn.mla;
+    const int nh = c->n_heads, L = a->kv_lora, K = L + a->rope, QH = a->nope + a->rope;
+    float tmp[2 * 4096];
+    for (int s = 0; s < b->n_seg; s++) {
+        const coli__seg *sg = &b->seg[s];
+        for (int t = sg->t0; t < sg->t0 + sg->n; t++) {
+            const float *cs = b->rope + (size_t)t * c->head_dim;
+            float *ckv = m->ckv + (size_t)t * K;
+            coli__rmsnorm(b->d->cpuk, ckv, ckv, ly->kv_a_norm, L, a->norm_eps);
+            if (c->attn.mla_interleave)
+                coli__rope_deinterleave(ckv + L, a->rope, tmp);
+            coli__rope(ckv + L, a->rope, cs);
+            coli__kv_store(sg->kv, l, sg->pos0 + t - sg->t0, ckv, NULL);
+            for (int h = 0; h < nh; h++) {
+                float *qp = q + ((size_t)t * nh + (size_t)h) * QH + a->nope;
+                if (c->attn.mla_interleave)
+                    coli__rope_deinterleave(qp, a->rope, tmp);
+                coli__rope(qp, a->rope, cs);
+                memcpy(m->qc + ((size_t)t * nh + (size_t)h) * K + L, qp, (size_t)a->rope * sizeof(float));
+            }
+        }
+    }
+}
+
+static coli_status mla(coli__pass *b, const coli__layer *ly, int l, const coli__mat *then)
+{
+    const coli__config *c = b->d->cfg;
+    const coli__mla_opts *a = &c->attn.mla;
+    const int S = b->S, nh = c->n_heads, L = a->kv_lora, V = a->v_dim;
+    const mla_bufs m = bufs(b);
+    float *q = b->q; /* [S, nh, nope + rope] */
+    /* the query (its LoRA, or q_proj) and the latent from the same input */
+    coli__mm in[2] = {
+        {.w = &ly->kv_a, .x = b->xn, .n_tok = S, .y = m.ckv},
+        {.w = a->q_lora ? &ly->q_a : &ly->wq, .x = b->xn, .n_tok = S, .y = a->q_lora ? m.qa : q},
+    };
+    COLI_TRY(coli__pass_mm_multi(b, in, 2));
+    if (a->q_lora) {
+        for (int t = 0; t < S; t++)
+            coli__rmsnorm(b->d->cpuk, m.qa + (size_t)t * a->q_lora, m.qa + (size_t)t * a->q_lora, ly->q_a_norm,
+                          a->q_lora, a->norm_eps);
+        COLI_TRY(coli__pass_mm(b, &ly->wq, m.qa, S, q));
+    }
+    rotate_and_store(b, ly, l, q, &m);
+
+    absorb_job aj = {.b = b, .ly = ly, .q = q, .m = m};
+    coli__pool_run(b->pool, nh, 1, absorb_heads, &aj);
+    /* the key half of kv_b_proj, read row by row */
+    b->read += coli__mat_bytes(&ly->kv_b) / (uint64_t)(a->nope + V) * (uint64_t)a->nope;
+
+    const coli__mat *after[2] = {&ly->wo, then};
+    coli__matmul_hint(b->pool, after, 2, 0);
+    const int n_blocks = (nh + HEADS - 1) / HEADS;
+    for (int s = 0; s < b->n_seg; s++) {
+        const coli__seg *sg = &b->seg[s];
+        attend_job tj = {.b = b, .sg = sg, .l = l, .rm = room(sg->pos0 + sg->n, sg->kv->n_ctx), .n_blocks = n_blocks,
+                         .scale = c->attn.scale, .m = m, .task = m.task};
+        coli__pool_run(b->pool, (int64_t)sg->n * n_blocks, 1, attend_blocks, &tj);
+    }
+
+    /* each head's value half of kv_b_proj over its mix of latents */
+    coli__mm heads[MM_HEADS];
+    coli__mat uv[MM_HEADS];
+    for (int h0 = 0; h0 < nh; h0 += MM_HEADS) {
+        int n = nh - h0 < MM_HEADS ? nh - h0 : MM_HEADS;
+        for (int i = 0; i < n; i++) {
+            int h = h0 + i;
+            if (!coli__mat_rows(&ly->kv_b, h * (a->nope + V) + a->nope, V, &uv[i]))
+                return coli__fail(b->err, COLI_EUNSUPPORTED, "layer %d: kv_b_proj cannot be cut into heads", l);
+            heads[i] = (coli__mm){.w = &uv[i], .x = m.lat + (size_t)h * S * L, .n_tok = S,
+                                  .y = m.ov + (size_t)h * S * V};
+        }
+        COLI_TRY(coli__pass_mm_multi(b, heads, n));
+    }
+    for (int t = 0; t < S; t++)
+        for (int h = 0; h < nh; h++)
+            memcpy(m.att + ((size_t)t * nh + (size_t)h) * V, m.ov + ((size_t)h * S + (size_t)t) * V,
+                   (size_t)V * sizeof(float));
+    return coli__pass_mm(b, &ly->wo, m.att, S, b->o);
+}
+
+/* The query (q_a_proj, its norm, q_b_proj; or q_proj), the latent
+ * (kv_a_proj_with_mqa, its norm, kv_b_proj) and o_proj. */
+static coli_status load(const coli__piece_loader *L, const coli__config *c, int l, coli__layer *ly)
+{
+    const coli__mla_opts *a = &c->attn.mla;
+    const int H = c->hidden, nh = c->n_heads, QD = nh * (a->nope + a->rope);
+    if (a->q_lora) {
+        COLI_TRY(L->mat(L->L, &ly->q_a, COLI_T_Q_A, l, a->q_lora, H, COLI_MAT_BIG, COLI_ROLE_DENSE));
+        COLI_TRY(L->vec(L->L, &ly->q_a_norm, COLI_T_Q_A_NORM, l, a->q_lora));
+        COLI_TRY(L->mat(L->L, &ly->wq, COLI_T_Q_B, l, QD, a->q_lora, COLI_MAT_BIG, COLI_ROLE_DENSE));
+    } else {
+        COLI_TRY(L->mat(L->L, &ly->wq, COLI_T_WQ, l, QD, H, COLI_MAT_BIG, COLI_ROLE_DENSE));
+    }
+    COLI_TRY(L->mat(L->L, &ly->kv_a, COLI_T_KV_A, l, a->kv_lora + a->rope, H, COLI_MAT_BIG, COLI_ROLE_DENSE));
+    COLI_TRY(L->vec(L->L, &ly->kv_a_norm, COLI_T_KV_A_NORM, l, a->kv_lora));
+    /* cut into heads' rows: kept in the row layout */
+    COLI_TRY(L->mat_rows(L->L, &ly->kv_b, COLI_T_KV_B, l, nh * (a->nope + a->v_dim), a->kv_lora, COLI_MAT_BIG,
+                         COLI_ROLE_DENSE));
+    COLI_TRY(L->mat(L->L, &ly->wo, COLI_T_WO, l, H, nh * a->v_dim, COLI_MAT_BIG, COLI_ROLE_DENSE));
+    return COLI_OK;
+}
+
+/* The device pipeline has no latent attention yet: its layer says so,
+ * and the device decoder is not used (the tier still holds experts). */
+static void describe(const coli__describer *D, const coli__config *c, const coli__layer *ly, coli__gpu_layer *gl)
+{
+    (void)D;
+    (void)c;
+    (void)ly;
+    gl->attn = COLI_ATTN_MLA;
+    gl->wq = gl->wk = gl->wv = gl->wo = -1;
+    gl->q_norm = gl->k_norm = gl->bq = gl->bk = gl->bv = -1;
+}
+
+const coli__attn_piece coli__attn_mla = {
+    .name = "mla",
+    .load = load,
+    .describe = describe,
+    .run = mla,
+    .scratch = scratch,
+    .per_token = per_token,
+};
