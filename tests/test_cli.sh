@@ -1350,6 +1350,60 @@ if [ -x "$synth" ] && run 0 "make-synthetic --arch glm4_moe (tiny)" "$synth" --a
 	done
 	rm -rf "$gdir"
 fi
+# --arch deepseek_v3: DeepSeek-V3's latent attention (query LoRA 32, latent
+# 32, heads of 16 + 8 for the keys and 16 for the values) with YaRN, on
+# GLM-4.5's MoE; info names MLA and YaRN, and a bf16 cache holds the
+# latent and the rotary key of each layer: (32 + 8) * 2 * 3 bytes.
+if [ -x "$synth" ] && run 0 "make-synthetic --arch deepseek_v3 (tiny)" "$synth" --arch deepseek_v3 \
+	--out "$tmp/synthetic_ds" --hidden 64 --layers 3 --experts 8 --active 2 --moe-inter 32 \
+	--heads 4 --vocab 100 --dense-layers 1 --inter 96 --shared 1 --groups 4 --topk-groups 2 \
+	--q-lora 32 --kv-lora 32 --nope-dim 16 --rope-dim 8 --v-dim 16 --yarn-factor 4 --yarn-orig 1024 \
+	--seed 6; then
+	ddir=$tmp/synthetic_ds
+	# per layer: two norms H; q_a q*H, its norm q, q_b heads*(nope+rope)*q;
+	# kv_a (kvl+rope)*H, its norm kvl, kv_b heads*(nope+v)*kvl; o H*heads*v
+	want_params=$(awk 'BEGIN {
+		H = 64; L = 3; D = 1; E = 8; I = 32; nh = 4; q = 32; kvl = 32; nope = 16; rope = 8; v = 16
+		V = 100; inter = 96
+		attn = 2 * H + q * H + q + nh * (nope + rope) * q + (kvl + rope) * H + kvl + nh * (nope + v) * kvl + H * nh * v
+		moe = E * H + E + E * 3 * I * H + 3 * I * H
+		printf "%d\n", 2 * V * H + H + L * attn + D * 3 * H * inter + (L - D) * moe
+	}')
+	if run 0 "info on the synthetic deepseek_v3 model" "$COLI" info --model "$ddir" --format json \
+		--kv-type bf16; then
+		ok=1
+		for kv in n_layers:3 n_moe_layers:2 hidden_size:64 n_heads:4 head_dim:24 kv_lora_rank:32 \
+			q_lora_rank:32 v_head_dim:16 rotary_dim:8 rope_original_positions:1024 \
+			kv_bytes_per_position:240 n_params_total:"$want_params"; do
+			k=${kv%%:*}
+			want=${kv#*:}
+			got=$(json_int "$out" "$k")
+			[ "$got" = "$want" ] || { ok=0; fail "synthetic deepseek_v3 info: $k is '$got', expected $want"; }
+		done
+		for s in '"architecture":"DeepseekV3ForCausalLM"' '"attention":"mla"' '"rope_scaling":"yarn"'; do
+			contains "$out" "$s" || { ok=0; fail "synthetic deepseek_v3 info: no $s"; }
+		done
+		[ "$ok" = 1 ] && pass "info names the synthetic deepseek_v3 model's MLA, YaRN, cache and parameters"
+	fi
+	if run 0 "info (text) on the synthetic deepseek_v3 model" "$COLI" info --model "$ddir"; then
+		if grep -q 'latent attention (MLA)' "$out" && grep -q 'kv_lora_rank 32, rotary key 8, q_lora_rank 32' "$out" &&
+			grep -q 'YaRN: factor 4 over 1024 original positions' "$out"; then
+			pass "info's text names MLA and YaRN and their sizes"
+		else
+			fail "info's text on deepseek_v3: $(cat "$out")"
+		fi
+	fi
+	if run 0 "generate on the synthetic deepseek_v3 model (q4)" "$COLI" generate --model "$ddir" \
+		--weights q4 --prompt-ids 1,2,3 --max-tokens 4 --temperature 0 --format json; then
+		n=$(json_array "$out" tokens | wc -l)
+		if json_valid <"$out" && [ "$n" -ge 1 ] && [ "$n" -le 4 ]; then
+			pass "generate runs the synthetic deepseek_v3 model (q4)"
+		else
+			fail "generate on the synthetic deepseek_v3 model: $(cat "$out")"
+		fi
+	fi
+	rm -rf "$ddir"
+fi
 # Multi-token prediction: the glm4_moe fixture's MTP layer drafts, and the
 # tokens are the ones without it; the statistics come in the JSON.
 glm=$data/glm4_moe
@@ -1426,6 +1480,9 @@ usage_error "make-synthetic without --out" --out "$synth" --layers 2
 usage_error "make-synthetic: bad arch" glm5 "$synth" --out "$tmp/x" --arch glm5
 usage_error "make-synthetic: a glm4_moe option without --arch glm4_moe" --shared "$synth" \
 	--out "$tmp/x" --shared 2
+usage_error "make-synthetic: an MLA option without --arch deepseek_v3" --kv-lora "$synth" \
+	--arch glm4_moe --out "$tmp/x" --kv-lora 64
+usage_error "make-synthetic: an odd --rope-dim" --rope-dim "$synth" --arch deepseek_v3 --out "$tmp/x" --rope-dim 7
 usage_error "make-synthetic: groups that do not divide the experts" --groups "$synth" \
 	--arch glm4_moe --out "$tmp/x" --experts 8 --groups 3
 usage_error "make-synthetic: top-k groups too few for the active experts" --topk-groups "$synth" \
