@@ -17,8 +17,9 @@
 #define AVX2 __attribute__((target("avx2,fma")))
 
 /* Head dimensions the vector scores keep a widened block of (larger ones
- * take the plain C path), and how many rows ahead they prefetch. */
-#define SC_MAXD 256
+ * take the plain C path: 640 covers the 576 of a latent attention's cached
+ * row, DeepSeek-V3's and GLM-5's), and how many rows ahead they prefetch. */
+#define SC_MAXD 640
 #define SC_AHEAD 32
 
 /* The mix's blocks of rows (in L1 for every head of the group) and heads

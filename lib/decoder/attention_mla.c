@@ -114,7 +114,7 @@ static void absorb_heads(void *arg, int64_t lo, int64_t hi, int thread)
 typedef struct attend_job {
     const coli__pass *b;
     const coli__seg *sg;
-    int l, rm, n_blocks;
+    int l, rm, n_blocks, hb; /* hb: heads a task takes, at most HEADS */
     float scale;
     mla_bufs m;
     float *task; /* per thread: HEADS rows of scores, then their maxima */
@@ -130,8 +130,8 @@ static void attend_blocks(void *arg, int64_t lo, int64_t hi, int thread)
     float *sc = j->task + (size_t)thread * ((size_t)HEADS * (size_t)j->rm + HEADS), *mx = sc + (size_t)HEADS * j->rm;
     const void *rows = coli__kv_rows(kv, j->l, 0, 0);
     for (int64_t it = lo; it < hi; it++) {
-        const int t = j->sg->t0 + (int)(it / j->n_blocks), h0 = (int)(it % j->n_blocks) * HEADS;
-        const int g = nh - h0 < HEADS ? nh - h0 : HEADS, n = j->sg->pos0 + (t - j->sg->t0) + 1;
+        const int t = j->sg->t0 + (int)(it / j->n_blocks), h0 = (int)(it % j->n_blocks) * j->hb;
+        const int g = nh - h0 < j->hb ? nh - h0 : j->hb, n = j->sg->pos0 + (t - j->sg->t0) + 1;
         for (int h = 0; h < g; h++)
             mx[h] = -INFINITY;
         coli__attn_scores(j->b->d->cpuk, j->m.qc + ((size_t)t * nh + (size_t)h0) * K, g, K, rows, kv->dt, (size_t)K, n,
@@ -201,10 +201,17 @@ static coli_status mla(coli__pass *b, const coli__layer *ly, int l, const coli__
 
     const coli__mat *after[2] = {&ly->wo, then};
     coli__matmul_hint(b->pool, after, 2, 0);
-    const int n_blocks = (nh + HEADS - 1) / HEADS;
+    const int threads = coli__pool_size(b->pool);
     for (int s = 0; s < b->n_seg; s++) {
         const coli__seg *sg = &b->seg[s];
+        /* fewer heads a task where the tokens are too few for the threads
+         * (decoding): each reads the cache's rows, the threads share them */
+        int hb = HEADS;
+        while (hb > 4 && (int64_t)sg->n * ((nh + hb - 1) / hb) < threads)
+            hb /= 2;
+        const int n_blocks = (nh + hb - 1) / hb;
         attend_job tj = {.b = b, .sg = sg, .l = l, .rm = room(sg->pos0 + sg->n, sg->kv->n_ctx), .n_blocks = n_blocks,
+                         .hb = hb,
                          .scale = c->attn.scale, .m = m, .task = m.task};
         coli__pool_run(b->pool, (int64_t)sg->n * n_blocks, 1, attend_blocks, &tj);
     }
