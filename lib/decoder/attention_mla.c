@@ -259,11 +259,11 @@ static coli_status load(const coli__piece_loader *L, const coli__config *c, int 
     return COLI_OK;
 }
 
-/* The device pipeline has no latent attention yet: its layer says so,
+/* The device pipeline has no latent attention yet: the layer is refused,
  * and the device decoder is not used (the tier still holds experts). */
 static void describe(const coli__describer *D, const coli__config *c, const coli__layer *ly, coli__gpu_layer *gl)
 {
-    (void)D;
+    D->refuse(D->D, "multi-head latent attention is not in the device pipeline yet");
     (void)c;
     (void)ly;
     gl->attn = COLI_ATTN_MLA;

@@ -52,6 +52,9 @@ typedef struct coli__piece_loader {
 typedef struct coli__describer {
     int (*mat)(void *D, const coli__mat *m);
     int (*vec)(void *D, const float *v, int n);
+    /* The layer cannot run on the device (a kind the pipeline does not
+     * build): why, for the log; the device decoder is then not used. */
+    void (*refuse)(void *D, const char *why);
     void *D;
 } coli__describer;
 

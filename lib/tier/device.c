@@ -147,6 +147,13 @@ static int describe_vec(void *D, const float *v, int n)
     return h;
 }
 
+static void describe_refuse(void *D, const char *why)
+{
+    walk *w = D;
+    w->ok = 0;
+    coli__fail(w->err, COLI_EUNSUPPORTED, "%s", why);
+}
+
 static void walk_model(const coli_model *m, walk *w, coli__gpu_layer *layers, int *top)
 {
     const coli__config *c = &m->cfg;
@@ -162,7 +169,7 @@ static void walk_model(const coli_model *m, walk *w, coli__gpu_layer *layers, in
     put_vec(w, m->w.final_norm, H, top ? &top[1] : &scratch[1]);
     put_mat(w, &m->w.lm_head, top ? &top[2] : &scratch[2]);
     const coli__pieces *p = &m->pieces;
-    const coli__describer D = {.mat = describe_mat, .vec = describe_vec, .D = w};
+    const coli__describer D = {.mat = describe_mat, .vec = describe_vec, .refuse = describe_refuse, .D = w};
     for (int l = 0; l < c->n_trunk && w->ok; l++) { /* the MTP layer runs on the CPU */
         const coli__layer *ly = &m->w.layers[l];
         coli__gpu_layer tmp, *gl = layers ? &layers[l] : &tmp;
@@ -279,7 +286,7 @@ coli_status coli__device_open(coli_model *m, const coli__expert_source *src)
     walk_model(m, &w, NULL, NULL);
     if (!w.ok) {
         COLI_TRY(coli__experts_open(m, src, NULL));
-        return stays_off(m, "a dense weight the device cannot hold", e.msg);
+        return stays_off(m, "a layer or a dense weight the device cannot hold", e.msg);
     }
     const int n_ctx = (int)coli__kv_positions(&m->cfg, m->opts.context);
     coli__gpu_net n = describe(m, 0, NULL, NULL);
