@@ -106,14 +106,15 @@ START_TEST(test_glm_releases_parse)
 }
 END_TEST
 
-/* GLM-4.5 with one field changed: refused, the message naming it. */
-static void refused(const char *from, const char *to, const char *named)
+/* Config text base with one field changed: refused, the message naming
+ * it. */
+static void refused_in(const char *base, const char *from, const char *to, const char *named)
 {
-    char *text = malloc(strlen(releases[0].json) + strlen(to) + 1);
-    const char *at = strstr(releases[0].json, from);
-    ck_assert_ptr_nonnull(at);
-    size_t pre = (size_t)(at - releases[0].json);
-    memcpy(text, releases[0].json, pre);
+    const char *at = strstr(base, from);
+    ck_assert_msg(at != NULL, "no '%s'", from);
+    char *text = malloc(strlen(base) + strlen(to) + 1);
+    size_t pre = (size_t)(at - base);
+    memcpy(text, base, pre);
     strcpy(text + pre, to);
     strcat(text, at + strlen(from));
     char *dir = config_dir(text);
@@ -125,6 +126,12 @@ static void refused(const char *from, const char *to, const char *named)
     tu_rmtree(dir);
     free(dir);
     free(text);
+}
+
+/* GLM-4.5 with one field changed. */
+static void refused(const char *from, const char *to, const char *named)
+{
+    refused_in(releases[0].json, from, to, named);
 }
 
 START_TEST(test_glm_refusals)
@@ -251,25 +258,10 @@ START_TEST(test_kimi_k2_parse)
 }
 END_TEST
 
-/* DeepSeek-V3 with one field changed: refused, the message naming it. */
+/* DeepSeek-V3 with one field changed. */
 static void ds_refused(const char *from, const char *to, const char *named)
 {
-    const char *at = strstr(DEEPSEEK_V3, from);
-    ck_assert_msg(at != NULL, "no '%s'", from);
-    char *text = malloc(sizeof DEEPSEEK_V3 + strlen(to));
-    size_t pre = (size_t)(at - DEEPSEEK_V3);
-    memcpy(text, DEEPSEEK_V3, pre);
-    strcpy(text + pre, to);
-    strcat(text, at + strlen(from));
-    char *dir = config_dir(text);
-    coli__config c;
-    coli__err err;
-    coli__err_clear(&err);
-    ck_assert_int_ne(coli__config_load(dir, &c, &err), COLI_OK);
-    ck_assert_msg(strstr(err.msg, named) != NULL, "'%s' does not name %s", err.msg, named);
-    tu_rmtree(dir);
-    free(dir);
-    free(text);
+    refused_in(DEEPSEEK_V3, from, to, named);
 }
 
 START_TEST(test_deepseek_refusals)

@@ -205,18 +205,9 @@ static int split_fits(int S, int nkv, int threads)
     return threads > 1 && tasks % threads != 0 && tasks < 4 * threads;
 }
 
-/* Positions a head's scores have room for when the chunk's last token sees
- * last of them: in steps of 1024, so that the pass's scratch grows with the
- * context (and is rarely reallocated), never past the cache's n_ctx. */
-static int room(int last, int n_ctx)
-{
-    int r = (last + 1023) / 1024 * 1024;
-    return r < n_ctx ? r : n_ctx;
-}
-
 static size_t scratch(const coli__config *c, int S, int last, int n_ctx, int threads)
 {
-    const size_t R = (size_t)room(last, n_ctx);
+    const size_t R = (size_t)coli__pass_room(last, n_ctx);
     size_t whole = (size_t)threads * whole_scratch(c, whole_tokens(c, S, threads), (int)R);
     if (!split_fits(S, c->n_kv_heads, threads))
         return whole;
@@ -276,7 +267,7 @@ static void attend(coli__pass *b, const coli__seg *sg, int l)
         .pos0 = sg->pos0,
         .n_tok = S,
         .tb = whole_tokens(c, S, threads),
-        .room = room(last, kv->n_ctx),
+        .room = coli__pass_room(last, kv->n_ctx),
         .group = nh / nkv,
         .scale = 1.0f / sqrtf((float)hd),
         .scores = b->scores,

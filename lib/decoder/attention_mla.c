@@ -41,14 +41,6 @@ static size_t per_token(const coli__config *c)
     return (size_t)a->q_lora + K + nh * K + nh * (size_t)a->kv_lora + 2 * nh * (size_t)a->v_dim;
 }
 
-/* Positions a head's scores have room for (as lib/decoder/attention.c:
- * steps of 1024, never past the cache). */
-static int room(int last, int n_ctx)
-{
-    int r = (last + 1023) / 1024 * 1024;
-    return r < n_ctx ? r : n_ctx;
-}
-
 static size_t task_floats(const coli__config *c, int rm)
 {
     return (size_t)c->attn.mla.kv_lora + (size_t)HEADS * (size_t)rm + HEADS;
@@ -59,7 +51,7 @@ static size_t task_floats(const coli__config *c, int rm)
 static size_t scratch(const coli__config *c, int S, int last, int n_ctx, int threads)
 {
     (void)S;
-    return 16 * 7 + (size_t)threads * task_floats(c, room(last, n_ctx));
+    return 16 * 7 + (size_t)threads * task_floats(c, coli__pass_room(last, n_ctx));
 }
 
 static mla_bufs bufs(const coli__pass *b)
@@ -69,17 +61,11 @@ static mla_bufs bufs(const coli__pass *b)
     const size_t S = (size_t)b->S, nh = (size_t)c->n_heads, K = (size_t)(a->kv_lora + a->rope);
     const size_t n[6] = {S * (size_t)a->q_lora, S * K, S * nh * K, nh * S * (size_t)a->kv_lora,
                          nh * S * (size_t)a->v_dim, S * nh * (size_t)a->v_dim};
-    float *p = b->scores;
-    float **dst[7] = {NULL};
-    mla_bufs m;
-    dst[0] = &m.qa, dst[1] = &m.ckv, dst[2] = &m.qc, dst[3] = &m.lat, dst[4] = &m.ov, dst[5] = &m.att;
-    dst[6] = &m.task;
-    for (int i = 0; i < 7; i++) {
-        *dst[i] = p;
-        if (i < 6)
-            p += (n[i] + 15) & ~(size_t)15;
-    }
-    return m;
+    float *p[7];
+    p[0] = b->scores;
+    for (int i = 0; i < 6; i++) /* 64-byte spaced */
+        p[i + 1] = p[i] + ((n[i] + 15) & ~(size_t)15);
+    return (mla_bufs){.qa = p[0], .ckv = p[1], .qc = p[2], .lat = p[3], .ov = p[4], .att = p[5], .task = p[6]};
 }
 
 /* The absorption of one head: q~_h = W_UK[h]^T q_nope_h, from +0, one fma
@@ -210,7 +196,7 @@ static coli_status mla(coli__pass *b, const coli__layer *ly, int l, const coli__
         while (hb > 4 && (int64_t)sg->n * ((nh + hb - 1) / hb) < threads)
             hb /= 2;
         const int n_blocks = (nh + hb - 1) / hb;
-        attend_job tj = {.b = b, .sg = sg, .l = l, .rm = room(sg->pos0 + sg->n, sg->kv->n_ctx), .n_blocks = n_blocks,
+        attend_job tj = {.b = b, .sg = sg, .l = l, .rm = coli__pass_room(sg->pos0 + sg->n, sg->kv->n_ctx), .n_blocks = n_blocks,
                          .hb = hb,
                          .scale = c->attn.scale, .m = m, .task = m.task};
         coli__pool_run(b->pool, (int64_t)sg->n * n_blocks, 1, attend_blocks, &tj);

@@ -10,6 +10,12 @@ coli_status coli__pass_mm(coli__pass *b, const coli__mat *w, const float *x, int
     return coli__matmul(b->d->cpuk, b->pool, w, x, n, y);
 }
 
+int coli__pass_room(int last, int n_ctx)
+{
+    int r = (last + 1023) / 1024 * 1024;
+    return r < n_ctx ? r : n_ctx;
+}
+
 coli_status coli__pass_mm_multi(coli__pass *b, const coli__mm *t, int n)
 {
     for (int i = 0; i < n; i++)

@@ -47,4 +47,10 @@ typedef struct coli__pass {
 coli_status coli__pass_mm(coli__pass *b, const coli__mat *w, const float *x, int n, float *y);
 coli_status coli__pass_mm_multi(coli__pass *b, const coli__mm *t, int n);
 
+/* Positions an attention's per-head scores have room for when the chunk's
+ * last token sees last of them: in steps of 1024, so that the pass's
+ * scratch grows with the context (and is rarely reallocated), never past
+ * the cache's n_ctx. */
+int coli__pass_room(int last, int n_ctx);
+
 #endif

@@ -236,8 +236,7 @@ static coli_status parse_glm4_moe(coli__cfg_reader *r, coli__config *c)
     return COLI_OK;
 }
 
-/* The magnitude factor of YaRN (transformers' yarn_get_mscale). */
-static double yarn_mscale(double scale, double m)
+double coli__yarn_mscale(double scale, double m)
 {
     return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
 }
@@ -276,7 +275,7 @@ static coli_status parse_deepseek_v3(coli__cfg_reader *r, coli__config *c)
     /* transformers: qk_head_dim ** -0.5, times mscale(factor, mscale_all_dim) squared under YaRN */
     double scale = pow((double)c->head_dim, -0.5);
     if (c->rope.yarn && c->rope.mscale_all_dim) {
-        double m = yarn_mscale(c->rope.factor, c->rope.mscale_all_dim);
+        double m = coli__yarn_mscale(c->rope.factor, c->rope.mscale_all_dim);
         scale = scale * m * m;
     }
     c->attn.scale = (float)scale;

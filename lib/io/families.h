@@ -92,6 +92,10 @@ typedef struct coli__family {
     coli__mlp_kind mlp;
 } coli__family;
 
+/* YaRN's magnitude factor of a scale s with coefficient m (transformers'
+ * get_mscale): 0.1 m ln(s) + 1 for s > 1, else 1. */
+double coli__yarn_mscale(double s, double m);
+
 extern const coli__family coli__families[];
 extern const size_t coli__n_families;
 

@@ -93,12 +93,6 @@ static coli_status read_rope(coli__cfg_reader *r, double def_theta, coli__config
     return COLI_OK;
 }
 
-/* YaRN's magnitude factor of a scale (transformers' get_mscale). */
-static double yarn_mscale(double scale, double m)
-{
-    return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
-}
-
 /* Each pair's inverse frequency, in binary32 as transformers computes it
  * (docs/formats.md, "RoPE"), and the factor of the tables. */
 static coli_status rope_freqs(coli__cfg_reader *r, coli__config *c)
@@ -124,9 +118,9 @@ static coli_status rope_freqs(coli__cfg_reader *r, coli__config *c)
             hi += 0.001;
         double af = y->attn_factor;
         if (af == 0)
-            af = y->mscale && y->mscale_all_dim ? yarn_mscale(y->factor, y->mscale) /
-                                                      yarn_mscale(y->factor, y->mscale_all_dim)
-                                                : yarn_mscale(y->factor, 1.0);
+            af = y->mscale && y->mscale_all_dim ? coli__yarn_mscale(y->factor, y->mscale) /
+                                                      coli__yarn_mscale(y->factor, y->mscale_all_dim)
+                                                : coli__yarn_mscale(y->factor, 1.0);
         y->table_factor = (float)af;
     }
     for (int i = 0; i < half; i++) {
