@@ -18,7 +18,7 @@ coli=$1
 shift
 here=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -gt 0 ] || set -- "$here"/tests/data/qwen3_moe "$here"/tests/data/olmoe "$here"/tests/data/mixtral \
-	"$here"/tests/data/glm4_moe "$here"/tests/data/deepseek_v3 "$here"/tests/data/deepseek_v3_lite "$here"/data/demo \
+	"$here"/tests/data/glm4_moe "$here"/tests/data/deepseek_v3 "$here"/tests/data/deepseek_v3_lite "$here"/tests/data/glm_moe_dsa "$here"/data/demo \
 	"$here"/data/demo-glm
 FORMATS=${FORMATS:-f32 bf16 q8 q4 q2}
 THREADS=${THREADS:-2}

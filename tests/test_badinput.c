@@ -353,6 +353,30 @@ START_TEST(test_config_makes_layer_dense)
 }
 END_TEST
 
+/* A GLM-5 config over a checkpoint without the indexer: DeepSeek-V3's
+ * fixture named glm_moe_dsa. The open names the first missing tensor;
+ * with the tensor present but the wrong width, its shape. */
+START_TEST(test_indexer_without_its_tensors)
+{
+    char *src = tu_path(tu_data_dir(), "deepseek_v3");
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_copy_dir(src, dir), 0);
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"DeepseekV3ForCausalLM\"", "\"GlmMoeDsaForCausalLM\""),
+                     0);
+    expect_fail(dir, COLI_ENOENT, "model.layers.0.self_attn.indexer.wq_b.weight", "missing");
+    done(dir);
+    /* the glm_moe_dsa fixture told its indexer is wider than it is */
+    free(src);
+    src = tu_path(tu_data_dir(), "glm_moe_dsa");
+    dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_copy_dir(src, dir), 0);
+    ck_assert_int_eq(tu_replace_in_file(dir, "config.json", "\"index_head_dim\": 32", "\"index_head_dim\": 48"), 0);
+    expect_fail(dir, COLI_EFORMAT, "model.layers.0.self_attn.indexer.wq_b.weight", "[512, 32]");
+    done(dir);
+    free(src);
+}
+END_TEST
+
 START_TEST(test_malformed_tokenizer)
 {
     char *dir = make_model(NULL);
@@ -669,6 +693,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_unsupported_dtype);
     tcase_add_test(tc, test_shape_disagrees_with_config);
     tcase_add_test(tc, test_missing_tensor);
+    tcase_add_test(tc, test_indexer_without_its_tensors);
     tcase_add_loop_test(tc, test_config_makes_layer_dense, 0, 2);
     tcase_add_test(tc, test_malformed_tokenizer);
     tcase_add_test(tc, test_index_names_missing_shard);

@@ -12,7 +12,7 @@
 #define NSEQ 4
 #define STEPS 6
 
-static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite"};
+static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite", "glm_moe_dsa"};
 static const coli_weight_format FORMATS[] = {COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q2, COLI_WEIGHTS_BF16,
                                              COLI_WEIGHTS_F32};
 /* Prompt lengths: one token, a few, one past a chunk of 64, a few; and

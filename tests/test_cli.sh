@@ -1404,6 +1404,57 @@ if [ -x "$synth" ] && run 0 "make-synthetic --arch deepseek_v3 (tiny)" "$synth" 
 	fi
 	rm -rf "$ddir"
 fi
+# --arch glm_moe_dsa: GLM-5's sparse attention on the same trunk, 4 layers,
+# index_topk_freq 2 (layers 0, 1, 2 run their indexer, layer 3 shares layer
+# 2's choice and has no indexer tensors); a bf16 cache row adds the
+# indexer's 16-value key: (32 + 8 + 16) * 2 * 4 bytes.
+if [ -x "$synth" ] && run 0 "make-synthetic --arch glm_moe_dsa (tiny)" "$synth" --arch glm_moe_dsa \
+	--out "$tmp/synthetic_dsa" --hidden 64 --layers 4 --experts 8 --active 2 --moe-inter 32 \
+	--heads 4 --vocab 100 --dense-layers 1 --inter 96 --shared 1 --groups 1 --topk-groups 1 \
+	--q-lora 32 --kv-lora 32 --nope-dim 16 --rope-dim 8 --v-dim 16 --index-topk 4 --index-heads 2 \
+	--index-dim 16 --index-freq 2 --seed 7; then
+	ddir=$tmp/synthetic_dsa
+	# the MLA layers' parameters as above, plus 3 indexers: wq_b 2*16*q,
+	# wk 16*H, k_norm 16 + 16, weights_proj 2*H
+	want_params=$(awk 'BEGIN {
+		H = 64; L = 4; D = 1; E = 8; I = 32; nh = 4; q = 32; kvl = 32; nope = 16; rope = 8; v = 16
+		V = 100; inter = 96
+		attn = 2 * H + q * H + q + nh * (nope + rope) * q + (kvl + rope) * H + kvl + nh * (nope + v) * kvl + H * nh * v
+		idx = 2 * 16 * q + 16 * H + 32 + 2 * H
+		moe = E * H + E + E * 3 * I * H + 3 * I * H
+		printf "%d\n", 2 * V * H + H + L * attn + 3 * idx + D * 3 * H * inter + (L - D) * moe
+	}')
+	if run 0 "info on the synthetic glm_moe_dsa model" "$COLI" info --model "$ddir" --format json \
+		--kv-type bf16; then
+		ok=1
+		for kv in n_layers:4 kv_lora_rank:32 index_topk:4 index_heads:2 index_head_dim:16 index_shared_layers:1 \
+			kv_bytes_per_position:448 n_params_total:"$want_params"; do
+			k=${kv%%:*}
+			want=${kv#*:}
+			got=$(json_int "$out" "$k")
+			[ "$got" = "$want" ] || { ok=0; fail "synthetic glm_moe_dsa info: $k is '$got', expected $want"; }
+		done
+		contains "$out" '"architecture":"GlmMoeDsaForCausalLM"' || { ok=0; fail "synthetic glm_moe_dsa info: $(cat "$out")"; }
+		[ "$ok" = 1 ] && pass "info names the synthetic glm_moe_dsa model's sparse attention, cache and parameters"
+	fi
+	if run 0 "info (text) on the synthetic glm_moe_dsa model" "$COLI" info --model "$ddir"; then
+		if grep -q 'sparse attention:   DSA, the best 4 positions a token; indexer 2 heads of 16, 1 layer shares' "$out"; then
+			pass "info's text names DSA and its sizes"
+		else
+			fail "info's text on glm_moe_dsa: $(cat "$out")"
+		fi
+	fi
+	if run 0 "generate on the synthetic glm_moe_dsa model (q4), past index_topk" "$COLI" generate --model "$ddir" \
+		--weights q4 --prompt-ids 1,2,3,4,5,6,7,8 --max-tokens 4 --temperature 0 --format json; then
+		n=$(json_array "$out" tokens | wc -l)
+		if json_valid <"$out" && [ "$n" -ge 1 ] && [ "$n" -le 4 ]; then
+			pass "generate runs the synthetic glm_moe_dsa model (q4)"
+		else
+			fail "generate on the synthetic glm_moe_dsa model: $(cat "$out")"
+		fi
+	fi
+	rm -rf "$ddir"
+fi
 # Multi-token prediction: the glm4_moe fixture's MTP layer drafts, and the
 # tokens are the ones without it; the statistics come in the JSON.
 glm=$data/glm4_moe

@@ -26,7 +26,7 @@
 #define PROMPT 40
 #define STEPS 4
 
-static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite"};
+static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite", "glm_moe_dsa"};
 
 static const struct {
     coli_weight_format fmt;

@@ -129,7 +129,7 @@ static void same_logits(const run *a, const run *b, const char *what)
                   "%s: logits differ from the CPU's", what);
 }
 
-static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite"};
+static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite", "glm_moe_dsa"};
 #define N_FIXTURES 4
 static const coli_weight_format FORMATS[] = {COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q2};
 

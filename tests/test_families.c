@@ -258,6 +258,87 @@ START_TEST(test_kimi_k2_parse)
 }
 END_TEST
 
+/* GLM-5's published config (zai-org/GLM-5; ../shared notes, section C). */
+static const char GLM_5[] =
+    "{\"architectures\": [\"GlmMoeDsaForCausalLM\"], \"model_type\": \"glm_moe_dsa\", \"attention_bias\": false, "
+    "\"attention_dropout\": 0.0, \"eos_token_id\": [154820, 154827, 154829], \"first_k_dense_replace\": 3, "
+    "\"hidden_act\": \"silu\", \"hidden_size\": 6144, \"index_head_dim\": 128, \"index_n_heads\": 32, "
+    "\"index_topk\": 2048, \"intermediate_size\": 12288, \"kv_lora_rank\": 512, "
+    "\"max_position_embeddings\": 202752, \"moe_intermediate_size\": 2048, \"n_group\": 1, "
+    "\"n_routed_experts\": 256, \"n_shared_experts\": 1, \"norm_topk_prob\": true, "
+    "\"num_attention_heads\": 64, \"num_experts_per_tok\": 8, \"num_hidden_layers\": 78, "
+    "\"num_key_value_heads\": 64, \"num_nextn_predict_layers\": 1, \"q_lora_rank\": 2048, "
+    "\"qk_nope_head_dim\": 192, \"qk_rope_head_dim\": 64, \"rms_norm_eps\": 1e-05, \"rope_interleave\": true, "
+    "\"rope_theta\": 1000000, \"routed_scaling_factor\": 2.5, \"tie_word_embeddings\": false, "
+    "\"topk_group\": 1, \"v_head_dim\": 256, \"vocab_size\": 154880}";
+
+/* GLM-5: the MLA sizes, a cache row of 512 + 64 + 128 a layer (the
+ * indexer's key beside the latent), the softmax scale 1/16 (no YaRN), an
+ * indexer in every layer; GLM-5.2's schedules: index_topk_freq 4 with
+ * offset 3 runs it in layers 0, 1, 2, then every 4th from 6 (21 of 78,
+ * the notes' count), and an explicit list or "F"/"S" pattern as given. */
+START_TEST(test_glm5_parse)
+{
+    char *dir = config_dir(GLM_5);
+    coli__config c;
+    coli__err err;
+    coli__err_clear(&err);
+    ck_assert_msg(coli__config_load(dir, &c, &err) == COLI_OK, "%s", err.msg);
+    ck_assert_str_eq(c.arch_name, "GlmMoeDsaForCausalLM");
+    ck_assert_int_eq(c.family->attn, COLI_ATTN_MLA);
+    ck_assert_int_eq(c.head_dim, 256);
+    ck_assert_int_eq(c.kv_heads * (c.kv_kdim + c.kv_vdim), 704);
+    ck_assert_int_eq(c.n_moe_layers, 75);
+    ck_assert(c.attn.mla_interleave);
+    ck_assert(c.attn.scale == 0.0625f);
+    ck_assert_int_eq(c.attn.dsa.topk, 2048);
+    ck_assert_int_eq(c.attn.dsa.heads, 32);
+    ck_assert_int_eq(c.attn.dsa.dim, 128);
+    for (int l = 0; l < 78; l++)
+        ck_assert_int_eq(c.attn.dsa.full[l], 1);
+    coli__config_free(&c);
+    tu_rmtree(dir);
+    free(dir);
+
+    static const char *const spell[] = {"\"index_topk_freq\": 4, \"index_skip_topk_offset\": 3, \"index_topk\"",
+                                        "\"index_topk_pattern\": \"FFFSSSFSSSFSSSFSSSFSSSFSSSFSSSFSSSFSSSFSSSFSSSFSSSFSSS"
+                                        "FSSSFSSSFSSSFSSSFSSSFSSS\", \"index_topk\""};
+    for (int k = 0; k < 2; k++) {
+        char *text = malloc(sizeof GLM_5 + strlen(spell[k]));
+        const char *at = strstr(GLM_5, "\"index_topk\"");
+        memcpy(text, GLM_5, (size_t)(at - GLM_5));
+        strcpy(text + (at - GLM_5), spell[k]);
+        strcat(text, at + strlen("\"index_topk\""));
+        dir = config_dir(text);
+        ck_assert_msg(coli__config_load(dir, &c, &err) == COLI_OK, "%s", err.msg);
+        int n_full = 0;
+        for (int l = 0; l < 78; l++) {
+            int want = l < 3 || (l >= 6 && (l - 6) % 4 == 0);
+            ck_assert_msg(c.attn.dsa.full[l] == want, "spelling %d, layer %d", k, l);
+            n_full += want;
+        }
+        ck_assert_int_eq(n_full, 21);
+        coli__config_free(&c);
+        tu_rmtree(dir);
+        free(dir);
+        free(text);
+    }
+}
+END_TEST
+
+START_TEST(test_glm5_refusals)
+{
+    refused_in(GLM_5, "\"q_lora_rank\": 2048", "\"q_lora_rank\": null", "q_lora_rank");
+    refused_in(GLM_5, "\"index_head_dim\": 128", "\"index_head_dim\": 32", "index_head_dim");
+    refused_in(GLM_5, "\"index_topk\": 2048", "\"index_topk\": 0", "index_topk");
+    refused_in(GLM_5, "\"index_topk\": 2048", "\"index_topk\": 2048, \"indexer_types\": [\"full\"]", "indexer_types");
+    refused_in(GLM_5, "\"index_topk\": 2048", "\"index_topk\": 2048, \"index_topk_pattern\": \"S\"",
+               "index_topk_pattern");
+    refused_in(GLM_5, "\"index_topk\": 2048", "\"index_topk\": 2048, \"mlp_layer_types\": [\"dense\"]",
+               "mlp_layer_types");
+}
+END_TEST
+
 /* DeepSeek-V3 with one field changed. */
 static void ds_refused(const char *from, const char *to, const char *named)
 {
@@ -340,6 +421,10 @@ static Suite *suite(void)
     tcase_add_test(ds, test_kimi_k2_parse);
     tcase_add_test(ds, test_deepseek_refusals);
     suite_add_tcase(s, ds);
+    TCase *g5 = tcase_create("glm_moe_dsa");
+    tcase_add_test(g5, test_glm5_parse);
+    tcase_add_test(g5, test_glm5_refusals);
+    suite_add_tcase(s, g5);
     return s;
 }
 

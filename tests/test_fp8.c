@@ -2,7 +2,9 @@
  * matrices with weight_scale_inv block scales (docs/formats.md, "FP8
  * checkpoints").
  *
- * The glm4_moe fixture is rewritten here with its large matrices in FP8,
+ * The glm4_moe and glm_moe_dsa fixtures are rewritten here with their
+ * large matrices in FP8 (GLM-5's indexer weights_proj kept in bf16, as
+ * its FP8 checkpoint ships it),
  * encoded by this file's own e4m3 code (from the format's definition:
  * bias 7, 3 mantissa bits, no infinities), blocks of 16 x 24 so that the
  * last blocks of a matrix are partial. The expectation is this file's own
@@ -61,12 +63,15 @@ static float value_of(const coli__tensor *t, size_t i)
 }
 
 /* Whether the fixture's tensor goes to FP8: the matrices but the
- * embedding, the output and the router (as DeepSeek-V3 keeps them). */
+ * embedding, the output and the router (as DeepSeek-V3 keeps them), and
+ * the indexer's head weights (as GLM-5 does). */
 static int to_fp8(const coli__tensor *t)
 {
     return t->ndim == 2 && !strstr(t->name, "embed_tokens") && !strstr(t->name, "lm_head") &&
-           !strstr(t->name, "mlp.gate.weight");
+           !strstr(t->name, "mlp.gate.weight") && !strstr(t->name, "indexer.weights_proj");
 }
+
+static const char *const FIXTURES[] = {"glm4_moe", "glm_moe_dsa"};
 
 /* Writes dir's model.safetensors from the fixture's: FP8 with scales
  * (fp8 1) or the FP8 values decoded, in F32 (fp8 0). The scales are
@@ -127,9 +132,9 @@ static const char QCFG[] = "\"quantization_config\": {\"activation_scheme\": \"d
 
 /* The fixture as FP8 (config.json saying so), and as the same values in
  * F32; *src is the fixture. */
-static void make_pair(char **src, char **f8, char **f32)
+static void make_pair(const char *fixture, char **src, char **f8, char **f32)
 {
-    *src = tu_path(tu_data_dir(), "glm4_moe");
+    *src = tu_path(tu_data_dir(), fixture);
     *f8 = tu_mkdtemp();
     *f32 = tu_mkdtemp();
     ck_assert_int_eq(tu_copy_dir(*src, *f8), 0);
@@ -154,7 +159,8 @@ static coli_model *open_as(const char *dir, coli_weight_format fmt)
 
 static float *logits(coli_model *m, int *vocab)
 {
-    static const int32_t ids[] = {17, 40, 77, 258, 818, 264, 77, 291, 389};
+    /* past glm_moe_dsa's index_topk (8): its indexer chooses */
+    static const int32_t ids[] = {17, 40, 77, 258, 818, 264, 77, 291, 389, 40, 77, 258};
     coli_context *c = NULL;
     ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
     ck_assert_int_eq(coli_eval(c, ids, sizeof ids / sizeof ids[0]), COLI_OK);
@@ -183,13 +189,14 @@ static void drop(char *src, char *f8, char *f32)
 START_TEST(test_fp8_values)
 {
     char *src, *f8, *f32;
-    make_pair(&src, &f8, &f32);
+    make_pair(FIXTURES[_i], &src, &f8, &f32);
     coli_model *a = open_as(f8, COLI_WEIGHTS_F32), *b = open_as(f32, COLI_WEIGHTS_F32);
     size_t checked = 0;
     for (int l = 0; l < a->cfg.n_layers; l++) {
-        const coli__mat *ma[] = {&a->w.layers[l].wq, &a->w.layers[l].wo, &a->w.layers[l].s_down},
-                        *mb[] = {&b->w.layers[l].wq, &b->w.layers[l].wo, &b->w.layers[l].s_down};
-        for (int k = 0; k < 3; k++) {
+        const coli__layer *x = &a->w.layers[l], *y = &b->w.layers[l];
+        const coli__mat *ma[] = {&x->wq, &x->wo, &x->s_down, &x->idx_wq, &x->idx_wk},
+                        *mb[] = {&y->wq, &y->wo, &y->s_down, &y->idx_wq, &y->idx_wk};
+        for (int k = 0; k < 5; k++) {
             if (!ma[k]->data)
                 continue;
             ck_assert_int_eq(ma[k]->dt, COLI_DT_F32);
@@ -221,7 +228,7 @@ END_TEST
 START_TEST(test_fp8_formats_and_convert)
 {
     char *src, *f8, *f32;
-    make_pair(&src, &f8, &f32);
+    make_pair(FIXTURES[_i], &src, &f8, &f32);
     coli_model *a = open_as(f8, COLI_WEIGHTS_AUTO);
     coli_model_info info;
     info.struct_size = sizeof info;
@@ -269,7 +276,7 @@ static void refused(const char *dir, const char *named)
 START_TEST(test_fp8_refusals)
 {
     char *src, *f8, *f32;
-    make_pair(&src, &f8, &f32);
+    make_pair("glm4_moe", &src, &f8, &f32);
     ck_assert_int_eq(tu_replace_in_file(f8, "config.json", "[16, 24]", "[16, 0]"), 0);
     refused(f8, "weight_block_size");
     ck_assert_int_eq(tu_replace_in_file(f8, "config.json", "[16, 0]", "[16, 32]"), 0);
@@ -297,8 +304,8 @@ static Suite *suite(void)
     Suite *s = suite_create("fp8");
     TCase *tc = tcase_create("fp8");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_fp8_values);
-    tcase_add_test(tc, test_fp8_formats_and_convert);
+    tcase_add_loop_test(tc, test_fp8_values, 0, 2);
+    tcase_add_loop_test(tc, test_fp8_formats_and_convert, 0, 2);
     tcase_add_test(tc, test_fp8_refusals);
     suite_add_tcase(s, tc);
     return s;

@@ -172,8 +172,8 @@ static double check_dir(const char *dir, const ref *r, coli_weight_format fmt, i
     return check_dir_kv(dir, r, fmt, -1, threads, tol_logit, strict, tol_tok);
 }
 
-static const char *ARCHS[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite"};
-#define N_ARCHS 6
+static const char *ARCHS[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite", "glm_moe_dsa"};
+#define N_ARCHS ((int)(sizeof ARCHS / sizeof ARCHS[0]))
 
 /* f32: logits within 1e-4 of the range, every greedy token equal. */
 START_TEST(test_f32_matches_transformers)
@@ -241,10 +241,18 @@ START_TEST(test_bf16_kv)
      * for the GQA fixtures), and a top token may flip at a margin of 7.5%
      * of the range (deepseek_v3, position 76 of its long prompt). That the
      * bf16 cache computes exactly the f32 cache's arithmetic on rounded
-     * latents was checked by hand (the same bits). */
-    const int mla = strncmp(ARCHS[_i], "deepseek", 8) == 0;
+     * latents was checked by hand (the same bits). The sparse fixture
+     * (glm_moe_dsa) is compared so only up to its index_topk positions,
+     * where attention is dense: past them a rounded indexer key moves the
+     * cut (prompt 2, position 30, layer 0: positions 7 and 23, scores
+     * 1.3632 and 1.3634, trade places), and this small random model turns
+     * one position attended differently into another top token. That is
+     * the rounding's real effect on a sparse choice; its greedy tokens
+     * against transformers are not held to a margin either. */
+    const int dsa = strcmp(ARCHS[_i], "glm_moe_dsa") == 0;
+    const int mla = strncmp(ARCHS[_i], "deepseek", 8) == 0 || dsa;
     const double tol = strcmp(ARCHS[_i], "glm4_moe") == 0 || mla ? 5e-2 : 1e-2;
-    double e = check_dir_kv(dir, &r, COLI_WEIGHTS_F32, COLI_KV_BF16, 2, tol, 0, mla ? 5e-2 : 1e-2);
+    double e = check_dir_kv(dir, &r, COLI_WEIGHTS_F32, COLI_KV_BF16, 2, tol, 0, dsa ? 1.0 : mla ? 5e-2 : 1e-2);
     coli_model *m = open_model(dir, COLI_WEIGHTS_F32, 2);
     coli_options *o = NULL;
     ck_assert_int_eq(coli_options_create(&o), COLI_OK);
@@ -258,7 +266,7 @@ START_TEST(test_bf16_kv)
     for (int p = 0; p < r.n_prompts; p++) {
         coli_context_reset(cf);
         coli_context_reset(cb);
-        for (int i = 0; i < r.p[p].n; i++) {
+        for (int i = 0; i < (dsa && r.p[p].n > 8 ? 8 : r.p[p].n); i++) {
             ck_assert_int_eq(coli_eval(cf, &r.p[p].ids[i], 1), COLI_OK);
             ck_assert_int_eq(coli_eval(cb, &r.p[p].ids[i], 1), COLI_OK);
             const float *a = coli_context_logits(cf), *b = coli_context_logits(cb);
@@ -419,6 +427,58 @@ START_TEST(test_config_variants)
 }
 END_TEST
 
+/* Sparse attention up to index_topk positions is dense attention: the
+ * glm_moe_dsa fixture (index_topk 8, GLM-5.2's shared indexer layers)
+ * against its copy with an index_topk past every prompt, token by token,
+ * in f32 and q4 weights, f32 and bf16 caches. The first 8 positions give
+ * the same bits; past them the indexer drops positions, and the logits
+ * move (the fixture's reference, which transformers made with the
+ * indexer, is met by the sparse one: test_f32_matches_transformers). */
+START_TEST(test_dsa_dense_up_to_topk)
+{
+    const coli_weight_format fmt = _i & 1 ? COLI_WEIGHTS_Q4 : COLI_WEIGHTS_F32;
+    const int kv = _i & 2 ? COLI_KV_BF16 : COLI_KV_F32;
+    char *src = tu_path(tu_data_dir(), "glm_moe_dsa");
+    char *tmp = tu_mkdtemp();
+    ck_assert_int_eq(tu_copy_dir(src, tmp), 0);
+    ck_assert_int_eq(tu_replace_in_file(tmp, "config.json", "\"index_topk\": 8,", "\"index_topk\": 100000,"), 0);
+    ref r;
+    ref_load(src, &r);
+    coli_model *ms = open_model_kv(src, fmt, 2, kv), *md = open_model_kv(tmp, fmt, 2, kv);
+    coli_context *cs = NULL, *cd = NULL;
+    ck_assert_int_eq(coli_context_create(ms, NULL, &cs), COLI_OK);
+    ck_assert_int_eq(coli_context_create(md, NULL, &cd), COLI_OK);
+    int same = 0, moved = 0;
+    for (int p = 0; p < r.n_prompts; p++) {
+        coli_context_reset(cs);
+        coli_context_reset(cd);
+        int moved_here = 0;
+        for (int i = 0; i < r.p[p].n && i < 48; i++) {
+            ck_assert_int_eq(coli_eval(cs, &r.p[p].ids[i], 1), COLI_OK);
+            ck_assert_int_eq(coli_eval(cd, &r.p[p].ids[i], 1), COLI_OK);
+            int eq = memcmp(coli_context_logits(cs), coli_context_logits(cd), (size_t)r.vocab * sizeof(float)) == 0;
+            if (i < 8)
+                ck_assert_msg(eq, "prompt %d position %d: sparse and dense attention differ within index_topk", p, i);
+            same += eq && i < 8;
+            moved_here += !eq;
+        }
+        /* a prompt past index_topk really drops positions */
+        ck_assert_msg(r.p[p].n <= 8 || moved_here > 0, "prompt %d: the indexer dropped nothing", p);
+        moved += moved_here;
+    }
+    ck_assert_int_gt(same, 0);
+    ck_assert_int_gt(moved, 0);
+    coli_context_free(cs);
+    coli_context_free(cd);
+    coli_model_free(ms);
+    coli_model_free(md);
+    ref_free(&r);
+    tu_rmtree(tmp);
+    free(tmp);
+    free(src);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("reference");
@@ -430,6 +490,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_threads_and_batching_invariant, 0, 10 * N_ARCHS);
     tcase_add_loop_test(tc, test_other_dtype_checkpoint, 0, 2);
     tcase_add_loop_test(tc, test_config_variants, 0, (int)(sizeof VARIANTS / sizeof VARIANTS[0]));
+    tcase_add_loop_test(tc, test_dsa_dense_up_to_topk, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -694,10 +694,11 @@ START_TEST(test_family_rows)
 }
 END_TEST
 
-static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite"};
+static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite", "glm_moe_dsa"};
 /* what each fixture's config.json names in "architectures" */
 static const char *const FIXTURE_ARCH[] = {"Qwen3MoeForCausalLM", "OlmoeForCausalLM", "MixtralForCausalLM",
-                                           "Glm4MoeForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLM"};
+                                           "Glm4MoeForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLM",
+                                           "GlmMoeDsaForCausalLM"};
 
 /* Each fixture's config.json picks its row, and the tensors the row names
  * for layer 0 and expert 0 are in its checkpoint. */
@@ -722,6 +723,8 @@ START_TEST(test_family_names_resolve)
             want = mla && cfg.attn.mla.q_lora > 0;
         else if (t >= COLI_T_KV_A && t <= COLI_T_KV_B)
             want = mla;
+        else if (t >= COLI_T_IDX_WQ && t <= COLI_T_IDX_W)
+            want = cfg.attn.dsa.topk && cfg.attn.dsa.full[0];
         else if (t == COLI_T_LM_HEAD)
             want = !cfg.tie_embeddings;
         else if (t == COLI_T_Q_NORM || t == COLI_T_K_NORM)
@@ -751,6 +754,17 @@ START_TEST(test_family_names_resolve)
         ck_assert_msg(coli__st_find(ts, name) != NULL, "%s: '%s' is not in the checkpoint", FIXTURES[_i], name);
     }
     ck_assert_int_eq(cfg.n_mtp, _i == 3); /* only the glm4_moe fixture has an MTP layer */
+    /* a layer that shares another's choice has no indexer, the ones after
+     * it their own (the glm_moe_dsa fixture: full, shared, full) */
+    for (int l = 0; cfg.attn.dsa.topk && l < cfg.n_layers; l++)
+        for (int t = COLI_T_IDX_WQ; t <= COLI_T_IDX_W; t++) {
+            char name[256];
+            coli__tensor_name(cfg.family, (coli__tname)t, l, 0, name, sizeof name);
+            ck_assert_msg((coli__st_find(ts, name) != NULL) == cfg.attn.dsa.full[l], "%s: '%s' %s", FIXTURES[_i],
+                          name, cfg.attn.dsa.full[l] ? "is missing" : "is there, in a shared layer");
+        }
+    if (cfg.attn.dsa.topk)
+        ck_assert(cfg.attn.dsa.full[0] && !cfg.attn.dsa.full[1] && cfg.attn.dsa.full[2]);
     /* the layer and expert numbers land where the checkpoint has them */
     char name[256];
     int last = cfg.n_layers - 1;

@@ -32,7 +32,7 @@
 
 /* the last is the trained demo model (tied embeddings, 4 MoE layers) */
 static const char *const fixtures[] = {"qwen3_moe", "olmoe", "mixtral", "../../data/demo", "glm4_moe", "deepseek_v3",
-                                       "deepseek_v3_lite"};
+                                       "deepseek_v3_lite", "glm_moe_dsa"};
 static const coli_weight_format fmts[] = {COLI_WEIGHTS_Q8, COLI_WEIGHTS_Q4, COLI_WEIGHTS_Q2, COLI_WEIGHTS_BF16};
 static const char *const fmt_names[] = {"q8", "q4", "q2", "bf16"};
 

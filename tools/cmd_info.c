@@ -111,6 +111,7 @@ int cmd_info(const args *a)
                "\"intermediate_size\":%d,\"rotary_dim\":%d,\"qkv_bias\":%s,\"n_mtp_layers\":%d,\"mtp_loaded\":%s,"
                "\"max_positions\":%d,\"attention\":\"%s\",\"kv_lora_rank\":%d,\"q_lora_rank\":%d,"
                "\"v_head_dim\":%d,\"rope_scaling\":\"%s\",\"rope_factor\":%.9g,\"rope_original_positions\":%d,"
+               "\"index_topk\":%d,\"index_heads\":%d,\"index_head_dim\":%d,\"index_shared_layers\":%d,"
                "\"n_params_total\":%" PRId64 ",\"n_params_active\":%" PRId64
                ",\"weight_bytes\":%" PRIu64 ",\"weights\":",
                info.n_layers, info.n_moe_layers, info.hidden_size, info.n_heads,
@@ -120,7 +121,8 @@ int cmd_info(const args *a)
                info.intermediate_size, info.rotary_dim, info.qkv_bias ? "true" : "false", info.n_mtp_layers,
                info.mtp_loaded ? "true" : "false", info.max_positions, info.attention, info.kv_lora_rank,
                info.q_lora_rank, info.v_head_dim, info.rope_scaling, (double)info.rope_factor,
-               info.rope_original_positions, info.n_params_total, info.n_params_active, info.weight_bytes);
+               info.rope_original_positions, info.index_topk, info.index_heads, info.index_head_dim,
+               info.index_shared_layers, info.n_params_total, info.n_params_active, info.weight_bytes);
         json_string(stdout, weights_label(&info), strlen(weights_label(&info)));
         if (info.weights_detail) {
             printf(",\"weights_detail\":");
@@ -155,6 +157,14 @@ int cmd_info(const args *a)
             if (info.q_lora_rank > 0)
                 printf(", q_lora_rank %d", info.q_lora_rank);
             printf("\n");
+            if (info.index_topk > 0) {
+                printf("sparse attention:   DSA, the best %d positions a token; indexer %d heads of %d",
+                       info.index_topk, info.index_heads, info.index_head_dim);
+                if (info.index_shared_layers > 0)
+                    printf(", %d layer%s an earlier layer's choice", info.index_shared_layers,
+                           info.index_shared_layers == 1 ? " shares" : "s share");
+                printf("\n");
+            }
         } else {
             printf("attention heads:    %d (%d KV heads, head dim %d)\n", info.n_heads, info.n_kv_heads,
                    info.head_dim);

@@ -51,8 +51,9 @@ static const char usage_text[] =
     "1B parameters, 2 GB in bf16.\n"
     "\n"
     "  --out DIR          output directory (required)\n"
-    "  --arch NAME        qwen3_moe, glm4_moe for GLM-4.5, or deepseek_v3 for\n"
-    "                       DeepSeek-V3's layout (default qwen3_moe)\n"
+    "  --arch NAME        qwen3_moe, glm4_moe for GLM-4.5, deepseek_v3 for\n"
+    "                       DeepSeek-V3's layout, or glm_moe_dsa for GLM-5's\n"
+    "                       (default qwen3_moe)\n"
     "  --hidden N         hidden size (default 1024)\n"
     "  --layers N         decoder layers (default 12)\n"
     "  --experts N        experts per layer (default 64)\n"
@@ -68,7 +69,7 @@ static const char usage_text[] =
     "  --dtype TYPE       bf16 or f32 (default bf16)\n"
     "  -h, --help         show this help and exit\n"
     "\n"
-    "Only with --arch glm4_moe or deepseek_v3:\n"
+    "Only with --arch glm4_moe, deepseek_v3 or glm_moe_dsa:\n"
     "  --dense-layers N   leading layers with a dense MLP, first_k_dense_replace\n"
     "                       (default 1); at most --layers\n"
     "  --inter N          intermediate size of the dense MLP\n"
@@ -81,8 +82,8 @@ static const char usage_text[] =
     "  --mtp N            MTP layers after the decoder's, num_nextn_predict_layers:\n"
     "                       0 or 1 (default 0; glm4_moe only); for coli generate --mtp\n"
     "\n"
-    "Only with --arch deepseek_v3 (multi-head latent attention; --kv-heads and\n"
-    "--head-dim do not apply):\n"
+    "Only with --arch deepseek_v3 or glm_moe_dsa (multi-head latent attention;\n"
+    "--kv-heads and --head-dim do not apply):\n"
     "  --q-lora N         q_lora_rank; 0: a plain q_proj (default 1536)\n"
     "  --kv-lora N        kv_lora_rank, the latent a position caches (default 512)\n"
     "  --nope-dim N       qk_nope_head_dim (default 128)\n"
@@ -90,6 +91,14 @@ static const char usage_text[] =
     "  --v-dim N          v_head_dim (default 128)\n"
     "  --yarn-factor N    YaRN's factor; 0: no YaRN (default 0)\n"
     "  --yarn-orig N      YaRN's original_max_position_embeddings (default 4096)\n"
+    "\n"
+    "Only with --arch glm_moe_dsa (DeepSeek sparse attention; --q-lora not 0):\n"
+    "  --index-topk N     index_topk, the positions a token attends (default 2048)\n"
+    "  --index-heads N    index_n_heads (default 32)\n"
+    "  --index-dim N      index_head_dim, at least --rope-dim (default 128)\n"
+    "  --index-freq N     index_topk_freq: past the first 3 layers, one in N runs\n"
+    "                       its indexer and the others share its choice, as\n"
+    "                       GLM-5.2's (default 1: every layer)\n"
     "\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
 
@@ -123,11 +132,23 @@ typedef struct shape {
      * qk_nope_head_dim, qk_rope_head_dim, v_head_dim; YaRN's factor (0:
      * none) over yarn_orig original positions */
     int64_t q_lora, kv_lora, nope, rope, v_dim, yarn_factor, yarn_orig;
+    /* glm_moe_dsa only: index_topk, index_n_heads, index_head_dim,
+     * index_topk_freq (with index_skip_topk_offset 3) */
+    int64_t index_topk, index_heads, index_dim, index_freq;
     uint64_t seed;
     int bf16; /* 1: BF16 tensors, 0: F32 */
     int glm;  /* 1: glm4_moe or deepseek_v3 (GLM-4.5's MoE), 0: qwen3_moe */
-    int mla;  /* 1: deepseek_v3 (multi-head latent attention) */
+    int mla;  /* 1: deepseek_v3 or glm_moe_dsa (multi-head latent attention) */
+    int dsa;  /* 1: glm_moe_dsa (DeepSeek sparse attention) */
 } shape;
+
+/* Layer n runs its own indexer: transformers' schedule for index_topk_freq
+ * with index_skip_topk_offset 3 (lib/io/families.c reads it back). */
+static int index_full(const shape *s, int64_t n)
+{
+    int64_t k = n - 3 + 1;
+    return (k > 0 ? k : 0) % s->index_freq == 0;
+}
 
 /* How a tensor's values are drawn. */
 enum init_kind { INIT_MATRIX, INIT_ROUTER, INIT_NORM, INIT_BIAS };
@@ -242,6 +263,14 @@ static int add_mla(tensor_list *l, const shape *s, const char *p, long long n)
     rc |= add_tensor(l, INIT_MATRIX, s->heads * (s->nope + s->v_dim), s->kv_lora,
                      "%s.%lld.self_attn.kv_b_proj.weight", p, n);
     rc |= add_tensor(l, INIT_MATRIX, H, s->heads * s->v_dim, "%s.%lld.self_attn.o_proj.weight", p, n);
+    if (s->dsa && index_full(s, n)) {
+        rc |= add_tensor(l, INIT_MATRIX, s->index_heads * s->index_dim, s->q_lora,
+                         "%s.%lld.self_attn.indexer.wq_b.weight", p, n);
+        rc |= add_tensor(l, INIT_MATRIX, s->index_dim, H, "%s.%lld.self_attn.indexer.wk.weight", p, n);
+        rc |= add_tensor(l, INIT_NORM, s->index_dim, -1, "%s.%lld.self_attn.indexer.k_norm.weight", p, n);
+        rc |= add_tensor(l, INIT_BIAS, s->index_dim, -1, "%s.%lld.self_attn.indexer.k_norm.bias", p, n);
+        rc |= add_tensor(l, INIT_MATRIX, s->index_heads, H, "%s.%lld.self_attn.indexer.weights_proj.weight", p, n);
+    }
     rc |= add_tensor(l, INIT_NORM, H, -1, "%s.%lld.post_attention_layernorm.weight", p, n);
     return rc;
 }
@@ -659,10 +688,10 @@ static void glm4_moe_config(strbuf *b, const shape *s, int64_t bos, int64_t eos)
 }
 
 /* config.json of a DeepSeek-V3 layout, with the keys of DeepSeek-V3's own
- * (rope_scaling beside rope_theta). */
+ * (rope_scaling beside rope_theta); GLM-5's adds its indexer's. */
 static void deepseek_v3_config(strbuf *b, const shape *s, int64_t bos, int64_t eos)
 {
-    char qlora[32], rope[256];
+    char qlora[32], rope[256], dsa[256] = "";
 
     if (s->q_lora > 0)
         snprintf(qlora, sizeof qlora, "%" PRId64, s->q_lora);
@@ -676,10 +705,15 @@ static void deepseek_v3_config(strbuf *b, const shape *s, int64_t bos, int64_t e
                  s->yarn_factor, s->yarn_orig);
     else
         snprintf(rope, sizeof rope, "null");
+    if (s->dsa)
+        snprintf(dsa, sizeof dsa,
+                 "  \"index_head_dim\": %" PRId64 ",\n  \"index_n_heads\": %" PRId64 ",\n  \"index_skip_topk_offset\": 3,\n"
+                 "  \"index_topk\": %" PRId64 ",\n  \"index_topk_freq\": %" PRId64 ",\n",
+                 s->index_dim, s->index_heads, s->index_topk, s->index_freq);
     sb_printf(b,
               "{\n"
               "  \"architectures\": [\n"
-              "    \"DeepseekV3ForCausalLM\"\n"
+              "    \"%s\"\n"
               "  ],\n"
               "  \"attention_bias\": false,\n"
               "  \"attention_dropout\": 0.0,\n"
@@ -688,11 +722,12 @@ static void deepseek_v3_config(strbuf *b, const shape *s, int64_t bos, int64_t e
               "  \"first_k_dense_replace\": %" PRId64 ",\n"
               "  \"hidden_act\": \"silu\",\n"
               "  \"hidden_size\": %" PRId64 ",\n"
+              "%s"
               "  \"initializer_range\": 0.02,\n"
               "  \"intermediate_size\": %" PRId64 ",\n"
               "  \"kv_lora_rank\": %" PRId64 ",\n"
               "  \"max_position_embeddings\": %" PRId64 ",\n"
-              "  \"model_type\": \"deepseek_v3\",\n"
+              "  \"model_type\": \"%s\",\n"
               "  \"moe_intermediate_size\": %" PRId64 ",\n"
               "  \"n_group\": %" PRId64 ",\n"
               "  \"n_routed_experts\": %" PRId64 ",\n"
@@ -720,7 +755,8 @@ static void deepseek_v3_config(strbuf *b, const shape *s, int64_t bos, int64_t e
               "  \"v_head_dim\": %" PRId64 ",\n"
               "  \"vocab_size\": %" PRId64 "\n"
               "}\n",
-              bos, eos, s->dense_layers, s->hidden, s->inter, s->kv_lora, s->max_pos, s->moe_inter, s->groups,
+              s->dsa ? "GlmMoeDsaForCausalLM" : "DeepseekV3ForCausalLM", bos, eos, s->dense_layers, s->hidden, dsa,
+              s->inter, s->kv_lora, s->max_pos, s->dsa ? "glm_moe_dsa" : "deepseek_v3", s->moe_inter, s->groups,
               s->experts, s->shared, s->heads, s->active, s->layers, s->heads, qlora, s->nope, s->rope, rope,
               s->topk_groups, s->bf16 ? "bfloat16" : "float32", s->v_dim, s->vocab);
 }
@@ -857,7 +893,8 @@ static int make_dir(const char *dir)
 
 int main(int argc, char **argv)
 {
-    /* glm: the option is only for --arch glm4_moe or deepseek_v3 (2: deepseek_v3 only) */
+    /* glm: the option is only for --arch glm4_moe, deepseek_v3 or
+     * glm_moe_dsa (2: the latter two, 3: glm_moe_dsa only) */
     static const struct {
         const char *name;
         int64_t min, max;
@@ -887,6 +924,10 @@ int main(int argc, char **argv)
         {"--v-dim", 1, 4096, offsetof(shape, v_dim), 2},
         {"--yarn-factor", 0, 1 << 16, offsetof(shape, yarn_factor), 2},
         {"--yarn-orig", 1, 1 << 24, offsetof(shape, yarn_orig), 2},
+        {"--index-topk", 1, 1 << 30, offsetof(shape, index_topk), 3},
+        {"--index-heads", 1, 1024, offsetof(shape, index_heads), 3},
+        {"--index-dim", 2, 4096, offsetof(shape, index_dim), 3},
+        {"--index-freq", 1, 4096, offsetof(shape, index_freq), 3},
     };
     shape s = {
         .hidden = 1024,
@@ -911,13 +952,17 @@ int main(int argc, char **argv)
         .v_dim = 128,
         .yarn_factor = 0,
         .yarn_orig = 4096,
+        .index_topk = 2048, /* glm_moe_dsa: GLM-5's own */
+        .index_heads = 32,
+        .index_dim = 128,
+        .index_freq = 1,
         .seed = 1,
         .bf16 = 1,
         .glm = 0,
     };
     /* given[j]: nums[j] was on the command line */
     int given[sizeof nums / sizeof nums[0]] = {0};
-    const char *out = NULL, *glm_opt = NULL, *mla_opt = NULL;
+    const char *out = NULL, *glm_opt = NULL, *mla_opt = NULL, *dsa_opt = NULL;
     int head_dim_given = 0, inter_given = 0;
     tensor_list l = {0};
     uint64_t params = 0, bytes;
@@ -958,19 +1003,23 @@ int main(int argc, char **argv)
                 glm_opt = nums[num].name;
             else if (nums[num].glm == 2)
                 mla_opt = nums[num].name;
+            else if (nums[num].glm == 3)
+                dsa_opt = nums[num].name;
         } else if (option_is(arg, name_len, "--out")) {
             if (val[0] == '\0')
                 return usage_error("--out needs a directory");
             out = val;
         } else if (option_is(arg, name_len, "--arch")) {
-            s.glm = s.mla = 0;
+            s.glm = s.mla = s.dsa = 0;
             if (strcmp(val, "glm4_moe") == 0)
                 s.glm = 1;
             else if (strcmp(val, "deepseek_v3") == 0)
                 s.glm = s.mla = 1;
+            else if (strcmp(val, "glm_moe_dsa") == 0)
+                s.glm = s.mla = s.dsa = 1;
             else if (strcmp(val, "qwen3_moe") != 0)
-                return usage_error("invalid value '%s' for --arch (expected qwen3_moe, glm4_moe or "
-                                   "deepseek_v3)",
+                return usage_error("invalid value '%s' for --arch (expected qwen3_moe, glm4_moe, "
+                                   "deepseek_v3 or glm_moe_dsa)",
                                    val);
         } else if (option_is(arg, name_len, "--dtype")) {
             if (strcmp(val, "bf16") == 0)
@@ -1000,11 +1049,18 @@ int main(int argc, char **argv)
             inter_given = given[j];
     }
     if (!s.glm && glm_opt != NULL)
-        return usage_error("%s is only for --arch glm4_moe or deepseek_v3", glm_opt);
+        return usage_error("%s is only for --arch glm4_moe, deepseek_v3 or glm_moe_dsa", glm_opt);
     if (!s.mla && mla_opt != NULL)
-        return usage_error("%s is only for --arch deepseek_v3", mla_opt);
+        return usage_error("%s is only for --arch deepseek_v3 or glm_moe_dsa", mla_opt);
+    if (!s.dsa && dsa_opt != NULL)
+        return usage_error("%s is only for --arch glm_moe_dsa", dsa_opt);
     if (s.mla && s.mtp)
-        return usage_error("--mtp is not made for --arch deepseek_v3 yet");
+        return usage_error("--mtp is not made for --arch deepseek_v3 or glm_moe_dsa yet");
+    if (s.dsa && s.q_lora == 0)
+        return usage_error("--q-lora 0 leaves glm_moe_dsa's indexer without the query's LoRA it reads");
+    if (s.dsa && s.index_dim < s.rope)
+        return usage_error("--index-dim (%" PRId64 ") is narrower than --rope-dim (%" PRId64 ")", s.index_dim,
+                           s.rope);
     if (s.mla && s.rope % 2 != 0)
         return usage_error("--rope-dim must be even (rotary embeddings pair dimensions)");
     if (s.glm && !head_dim_given)

@@ -366,6 +366,12 @@ typedef struct coli_model_info {
     const char *rope_scaling;    /* "none" or "yarn" */
     float rope_factor;           /* yarn: its factor; 1 otherwise */
     int rope_original_positions; /* yarn: original_max_position_embeddings; 0 otherwise */
+    /* Appended later still: DeepSeek sparse attention (GLM-5) */
+    int index_topk;              /* the most past positions a token attends (its indexer's
+                                    choice); 0: dense attention */
+    int index_heads;             /* the indexer's query heads; 0 without one */
+    int index_head_dim;          /* its heads' and its cached key's width */
+    int index_shared_layers;     /* layers reusing an earlier layer's choice (GLM-5.2) */
 } coli_model_info;
 
 COLI_API coli_status coli_model_get_info(const coli_model *model, coli_model_info *info);

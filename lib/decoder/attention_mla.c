@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "decoder/indexer.h"
 #include "decoder/norm.h"
 #include "decoder/pieces.h"
 #include "decoder/rope.h"
@@ -31,27 +32,32 @@ typedef struct mla_bufs {
     float *lat;  /* [nh, S, kv_lora]: each head's mix of latents */
     float *ov;   /* [nh, S, v]: each head's output */
     float *att;  /* [S, nh * v]: the heads' outputs side by side */
-    float *task; /* per thread: a row of kv_b, then HEADS rows of scores */
+    float *row;  /* [kv row]: a position's cache row, assembled */
+    coli__indexer_bufs x; /* sparse attention's indexer: its selection survives the layer */
+    float *task; /* per thread: a row of kv_b, then HEADS rows of scores (or the indexer's) */
 } mla_bufs;
 
 static size_t per_token(const coli__config *c)
 {
     const coli__mla_opts *a = &c->attn.mla;
     const size_t nh = (size_t)c->n_heads, K = (size_t)(a->kv_lora + a->rope);
-    return (size_t)a->q_lora + K + nh * K + nh * (size_t)a->kv_lora + 2 * nh * (size_t)a->v_dim;
+    return (size_t)a->q_lora + K + nh * K + nh * (size_t)a->kv_lora + 2 * nh * (size_t)a->v_dim +
+           coli__indexer_per_token(c);
 }
 
 static size_t task_floats(const coli__config *c, int rm)
 {
-    return (size_t)c->attn.mla.kv_lora + (size_t)HEADS * (size_t)rm + HEADS;
+    size_t mla = (size_t)c->attn.mla.kv_lora + (size_t)HEADS * (size_t)rm + HEADS, idx = coli__indexer_task(c, rm);
+    return mla > idx ? mla : idx;
 }
 
-/* The threads' part of the scratch, for one segment; the pass adds the
- * chunk's per_token floats (the buffers below, 64-byte spaced). */
+/* The threads' part of the scratch, for one segment, and the row; the
+ * pass adds the chunk's per_token floats (the buffers below, 64-byte
+ * spaced). */
 static size_t scratch(const coli__config *c, int S, int last, int n_ctx, int threads)
 {
     (void)S;
-    return 16 * 7 + (size_t)threads * task_floats(c, coli__pass_room(last, n_ctx));
+    return 16 * 8 + (size_t)c->kv_kdim + (size_t)threads * task_floats(c, coli__pass_room(last, n_ctx));
 }
 
 static mla_bufs bufs(const coli__pass *b)
@@ -65,7 +71,9 @@ static mla_bufs bufs(const coli__pass *b)
     p[0] = b->scores;
     for (int i = 0; i < 6; i++) /* 64-byte spaced */
         p[i + 1] = p[i] + ((n[i] + 15) & ~(size_t)15);
-    return (mla_bufs){.qa = p[0], .ckv = p[1], .qc = p[2], .lat = p[3], .ov = p[4], .att = p[5], .task = p[6]};
+    mla_bufs m = {.qa = p[0], .ckv = p[1], .qc = p[2], .lat = p[3], .ov = p[4], .att = p[5], .row = p[6]};
+    m.task = coli__indexer_bufs_at(c, b->S, m.row + (((size_t)c->kv_kdim + 15) & ~(size_t)15), &m.x);
+    return m;
 }
 
 /* The absorption of one head: q~_h = W_UK[h]^T q_nope_h, from +0, one fma
@@ -112,7 +120,8 @@ static void attend_blocks(void *arg, int64_t lo, int64_t hi, int thread)
     const coli__config *c = j->b->d->cfg;
     const coli__mla_opts *a = &c->attn.mla;
     const coli__kv *kv = j->sg->kv;
-    const int nh = c->n_heads, L = a->kv_lora, K = L + a->rope, S = j->b->S;
+    const int nh = c->n_heads, L = a->kv_lora, K = L + a->rope, S = j->b->S, K_idx = c->attn.dsa.topk;
+    const size_t stride = (size_t)kv->hd; /* [latent ; rotary key], then the indexer's key */
     float *sc = j->task + (size_t)thread * ((size_t)HEADS * (size_t)j->rm + HEADS), *mx = sc + (size_t)HEADS * j->rm;
     const void *rows = coli__kv_rows(kv, j->l, 0, 0);
     for (int64_t it = lo; it < hi; it++) {
@@ -120,20 +129,31 @@ static void attend_blocks(void *arg, int64_t lo, int64_t hi, int thread)
         const int g = nh - h0 < j->hb ? nh - h0 : j->hb, n = j->sg->pos0 + (t - j->sg->t0) + 1;
         for (int h = 0; h < g; h++)
             mx[h] = -INFINITY;
-        coli__attn_scores(j->b->d->cpuk, j->m.qc + ((size_t)t * nh + (size_t)h0) * K, g, K, rows, kv->dt, (size_t)K, n,
+        coli__attn_scores(j->b->d->cpuk, j->m.qc + ((size_t)t * nh + (size_t)h0) * K, g, K, rows, kv->dt, stride, n,
                           j->scale, sc, (size_t)j->rm, mx, NULL);
+        const int *sel = K_idx ? j->m.x.sel + (size_t)t * ((size_t)K_idx + 1) : NULL;
+        if (sel && sel[0] >= 0) /* sparse: the positions not chosen weigh 0 */
+            for (int h = 0; h < g; h++)
+                mx[h] = coli__indexer_mask(sel, sc + (size_t)h * j->rm, n);
         for (int h = 0; h < g; h++)
             coli__attn_softmax(j->b->d->cpuk, sc + (size_t)h * j->rm, n, mx[h]);
         /* the values are the rows' latents: their first kv_lora values */
         coli__attn_mix(j->b->d->cpuk, j->m.lat + ((size_t)h0 * S + (size_t)t) * L, (size_t)S * L, g, L, sc,
-                       (size_t)j->rm, rows, kv->dt, (size_t)K, n, NULL);
+                       (size_t)j->rm, rows, kv->dt, stride, n, NULL);
     }
 }
 
+static int c_dsa_dim(const coli__config *c)
+{
+    return c->attn.dsa.topk ? c->attn.dsa.dim : 0;
+}
+
 /* Each token's latent normed and its rotary key turned, stored in the
- * cache; each head's rotary query turned. */
+ * cache with the indexer's key (zeros in a layer that shares another's
+ * choice); each head's rotary query turned. */
 static void rotate_and_store(coli__pass *b, const coli__layer *ly, int l, float *q, const mla_bufs *m)
 {
+    const int D = c_dsa_dim(b->d->cfg);
     const coli__config *c = b->d->cfg;
     const coli__mla_opts *a = &c->attn.mla;
     const int nh = c->n_heads, L = a->kv_lora, K = L + a->rope, QH = a->nope + a->rope;
@@ -147,7 +167,16 @@ static void rotate_and_store(coli__pass *b, const coli__layer *ly, int l, float 
             if (c->attn.mla_interleave)
                 coli__rope_deinterleave(ckv + L, a->rope, tmp);
             coli__rope(ckv + L, a->rope, cs);
-            coli__kv_store(sg->kv, l, sg->pos0 + t - sg->t0, ckv, NULL);
+            const float *row = ckv;
+            if (D) {
+                memcpy(m->row, ckv, (size_t)K * sizeof(float));
+                if (b->d->cfg->attn.dsa.full[l])
+                    memcpy(m->row + K, m->x.k + (size_t)t * D, (size_t)D * sizeof(float));
+                else
+                    memset(m->row + K, 0, (size_t)D * sizeof(float));
+                row = m->row;
+            }
+            coli__kv_store(sg->kv, l, sg->pos0 + t - sg->t0, row, NULL);
             for (int h = 0; h < nh; h++) {
                 float *qp = q + ((size_t)t * nh + (size_t)h) * QH + a->nope;
                 if (c->attn.mla_interleave)
@@ -178,7 +207,12 @@ static coli_status mla(coli__pass *b, const coli__layer *ly, int l, const coli__
                           a->q_lora, a->norm_eps);
         COLI_TRY(coli__pass_mm(b, &ly->wq, m.qa, S, q));
     }
+    const int full = c->attn.dsa.topk && c->attn.dsa.full[l]; /* a layer with its own indexer */
+    if (full)
+        COLI_TRY(coli__indexer_project(b, ly, m.qa, &m.x));
     rotate_and_store(b, ly, l, q, &m);
+    if (full) /* else the last full layer's choice, still in m.x */
+        coli__indexer_select(b, l, &m.x, m.task);
 
     absorb_job aj = {.b = b, .ly = ly, .q = q, .m = m};
     coli__pool_run(b->pool, nh, 1, absorb_heads, &aj);
@@ -242,7 +276,7 @@ static coli_status load(const coli__piece_loader *L, const coli__config *c, int 
     COLI_TRY(L->mat_rows(L->L, &ly->kv_b, COLI_T_KV_B, l, nh * (a->nope + a->v_dim), a->kv_lora, COLI_MAT_BIG,
                          COLI_ROLE_DENSE));
     COLI_TRY(L->mat(L->L, &ly->wo, COLI_T_WO, l, H, nh * a->v_dim, COLI_MAT_BIG, COLI_ROLE_DENSE));
-    return COLI_OK;
+    return coli__indexer_load(L, c, l, ly);
 }
 
 /* The device pipeline has no latent attention yet: the layer is refused,

@@ -13,6 +13,8 @@ typedef struct coli__layer {
     coli__mat wq, wk, wv, wo;        /* MLA: wq is q_proj or q_b_proj, wo o_proj */
     coli__mat q_a, kv_a, kv_b;       /* MLA: the query's LoRA (data NULL: none), the latent's */
     float *q_a_norm, *kv_a_norm;     /* MLA: their RMSNorms */
+    coli__mat idx_wq, idx_wk, idx_w; /* DSA's indexer (data NULL: none, or a shared layer) */
+    float *idx_k_norm, *idx_k_bias;  /* its key's LayerNorm */
     float *attn_norm, *ffn_norm;     /* [hidden], widened to f32 */
     float *q_norm, *k_norm;          /* NULL when the architecture has none */
     float *bq, *bk, *bv;             /* q/k/v biases, or NULL */

@@ -1,6 +1,7 @@
 /* families.c - one row per model family: its names, its own config.json
  * fields, its tensors and its pieces. */
 #include <float.h>
+#include <stdlib.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,27 +69,42 @@ static const coli__tensor_names hf_glm4_moe = {
     },
 };
 
-/* DeepSeek-V3's (Kimi-K2's): GLM-4.5's MoE with multi-head latent
- * attention. */
+/* DeepSeek-V3's MoE (GLM-4.5's) and multi-head latent attention. */
+#define HF_MLA_NAMES                                                       \
+    HF_LLAMA_NAMES,                                                        \
+    [COLI_T_ROUTER] = "mlp.gate.weight",                                   \
+    [COLI_T_ROUTER_BIAS] = "mlp.gate.e_score_correction_bias",             \
+    [COLI_T_S_GATE] = "mlp.shared_experts.gate_proj.weight",               \
+    [COLI_T_S_UP] = "mlp.shared_experts.up_proj.weight",                   \
+    [COLI_T_S_DOWN] = "mlp.shared_experts.down_proj.weight",               \
+    [COLI_T_Q_A] = "self_attn.q_a_proj.weight",                            \
+    [COLI_T_Q_A_NORM] = "self_attn.q_a_layernorm.weight",                  \
+    [COLI_T_Q_B] = "self_attn.q_b_proj.weight",                            \
+    [COLI_T_KV_A] = "self_attn.kv_a_proj_with_mqa.weight",                 \
+    [COLI_T_KV_A_NORM] = "self_attn.kv_a_layernorm.weight",                \
+    [COLI_T_KV_B] = "self_attn.kv_b_proj.weight",                          \
+    [COLI_T_E_GATE] = "gate_proj.weight",                                  \
+    [COLI_T_E_UP] = "up_proj.weight",                                      \
+    [COLI_T_E_DOWN] = "down_proj.weight"
+
+/* DeepSeek-V3's (Kimi-K2's). */
 static const coli__tensor_names hf_deepseek_v3 = {
     .layers = "model.layers",
     .experts = "mlp.experts",
+    .name = {HF_MLA_NAMES},
+};
+
+/* GLM-5's: DeepSeek-V3's, and the indexer's. */
+static const coli__tensor_names hf_glm_moe_dsa = {
+    .layers = "model.layers",
+    .experts = "mlp.experts",
     .name = {
-        HF_LLAMA_NAMES,
-        [COLI_T_ROUTER] = "mlp.gate.weight",
-        [COLI_T_ROUTER_BIAS] = "mlp.gate.e_score_correction_bias",
-        [COLI_T_S_GATE] = "mlp.shared_experts.gate_proj.weight",
-        [COLI_T_S_UP] = "mlp.shared_experts.up_proj.weight",
-        [COLI_T_S_DOWN] = "mlp.shared_experts.down_proj.weight",
-        [COLI_T_Q_A] = "self_attn.q_a_proj.weight",
-        [COLI_T_Q_A_NORM] = "self_attn.q_a_layernorm.weight",
-        [COLI_T_Q_B] = "self_attn.q_b_proj.weight",
-        [COLI_T_KV_A] = "self_attn.kv_a_proj_with_mqa.weight",
-        [COLI_T_KV_A_NORM] = "self_attn.kv_a_layernorm.weight",
-        [COLI_T_KV_B] = "self_attn.kv_b_proj.weight",
-        [COLI_T_E_GATE] = "gate_proj.weight",
-        [COLI_T_E_UP] = "up_proj.weight",
-        [COLI_T_E_DOWN] = "down_proj.weight",
+        HF_MLA_NAMES,
+        [COLI_T_IDX_WQ] = "self_attn.indexer.wq_b.weight",
+        [COLI_T_IDX_WK] = "self_attn.indexer.wk.weight",
+        [COLI_T_IDX_K_NORM] = "self_attn.indexer.k_norm.weight",
+        [COLI_T_IDX_K_BIAS] = "self_attn.indexer.k_norm.bias",
+        [COLI_T_IDX_W] = "self_attn.indexer.weights_proj.weight",
     },
 };
 
@@ -241,15 +257,13 @@ double coli__yarn_mscale(double scale, double m)
     return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
 }
 
-/* DeepSeek-V3, R1, V3.1 and Kimi-K2 (the same graph): multi-head latent
- * attention (query LoRA or a plain q_proj) on DeepSeek-V3's MoE. Its
- * cache holds one latent and one rotary key a position; the heads'
- * query and key are nope + rope wide, RoPE turns the rope part. The MTP
- * layer at index num_hidden_layers is not loaded yet. */
-static coli_status parse_deepseek_v3(coli__cfg_reader *r, coli__config *c)
+/* Multi-head latent attention's fields (query LoRA or a plain q_proj) on
+ * DeepSeek-V3's MoE, which DeepSeek-V3 and GLM-5 share. The cache holds
+ * one latent and one rotary key a position; the heads' query and key are
+ * nope + rope wide, RoPE turns the rope part. */
+static coli_status mla_fields(coli__cfg_reader *r, coli__config *c)
 {
     coli__mla_opts *a = &c->attn.mla;
-    int interleave = 1;
     COLI_TRY(sigmoid_moe_fields(r, c));
     COLI_TRY(coli__cfg_refuse_true(r, "attention_bias")); /* it would bias q_a, kv_a and o */
     COLI_TRY(coli__cfg_int(r, "q_lora_rank", 0, 0, 0, COLI__DIM_MAX, &a->q_lora));
@@ -257,14 +271,12 @@ static coli_status parse_deepseek_v3(coli__cfg_reader *r, coli__config *c)
     COLI_TRY(coli__cfg_int(r, "qk_nope_head_dim", 1, 0, 1, 1 << 12, &a->nope));
     COLI_TRY(coli__cfg_int(r, "qk_rope_head_dim", 1, 0, 2, 1 << 12, &a->rope));
     COLI_TRY(coli__cfg_int(r, "v_head_dim", 1, 0, 1, 1 << 12, &a->v_dim));
-    COLI_TRY(coli__cfg_bool(r, "rope_interleave", 1, &interleave));
     if (a->rope % 2)
         return coli__fail(r->err, COLI_EFORMAT, "%s: qk_rope_head_dim (%d) must be even", r->file, a->rope);
     if ((int64_t)c->n_heads * (a->nope + a->rope) > COLI__DIM_MAX || (int64_t)c->n_heads * a->v_dim > COLI__DIM_MAX ||
         (int64_t)c->n_heads * (a->nope + a->v_dim) > COLI__DIM_MAX)
         return coli__fail(r->err, COLI_ERANGE, "%s: num_attention_heads x the head dims is too large", r->file);
-    c->attn.mla_interleave = interleave;
-    a->norm_eps = 1e-6f; /* DeepseekV3RMSNorm(q_lora_rank) and (kv_lora_rank): the class's default */
+    a->norm_eps = 1e-6f; /* the RMSNorms of q_lora_rank and kv_lora_rank: the class's default */
     c->n_kv_heads = 1;
     c->head_dim = a->nope + a->rope;
     c->rot_dim = a->rope;
@@ -279,6 +291,111 @@ static coli_status parse_deepseek_v3(coli__cfg_reader *r, coli__config *c)
         scale = scale * m * m;
     }
     c->attn.scale = (float)scale;
+    return COLI_OK;
+}
+
+/* DeepSeek-V3, R1, V3.1 and Kimi-K2 (the same graph). The MTP layer at
+ * index num_hidden_layers is not loaded yet. */
+static coli_status parse_deepseek_v3(coli__cfg_reader *r, coli__config *c)
+{
+    COLI_TRY(mla_fields(r, c));
+    return coli__cfg_bool(r, "rope_interleave", 1, &c->attn.mla_interleave);
+}
+
+/* "dense" or "sparse" per layer (mlp_layer_types), where it is given: it
+ * overrides first_k_dense_replace, as in transformers. */
+static coli_status mlp_layer_types(coli__cfg_reader *r, coli__config *c)
+{
+    const coli__json *t = coli__json_get(r->root, "mlp_layer_types");
+    if (!t || t->type == COLI_JSON_NULL)
+        return COLI_OK;
+    if (t->type != COLI_JSON_ARRAY || (int)t->len != c->n_layers)
+        return coli__fail(r->err, COLI_EFORMAT, "%s: mlp_layer_types must list num_hidden_layers (%d) types",
+                          r->file, c->n_layers);
+    for (int l = 0; l < c->n_layers; l++) {
+        const coli__json *e = &t->items[l];
+        int sparse = e->type == COLI_JSON_STRING && strcmp(e->str, "sparse") == 0;
+        if (!sparse && !(e->type == COLI_JSON_STRING && strcmp(e->str, "dense") == 0))
+            return coli__fail(r->err, COLI_EFORMAT, "%s: mlp_layer_types[%d] must be \"dense\" or \"sparse\"",
+                              r->file, l);
+        c->is_moe[l] = (unsigned char)sparse;
+    }
+    return COLI_OK;
+}
+
+/* Which layers run their own indexer: indexer_types ("full" or "shared",
+ * GLM-5.2), else index_topk_pattern ("F"/"S" a layer), else transformers'
+ * schedule: full where max(l - index_skip_topk_offset + 1, 0) is a
+ * multiple of index_topk_freq (1 and 2 by default: every layer). */
+static coli_status indexer_types(coli__cfg_reader *r, coli__config *c, unsigned char *full)
+{
+    const coli__json *t = coli__json_get(r->root, "indexer_types");
+    const coli__json *pat = coli__json_get(r->root, "index_topk_pattern");
+    const char *field = "indexer_types";
+    if ((!t || t->type == COLI_JSON_NULL) && pat && pat->type != COLI_JSON_NULL) {
+        t = pat;
+        field = "index_topk_pattern";
+    }
+    if (t && t->type != COLI_JSON_NULL) {
+        int n = t->type == COLI_JSON_STRING ? (int)t->len : t->type == COLI_JSON_ARRAY ? (int)t->len : -1;
+        if (n != c->n_layers)
+            return coli__fail(r->err, COLI_EFORMAT, "%s: %s must give num_hidden_layers (%d) layers", r->file, field,
+                              c->n_layers);
+        for (int l = 0; l < n; l++) {
+            const char *v = NULL;
+            char one[2] = {0, 0};
+            if (t->type == COLI_JSON_STRING) {
+                one[0] = t->str[l];
+                v = one[0] == 'F' ? "full" : one[0] == 'S' ? "shared" : one;
+            } else if (t->items[l].type == COLI_JSON_STRING) {
+                v = t->items[l].str;
+            }
+            if (!v || (strcmp(v, "full") && strcmp(v, "shared")))
+                return coli__fail(r->err, COLI_EFORMAT, "%s: %s[%d] must be \"full\" or \"shared\"", r->file, field, l);
+            full[l] = strcmp(v, "full") == 0;
+        }
+    } else {
+        int freq = 1, offset = 2;
+        COLI_TRY(coli__cfg_int(r, "index_topk_freq", 0, 1, 0, 1 << 16, &freq));
+        COLI_TRY(coli__cfg_int(r, "index_skip_topk_offset", 0, 2, -(1 << 16), 1 << 16, &offset));
+        freq = freq > 1 ? freq : 1;
+        for (int l = 0; l < c->n_layers; l++) {
+            int k = l - offset + 1;
+            full[l] = (k > 0 ? k : 0) % freq == 0;
+        }
+    }
+    if (!full[0])
+        return coli__fail(r->err, COLI_EFORMAT,
+                          "%s: %s: layer 0 is \"shared\", but there is no earlier full layer to share", r->file,
+                          field);
+    return COLI_OK;
+}
+
+/* GLM-5, 5.1 and 5.2: DeepSeek-V3's latent attention with interleaved
+ * RoPE (always: transformers has no switch) and DeepSeek sparse attention,
+ * whose indexer reads the query's LoRA. Its key is cached beside the
+ * latent. The MTP layer is not loaded yet. */
+static coli_status parse_glm_moe_dsa(coli__cfg_reader *r, coli__config *c)
+{
+    coli__dsa_opts *x = &c->attn.dsa;
+    COLI_TRY(mla_fields(r, c));
+    COLI_TRY(mlp_layer_types(r, c));
+    c->attn.mla_interleave = 1;
+    if (!c->attn.mla.q_lora)
+        return coli__fail(r->err, COLI_EFORMAT, "%s: q_lora_rank is not given: the indexer reads the query's LoRA",
+                          r->file);
+    COLI_TRY(coli__cfg_int(r, "index_topk", 0, 2048, 1, 1 << 30, &x->topk));
+    COLI_TRY(coli__cfg_int(r, "index_n_heads", 0, 32, 1, 1 << 10, &x->heads));
+    COLI_TRY(coli__cfg_int(r, "index_head_dim", 0, 128, 2, 1 << 12, &x->dim));
+    if (x->dim < c->attn.mla.rope)
+        return coli__fail(r->err, COLI_EFORMAT, "%s: index_head_dim (%d) is narrower than qk_rope_head_dim (%d)",
+                          r->file, x->dim, c->attn.mla.rope);
+    if ((int64_t)x->heads * x->dim > COLI__DIM_MAX)
+        return coli__fail(r->err, COLI_ERANGE, "%s: index_n_heads x index_head_dim is too large", r->file);
+    if (!(x->full = calloc((size_t)c->n_layers, 1)))
+        return coli__fail(r->err, COLI_ENOMEM, "%s: out of memory", r->file);
+    COLI_TRY(indexer_types(r, c, x->full));
+    c->kv_kdim += x->dim; /* [latent ; rotary key ; indexer key] a position */
     return COLI_OK;
 }
 
@@ -330,6 +447,18 @@ const coli__family coli__families[] = {
         .rope_theta = 10000.0,
         .parse = parse_deepseek_v3,
         .names = &hf_deepseek_v3,
+        .attn = COLI_ATTN_MLA,
+        .router = COLI_ROUTER_SIGMOID_GROUP,
+        .moe = COLI_MOE_ROUTED_SHARED,
+        .mlp = COLI_MLP_SWIGLU,
+    },
+    {
+        .arch = "GlmMoeDsaForCausalLM",
+        .model_type = "glm_moe_dsa",
+        .rms_eps = 1e-5,
+        .rope_theta = 10000.0,
+        .parse = parse_glm_moe_dsa,
+        .names = &hf_glm_moe_dsa,
         .attn = COLI_ATTN_MLA,
         .router = COLI_ROUTER_SIGMOID_GROUP,
         .moe = COLI_MOE_ROUTED_SHARED,

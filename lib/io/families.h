@@ -47,6 +47,12 @@ typedef enum coli__tname {
     COLI_T_KV_A,      /* [kv_lora_rank + rope, hidden]: the latent, then the rotary key */
     COLI_T_KV_A_NORM, /* [kv_lora_rank] */
     COLI_T_KV_B,      /* [heads * (nope + v_head_dim), kv_lora_rank] */
+    /* DeepSeek sparse attention's indexer (lib/decoder/indexer.c) */
+    COLI_T_IDX_WQ,     /* [index heads * index dim, q_lora_rank] */
+    COLI_T_IDX_WK,     /* [index dim, hidden]: its one key */
+    COLI_T_IDX_K_NORM, /* [index dim]: the key's LayerNorm, weight */
+    COLI_T_IDX_K_BIAS, /* [index dim]: and bias */
+    COLI_T_IDX_W,      /* [index heads, hidden]: the heads' weights */
     /* the MTP (NextN) layer's own, beside its decoder layer's
      * (lib/decoder/forward.c runs it) */
     COLI_T_MTP_EH_PROJ,   /* [hidden, 2 hidden]: [embedding ; hidden state] to hidden */

@@ -395,6 +395,8 @@ void coli__config_free(coli__config *cfg)
         return;
     free(cfg->is_moe);
     cfg->is_moe = NULL;
+    free(cfg->attn.dsa.full);
+    cfg->attn.dsa.full = NULL;
     free(cfg->rope.inv);
     cfg->rope.inv = NULL;
 }

@@ -31,6 +31,17 @@ typedef struct coli__mla_opts {
     float norm_eps; /* of the latents' RMSNorms (transformers: their default, not rms_norm_eps) */
 } coli__mla_opts;
 
+/* DeepSeek sparse attention (GLM-5: lib/decoder/indexer.c): a lightning
+ * indexer scores the cached positions and the latent attention keeps the
+ * best topk of them. */
+typedef struct coli__dsa_opts {
+    int topk;   /* index_topk; 0: dense attention, no indexer */
+    int heads;  /* index_n_heads */
+    int dim;    /* index_head_dim: its query heads' and its one key's width */
+    unsigned char *full; /* n_layers flags: 1 runs its own indexer, 0 reuses
+                            the last full layer's choice (indexer_types "shared") */
+} coli__dsa_opts;
+
 /* The options of the attention pieces (lib/decoder/attention.c,
  * attention_mla.c). A new option (the q/k/v biases of GLM-4.5) is a field
  * here, read by the family's parse function and applied by the piece. */
@@ -41,6 +52,7 @@ typedef struct coli__attn_opts {
     int sliding_window;     /* 0: none */
     coli__mla_opts mla;
     int mla_interleave;     /* MLA: RoPE pairs dims (2i, 2i + 1) (rope_interleave) */
+    coli__dsa_opts dsa;
     float scale;            /* MLA: the softmax's scale (YaRN's mscale squared included) */
 } coli__attn_opts;
 

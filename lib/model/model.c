@@ -411,6 +411,12 @@ void coli__model_info_fill(const coli_model *m, coli_model_info *info)
     info->rope_scaling = c->rope.yarn ? "yarn" : "none";
     info->rope_factor = c->rope.yarn ? (float)c->rope.factor : 1.0f;
     info->rope_original_positions = c->rope.yarn ? c->rope.orig_max : 0;
+    info->index_topk = c->attn.dsa.topk;
+    info->index_heads = c->attn.dsa.topk ? c->attn.dsa.heads : 0;
+    info->index_head_dim = c->attn.dsa.topk ? c->attn.dsa.dim : 0;
+    info->index_shared_layers = 0;
+    for (int l = 0; c->attn.dsa.topk && l < c->n_trunk; l++)
+        info->index_shared_layers += !c->attn.dsa.full[l];
     info->kv_type = (coli_kv_type)m->opts.kv_type;
     info->kv_bytes_per_position = coli__kv_bytes_per_pos(c, coli__kv_dtype(m->opts.kv_type));
     info->context_positions = coli__kv_positions(c, m->opts.context);
