@@ -23,12 +23,6 @@ size_t coli__indexer_per_token(const coli__config *c)
     return (size_t)x->heads * (size_t)x->dim + (size_t)x->dim + (size_t)x->heads + (size_t)x->topk + 1 + 64;
 }
 
-size_t coli__indexer_task(const coli__config *c, int room)
-{
-    const coli__dsa_opts *x = &c->attn.dsa;
-    return x->topk ? ((size_t)x->heads + 2) * (size_t)room + (size_t)x->heads : 0;
-}
-
 float *coli__indexer_bufs_at(const coli__config *c, int S, float *p, coli__indexer_bufs *x)
 {
     const coli__dsa_opts *o = &c->attn.dsa;
@@ -140,83 +134,133 @@ static float kth_largest(float *a, int n, int k)
     return a[want];
 }
 
+/* Positions a scoring task takes: decoding one token, the threads share
+ * its positions; each position's score is computed alone, so the split
+ * changes no bit. */
+#define BLOCK 256
+
 typedef struct select_job {
     coli__pass *b;
     const coli__seg *sg;
-    int l, room;
+    int l, room, t0, n_tok, n_blocks; /* the wave: tokens t0 .. t0 + n_tok of the segment */
     const coli__indexer_bufs *x;
     float *task;
 } select_job;
 
-/* The choice of one token: its scores, then the topk best (docs/formats.md:
- * the largest scores; of equal scores at the cut, the later positions). */
-static void choose(const select_job *j, int t, float *task)
+static size_t work_floats(const coli__config *c, int room)
 {
-    const coli__seg *sg = j->sg;
-    const coli__config *c = j->b->d->cfg;
-    const coli__dsa_opts *o = &c->attn.dsa;
-    const int NH = o->heads, D = o->dim, K = o->topk, rm = j->room;
-    const int n = sg->pos0 + (t - sg->t0) + 1;
-    int *sel = j->x->sel + (size_t)t * ((size_t)K + 1);
-    if (n <= K) {
-        sel[0] = -1; /* every position: the dense attention */
-        return;
-    }
-    const coli__kv *kv = sg->kv;
-    const size_t es = kv->dt == COLI_DT_BF16 ? 2 : 4;
-    const char *keys = (const char *)coli__kv_rows(kv, j->l, 0, 0) + (size_t)(kv->hd - D) * es;
-    float *sc = task, *mx = sc + (size_t)NH * rm, *score = mx + NH, *copy = score + rm;
-    for (int h = 0; h < NH; h++)
-        mx[h] = -INFINITY;
-    const float scale = (float)pow((double)D, -0.5);
-    coli__attn_scores(j->b->d->cpuk, j->x->q + (size_t)t * NH * D, NH, D, keys, kv->dt, (size_t)kv->hd, n, scale, sc,
-                      (size_t)rm, mx, NULL);
-    /* relu, then sum_h w_h relu_h from +0 in increasing h, one fma each */
-    memset(score, 0, (size_t)n * sizeof(float));
-    const float *w = j->x->w + (size_t)t * NH;
-    for (int h = 0; h < NH; h++) {
-        float *r = sc + (size_t)h * rm;
-        for (int i = 0; i < n; i++)
-            r[i] = r[i] > 0.0f ? r[i] : 0.0f;
-        coli__axpy(j->b->d->cpuk, score, w[h], r, n);
-    }
-    for (int i = 0; i < n; i++) {
-        if (score[i] != score[i])
-            score[i] = -INFINITY; /* a NaN counts as -inf */
-        copy[i] = score[i];
-    }
-    const float cut = kth_largest(copy, n, K);
-    int above = 0;
-    for (int i = 0; i < n; i++)
-        above += score[i] > cut;
-    /* K - above of the scores equal to cut, the latest ones */
-    int ties = K - above, from = n;
-    while (ties > 0) {
-        from--;
-        ties -= score[from] == cut;
-    }
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (score[i] > cut || (score[i] == cut && i >= from))
-            sel[1 + m++] = i;
-    sel[0] = m; /* K */
+    const size_t a = (size_t)c->attn.dsa.heads * (BLOCK + 1);
+    return a > (size_t)room ? a : (size_t)room;
 }
 
-static void select_tokens(void *arg, int64_t lo, int64_t hi, int thread)
+size_t coli__indexer_task(const coli__config *c, int room)
+{
+    return c->attn.dsa.topk ? (size_t)room + work_floats(c, room) : 0;
+}
+
+/* Positions a token of the segment sees. */
+static int seen(const select_job *j, int t)
+{
+    return j->sg->pos0 + (t - j->sg->t0) + 1;
+}
+
+/* The wave's i-th token's row of scores (in thread i's part of the
+ * scratch), and thread k's work area. */
+static float *score_row(const select_job *j, int i)
+{
+    return j->task + (size_t)i * coli__indexer_task(j->b->d->cfg, j->room);
+}
+
+static float *work_of(const select_job *j, int k)
+{
+    return score_row(j, k) + j->room;
+}
+
+/* The scores of one token's positions [p0, p1): s_h = relu(dot(q_h, k_t)
+ * / sqrt(dim)), then sum_h w_h s_h from +0 in increasing h, one fma each
+ * (docs/formats.md); a NaN counts as -inf. */
+static void score_block(void *arg, int64_t lo, int64_t hi, int thread)
 {
     const select_job *j = arg;
-    float *task = j->task + (size_t)thread * coli__indexer_task(j->b->d->cfg, j->room);
-    for (int64_t t = lo; t < hi; t++)
-        choose(j, j->sg->t0 + (int)t, task);
+    const coli__config *c = j->b->d->cfg;
+    const coli__dsa_opts *o = &c->attn.dsa;
+    const int NH = o->heads, D = o->dim;
+    const coli__kv *kv = j->sg->kv;
+    const size_t es = kv->dt == COLI_DT_BF16 ? 2 : 4;
+    const char *keys = (const char *)coli__kv_rows(kv, j->l, 0, 0) + (size_t)(kv->hd - D) * es;
+    const float scale = (float)pow((double)D, -0.5);
+    float *sc = work_of(j, thread), *mx = sc + (size_t)NH * BLOCK;
+    for (int64_t it = lo; it < hi; it++) {
+        const int i = (int)(it / j->n_blocks), t = j->t0 + i, n = seen(j, t);
+        const int p0 = (int)(it % j->n_blocks) * BLOCK, p1 = p0 + BLOCK < n ? p0 + BLOCK : n;
+        if (n <= o->topk || p0 >= n)
+            continue;
+        for (int h = 0; h < NH; h++)
+            mx[h] = -INFINITY;
+        coli__attn_scores(j->b->d->cpuk, j->x->q + (size_t)t * NH * D, NH, D, keys + (size_t)p0 * kv->hd * es, kv->dt,
+                          (size_t)kv->hd, p1 - p0, scale, sc, BLOCK, mx, NULL);
+        float *score = score_row(j, i) + p0;
+        memset(score, 0, (size_t)(p1 - p0) * sizeof(float));
+        const float *w = j->x->w + (size_t)t * NH;
+        for (int h = 0; h < NH; h++) {
+            float *r = sc + (size_t)h * BLOCK;
+            for (int k = 0; k < p1 - p0; k++)
+                r[k] = r[k] > 0.0f ? r[k] : 0.0f;
+            coli__axpy(j->b->d->cpuk, score, w[h], r, p1 - p0);
+        }
+        for (int k = 0; k < p1 - p0; k++)
+            if (score[k] != score[k])
+                score[k] = -INFINITY;
+    }
+}
+
+/* The choice of one token from its scores: the topk best (docs/formats.md:
+ * the largest scores; of equal scores at the cut, the later positions). */
+static void choose(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    const select_job *j = arg;
+    const int K = j->b->d->cfg->attn.dsa.topk;
+    float *copy = work_of(j, thread);
+    for (int64_t i = lo; i < hi; i++) {
+        const int t = j->t0 + (int)i, n = seen(j, t);
+        int *sel = j->x->sel + (size_t)t * ((size_t)K + 1);
+        if (n <= K) {
+            sel[0] = -1; /* every position: the dense attention */
+            continue;
+        }
+        const float *score = score_row(j, (int)i);
+        memcpy(copy, score, (size_t)n * sizeof(float));
+        const float cut = kth_largest(copy, n, K);
+        int above = 0;
+        for (int p = 0; p < n; p++)
+            above += score[p] > cut;
+        /* K - above of the scores equal to cut, the latest ones */
+        int ties = K - above, from = n;
+        while (ties > 0) {
+            from--;
+            ties -= score[from] == cut;
+        }
+        int m = 0;
+        for (int p = 0; p < n; p++)
+            if (score[p] > cut || (score[p] == cut && p >= from))
+                sel[1 + m++] = p;
+        sel[0] = m; /* K */
+    }
 }
 
 void coli__indexer_select(coli__pass *b, int l, const coli__indexer_bufs *x, float *task)
 {
+    const int W = coli__pool_size(b->pool); /* tokens a wave: one score row a thread */
     for (int s = 0; s < b->n_seg; s++) {
         const coli__seg *sg = &b->seg[s];
-        select_job j = {.b = b, .sg = sg, .l = l, .room = coli__pass_room(sg->pos0 + sg->n, sg->kv->n_ctx), .x = x,
-                        .task = task};
-        coli__pool_run(b->pool, sg->n, 1, select_tokens, &j);
+        const int room = coli__pass_room(sg->pos0 + sg->n, sg->kv->n_ctx);
+        for (int t0 = sg->t0; t0 < sg->t0 + sg->n; t0 += W) {
+            const int n_tok = sg->t0 + sg->n - t0 < W ? sg->t0 + sg->n - t0 : W;
+            select_job j = {.b = b, .sg = sg, .l = l, .room = room, .t0 = t0, .n_tok = n_tok,
+                            .n_blocks = (sg->pos0 + (t0 + n_tok - sg->t0) + BLOCK - 1) / BLOCK, .x = x, .task = task};
+            coli__pool_run(b->pool, (int64_t)n_tok * j.n_blocks, 1, score_block, &j);
+            coli__pool_run(b->pool, n_tok, 1, choose, &j);
+        }
     }
 }
 
