@@ -298,31 +298,39 @@ void coli__q_dequantize_row(const coli__qmat *w, int r, float *out)
     }
     const uint8_t *qr = w->qs + (size_t)r * coli__q_row_bytes(w->type, cols);
     const uint16_t *dr = w->d + (size_t)r * (size_t)ng;
+    /* a group's scale widened once; each value d * q (q2: then + m), the
+     * same two roundings per value as ever */
     switch (w->type) {
     case COLI_DT_Q8:
-        for (int c = 0; c < cols; c++) {
-            float D = coli__f16_bits_to_f32(dr[c / COLI_QK]);
-            out[c] = D * (float)(int8_t)qr[c];
+        for (int g = 0; g < n32; g++) {
+            const float D = coli__f16_bits_to_f32(dr[g]);
+            const int8_t *q = (const int8_t *)qr + 32 * g;
+            float *o = out + 32 * g;
+            for (int i = 0; i < 32; i++)
+                o[i] = D * (float)q[i];
         }
         break;
     case COLI_DT_Q4:
-        for (int c = 0; c < cols; c++) {
-            float D = coli__f16_bits_to_f32(dr[c / G]);
-            int k = c / 32, i = c % 32;
-            uint8_t byte = qr[16 * k + (i & 15)];
-            int u = i < 16 ? (byte & 15) : (byte >> 4);
-            out[c] = D * (float)(u - 8);
+        for (int k = 0; k < n32; k++) {
+            const float D = coli__f16_bits_to_f32(dr[32 * k / G]);
+            const uint8_t *b = qr + 16 * k;
+            float *o = out + 32 * k;
+            for (int i = 0; i < 16; i++) {
+                o[i] = D * (float)((int)(b[i] & 15) - 8);
+                o[i + 16] = D * (float)((int)(b[i] >> 4) - 8);
+            }
         }
         break;
     case COLI_DT_Q2: {
         const uint16_t *mr = w->m + (size_t)r * (size_t)n32;
-        for (int c = 0; c < cols; c++) {
-            int g = c / 32, i = c % 32;
-            float D = coli__f16_bits_to_f32(dr[g]);
-            float M = coli__f16_bits_to_f32(mr[g]);
-            int q = (qr[8 * g + (i & 7)] >> (2 * (i >> 3))) & 3;
-            float dq = D * (float)q; /* w = d * q + m: two roundings */
-            out[c] = dq + M;
+        for (int g = 0; g < n32; g++) {
+            const float D = coli__f16_bits_to_f32(dr[g]), M = coli__f16_bits_to_f32(mr[g]);
+            const uint8_t *b = qr + 8 * g;
+            float *o = out + 32 * g;
+            for (int i = 0; i < 32; i++) {
+                float dq = D * (float)((b[i & 7] >> (2 * (i >> 3))) & 3); /* w = d * q + m: two roundings */
+                o[i] = dq + M;
+            }
         }
         break;
     }
