@@ -479,6 +479,68 @@ START_TEST(test_dsa_dense_up_to_topk)
 }
 END_TEST
 
+/* Latent attention decoding past 512 positions splits each token's work
+ * across the threads by positions, heads and dimensions; below, by heads.
+ * Either way the logits are the bits of the prompt evaluated at once: the
+ * MLA fixtures, told they reach 1024 positions, on 1000 ids, the last 300
+ * token by token, with 1, 2 and 3 threads and both caches (the sparse one
+ * choosing among them). */
+START_TEST(test_mla_long_decode)
+{
+    static const char *const fx[] = {"deepseek_v3_lite", "glm_moe_dsa"};
+    char *src = tu_path(tu_data_dir(), fx[_i / 2]);
+    char *tmp = tu_mkdtemp();
+    ck_assert_int_eq(tu_copy_dir(src, tmp), 0);
+    ck_assert_int_eq(
+        tu_replace_in_file(tmp, "config.json", "\"max_position_embeddings\": 512", "\"max_position_embeddings\": 1024"),
+        0);
+    const int kv = _i % 2 ? COLI_KV_BF16 : COLI_KV_F32, N = 1000, P = 700;
+    int32_t ids[1000];
+    for (int i = 0; i < N; i++)
+        ids[i] = (int32_t)((i * 37 + 11) % 997);
+    float *want = NULL;
+    int vocab = 0;
+    for (int threads = 1; threads <= 3; threads++) {
+        for (int whole = 1; whole >= 0; whole--) {
+            coli_options *o = NULL;
+            ck_assert_int_eq(coli_options_create(&o), COLI_OK);
+            ck_assert_int_eq(coli_options_set(o, COLI_OPT_KV_TYPE, kv), COLI_OK);
+            ck_assert_int_eq(coli_options_set(o, COLI_OPT_THREADS, threads), COLI_OK);
+            ck_assert_int_eq(coli_options_set(o, COLI_OPT_CONTEXT, 1024), COLI_OK);
+            coli_model *m = NULL;
+            ck_assert_msg(coli_model_open(tmp, o, &m) == COLI_OK, "%s", coli_model_errmsg(m));
+            coli_context *c = NULL;
+            ck_assert_int_eq(coli_context_create(m, NULL, &c), COLI_OK);
+            if (whole) {
+                ck_assert_int_eq(coli_eval(c, ids, N), COLI_OK);
+            } else {
+                ck_assert_int_eq(coli_eval(c, ids, P), COLI_OK);
+                for (int i = P; i < N; i++)
+                    ck_assert_int_eq(coli_eval(c, &ids[i], 1), COLI_OK);
+            }
+            coli_model_info info;
+            info.struct_size = sizeof info;
+            ck_assert_int_eq(coli_model_get_info(m, &info), COLI_OK);
+            vocab = info.vocab_size;
+            if (!want) {
+                want = malloc((size_t)vocab * sizeof *want);
+                memcpy(want, coli_context_logits(c), (size_t)vocab * sizeof *want);
+            } else {
+                ck_assert_msg(memcmp(want, coli_context_logits(c), (size_t)vocab * sizeof *want) == 0,
+                              "%s: %d threads, %s: other logits", fx[_i / 2], threads, whole ? "at once" : "decoded");
+            }
+            coli_context_free(c);
+            coli_model_free(m);
+            coli_options_free(o);
+        }
+    }
+    free(want);
+    tu_rmtree(tmp);
+    free(tmp);
+    free(src);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("reference");
@@ -491,6 +553,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_other_dtype_checkpoint, 0, 2);
     tcase_add_loop_test(tc, test_config_variants, 0, (int)(sizeof VARIANTS / sizeof VARIANTS[0]));
     tcase_add_loop_test(tc, test_dsa_dense_up_to_topk, 0, 4);
+    tcase_add_loop_test(tc, test_mla_long_decode, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }

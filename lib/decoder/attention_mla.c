@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu/attn.h"
 #include "decoder/indexer.h"
 #include "decoder/norm.h"
 #include "decoder/pieces.h"
@@ -56,8 +57,10 @@ static size_t task_floats(const coli__config *c, int rm)
  * spaced). */
 static size_t scratch(const coli__config *c, int S, int last, int n_ctx, int threads)
 {
-    (void)S;
-    return 16 * 8 + (size_t)c->kv_kdim + (size_t)threads * task_floats(c, coli__pass_room(last, n_ctx));
+    const size_t rm = (size_t)coli__pass_room(last, n_ctx);
+    /* fewer tokens than threads (decoding): every head's scores of each (split_attend) */
+    const size_t split = S < threads && last > 2 * COLI__ATTN_TILE ? (size_t)S * (size_t)c->n_heads * rm + 16 : 0;
+    return 16 * 8 + (size_t)c->kv_kdim + (size_t)threads * task_floats(c, (int)rm) + split;
 }
 
 static mla_bufs bufs(const coli__pass *b)
@@ -143,6 +146,100 @@ static void attend_blocks(void *arg, int64_t lo, int64_t hi, int thread)
     }
 }
 
+/* The attention of a segment of fewer tokens than threads (decoding),
+ * split three ways so that every thread works on every token: the scores
+ * of all heads by blocks of positions, the softmax by heads, the mix by
+ * blocks of the latent's dimensions. Each score, each head's softmax and
+ * each output value is computed as in attend_blocks, alone: the same
+ * bits. */
+#define MIX_DIMS 64
+
+typedef struct split_job {
+    const coli__pass *b;
+    const coli__seg *sg;
+    int l, rm, n_blocks, n_chunks;
+    float scale;
+    mla_bufs m;
+    float *task; /* per thread: task_floats(rm) */
+    float *sc;   /* [segment token][head][rm] */
+} split_job;
+
+static float *split_scores_of(const split_job *j, int i)
+{
+    return j->sc + (size_t)i * (size_t)j->b->d->cfg->n_heads * (size_t)j->rm;
+}
+
+static void split_scores(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    const split_job *j = arg;
+    const coli__config *c = j->b->d->cfg;
+    const coli__kv *kv = j->sg->kv;
+    const int nh = c->n_heads, K = c->attn.mla.kv_lora + c->attn.mla.rope;
+    const size_t es = kv->dt == COLI_DT_BF16 ? 2 : 4, stride = (size_t)kv->hd;
+    const char *rows = coli__kv_rows(kv, j->l, 0, 0);
+    float *mx = j->task + (size_t)thread * task_floats(c, j->rm); /* unused maxima: split_softmax takes them */
+    for (int64_t it = lo; it < hi; it++) {
+        const int i = (int)(it / j->n_blocks), n = j->sg->pos0 + i + 1, t = j->sg->t0 + i;
+        const int p0 = (int)(it % j->n_blocks) * COLI__ATTN_TILE, p1 = p0 + COLI__ATTN_TILE < n ? p0 + COLI__ATTN_TILE : n;
+        if (p0 >= n)
+            continue;
+        for (int h = 0; h < nh; h++)
+            mx[h] = -INFINITY;
+        coli__attn_scores(j->b->d->cpuk, j->m.qc + (size_t)t * nh * K, nh, K, rows + (size_t)p0 * stride * es, kv->dt,
+                          stride, p1 - p0, j->scale, split_scores_of(j, i) + p0, (size_t)j->rm, mx, NULL);
+    }
+}
+
+static void split_softmax(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    const split_job *j = arg;
+    const coli__config *c = j->b->d->cfg;
+    const int nh = c->n_heads, K_idx = c->attn.dsa.topk;
+    (void)thread;
+    for (int64_t it = lo; it < hi; it++) {
+        const int i = (int)(it / nh), h = (int)(it % nh), n = j->sg->pos0 + i + 1, t = j->sg->t0 + i;
+        float *a = split_scores_of(j, i) + (size_t)h * j->rm;
+        const int *sel = K_idx ? j->m.x.sel + (size_t)t * ((size_t)K_idx + 1) : NULL;
+        float mx = -INFINITY;
+        if (sel && sel[0] >= 0) /* sparse: the positions not chosen weigh 0 */
+            mx = coli__indexer_mask(sel, a, n);
+        else
+            for (int p = 0; p < n; p++)
+                mx = a[p] > mx ? a[p] : mx;
+        coli__attn_softmax(j->b->d->cpuk, a, n, mx);
+    }
+}
+
+static void split_mix(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    const split_job *j = arg;
+    const coli__config *c = j->b->d->cfg;
+    const coli__kv *kv = j->sg->kv;
+    const int nh = c->n_heads, L = c->attn.mla.kv_lora, S = j->b->S;
+    const size_t es = kv->dt == COLI_DT_BF16 ? 2 : 4;
+    const char *rows = coli__kv_rows(kv, j->l, 0, 0);
+    (void)thread;
+    for (int64_t it = lo; it < hi; it++) {
+        const int i = (int)(it / j->n_chunks), d0 = (int)(it % j->n_chunks) * MIX_DIMS, n = j->sg->pos0 + i + 1;
+        const int t = j->sg->t0 + i, dims = L - d0 < MIX_DIMS ? L - d0 : MIX_DIMS;
+        coli__attn_mix(j->b->d->cpuk, j->m.lat + (size_t)t * L + (size_t)d0, (size_t)S * L, nh, dims,
+                       split_scores_of(j, i), (size_t)j->rm, rows + (size_t)d0 * es, kv->dt, (size_t)kv->hd, n, NULL);
+    }
+}
+
+static void split_attend(const coli__pass *b, const coli__seg *sg, int l, const mla_bufs *m, int threads)
+{
+    const coli__config *c = b->d->cfg;
+    const int rm = coli__pass_room(sg->pos0 + sg->n, sg->kv->n_ctx), last = sg->pos0 + sg->n;
+    split_job j = {.b = b, .sg = sg, .l = l, .rm = rm, .n_blocks = (last + COLI__ATTN_TILE - 1) / COLI__ATTN_TILE,
+                   .n_chunks = (c->attn.mla.kv_lora + MIX_DIMS - 1) / MIX_DIMS, .scale = c->attn.scale, .m = *m,
+                   .task = m->task};
+    j.sc = m->task + (size_t)threads * task_floats(c, rm);
+    coli__pool_run(b->pool, (int64_t)sg->n * j.n_blocks, 1, split_scores, &j);
+    coli__pool_run(b->pool, (int64_t)sg->n * c->n_heads, 1, split_softmax, &j);
+    coli__pool_run(b->pool, (int64_t)sg->n * j.n_chunks, 1, split_mix, &j);
+}
+
 static int c_dsa_dim(const coli__config *c)
 {
     return c->attn.dsa.topk ? c->attn.dsa.dim : 0;
@@ -224,8 +321,14 @@ static coli_status mla(coli__pass *b, const coli__layer *ly, int l, const coli__
     const int threads = coli__pool_size(b->pool);
     for (int s = 0; s < b->n_seg; s++) {
         const coli__seg *sg = &b->seg[s];
-        /* fewer heads a task where the tokens are too few for the threads
-         * (decoding): each reads the cache's rows, the threads share them */
+        /* decoding past a few tiles: below them, three hand-outs cost more
+         * than the threads gain */
+        if (sg->n < threads && sg->pos0 + sg->n > 2 * COLI__ATTN_TILE) {
+            split_attend(b, sg, l, &m, threads);
+            continue;
+        }
+        /* fewer heads a task where the tokens are too few for the threads:
+         * each reads the cache's rows, the threads share them */
         int hb = HEADS;
         while (hb > 4 && (int64_t)sg->n * ((nh + hb - 1) / hb) < threads)
             hb /= 2;
