@@ -52,6 +52,14 @@ static size_t task_floats(const coli__config *c, int rm)
     return mla > idx ? mla : idx;
 }
 
+/* Whether a segment of S tokens whose last sees last positions takes
+ * split_attend: fewer tokens than threads (decoding), past a few tiles
+ * (below them, three hand-outs cost more than the threads gain). */
+static int splits(int S, int last, int threads)
+{
+    return S < threads && last > 2 * COLI__ATTN_TILE;
+}
+
 /* The threads' part of the scratch, for one segment, and the row; the
  * pass adds the chunk's per_token floats (the buffers below, 64-byte
  * spaced). */
@@ -59,7 +67,7 @@ static size_t scratch(const coli__config *c, int S, int last, int n_ctx, int thr
 {
     const size_t rm = (size_t)coli__pass_room(last, n_ctx);
     /* fewer tokens than threads (decoding): every head's scores of each (split_attend) */
-    const size_t split = S < threads && last > 2 * COLI__ATTN_TILE ? (size_t)S * (size_t)c->n_heads * rm + 16 : 0;
+    const size_t split = splits(S, last, threads) ? (size_t)S * (size_t)c->n_heads * rm + 16 : 0;
     return 16 * 8 + (size_t)c->kv_kdim + (size_t)threads * task_floats(c, (int)rm) + split;
 }
 
@@ -123,7 +131,7 @@ static void attend_blocks(void *arg, int64_t lo, int64_t hi, int thread)
     const coli__config *c = j->b->d->cfg;
     const coli__mla_opts *a = &c->attn.mla;
     const coli__kv *kv = j->sg->kv;
-    const int nh = c->n_heads, L = a->kv_lora, K = L + a->rope, S = j->b->S, K_idx = c->attn.dsa.topk;
+    const int nh = c->n_heads, L = a->kv_lora, K = L + a->rope, S = j->b->S;
     const size_t stride = (size_t)kv->hd; /* [latent ; rotary key], then the indexer's key */
     float *sc = j->task + (size_t)thread * ((size_t)HEADS * (size_t)j->rm + HEADS), *mx = sc + (size_t)HEADS * j->rm;
     const void *rows = coli__kv_rows(kv, j->l, 0, 0);
@@ -134,8 +142,8 @@ static void attend_blocks(void *arg, int64_t lo, int64_t hi, int thread)
             mx[h] = -INFINITY;
         coli__attn_scores(j->b->d->cpuk, j->m.qc + ((size_t)t * nh + (size_t)h0) * K, g, K, rows, kv->dt, stride, n,
                           j->scale, sc, (size_t)j->rm, mx, NULL);
-        const int *sel = K_idx ? j->m.x.sel + (size_t)t * ((size_t)K_idx + 1) : NULL;
-        if (sel && sel[0] >= 0) /* sparse: the positions not chosen weigh 0 */
+        const int *sel = coli__indexer_choice(c, &j->m.x, t);
+        if (sel) /* sparse: the positions not chosen weigh 0 */
             for (int h = 0; h < g; h++)
                 mx[h] = coli__indexer_mask(sel, sc + (size_t)h * j->rm, n);
         for (int h = 0; h < g; h++)
@@ -175,8 +183,6 @@ static void split_scores(void *arg, int64_t lo, int64_t hi, int thread)
     const coli__config *c = j->b->d->cfg;
     const coli__kv *kv = j->sg->kv;
     const int nh = c->n_heads, K = c->attn.mla.kv_lora + c->attn.mla.rope;
-    const size_t es = kv->dt == COLI_DT_BF16 ? 2 : 4, stride = (size_t)kv->hd;
-    const char *rows = coli__kv_rows(kv, j->l, 0, 0);
     float *mx = j->task + (size_t)thread * task_floats(c, j->rm); /* unused maxima: split_softmax takes them */
     for (int64_t it = lo; it < hi; it++) {
         const int i = (int)(it / j->n_blocks), n = j->sg->pos0 + i + 1, t = j->sg->t0 + i;
@@ -185,8 +191,8 @@ static void split_scores(void *arg, int64_t lo, int64_t hi, int thread)
             continue;
         for (int h = 0; h < nh; h++)
             mx[h] = -INFINITY;
-        coli__attn_scores(j->b->d->cpuk, j->m.qc + (size_t)t * nh * K, nh, K, rows + (size_t)p0 * stride * es, kv->dt,
-                          stride, p1 - p0, j->scale, split_scores_of(j, i) + p0, (size_t)j->rm, mx, NULL);
+        coli__attn_scores(j->b->d->cpuk, j->m.qc + (size_t)t * nh * K, nh, K, coli__kv_key_at(kv, j->l, 0, p0, 0), kv->dt,
+                          (size_t)kv->hd, p1 - p0, j->scale, split_scores_of(j, i) + p0, (size_t)j->rm, mx, NULL);
     }
 }
 
@@ -194,14 +200,14 @@ static void split_softmax(void *arg, int64_t lo, int64_t hi, int thread)
 {
     const split_job *j = arg;
     const coli__config *c = j->b->d->cfg;
-    const int nh = c->n_heads, K_idx = c->attn.dsa.topk;
+    const int nh = c->n_heads;
     (void)thread;
     for (int64_t it = lo; it < hi; it++) {
         const int i = (int)(it / nh), h = (int)(it % nh), n = j->sg->pos0 + i + 1, t = j->sg->t0 + i;
         float *a = split_scores_of(j, i) + (size_t)h * j->rm;
-        const int *sel = K_idx ? j->m.x.sel + (size_t)t * ((size_t)K_idx + 1) : NULL;
+        const int *sel = coli__indexer_choice(c, &j->m.x, t);
         float mx = -INFINITY;
-        if (sel && sel[0] >= 0) /* sparse: the positions not chosen weigh 0 */
+        if (sel) /* sparse: the positions not chosen weigh 0 */
             mx = coli__indexer_mask(sel, a, n);
         else
             for (int p = 0; p < n; p++)
@@ -216,14 +222,13 @@ static void split_mix(void *arg, int64_t lo, int64_t hi, int thread)
     const coli__config *c = j->b->d->cfg;
     const coli__kv *kv = j->sg->kv;
     const int nh = c->n_heads, L = c->attn.mla.kv_lora, S = j->b->S;
-    const size_t es = kv->dt == COLI_DT_BF16 ? 2 : 4;
-    const char *rows = coli__kv_rows(kv, j->l, 0, 0);
     (void)thread;
     for (int64_t it = lo; it < hi; it++) {
         const int i = (int)(it / j->n_chunks), d0 = (int)(it % j->n_chunks) * MIX_DIMS, n = j->sg->pos0 + i + 1;
         const int t = j->sg->t0 + i, dims = L - d0 < MIX_DIMS ? L - d0 : MIX_DIMS;
         coli__attn_mix(j->b->d->cpuk, j->m.lat + (size_t)t * L + (size_t)d0, (size_t)S * L, nh, dims,
-                       split_scores_of(j, i), (size_t)j->rm, rows + (size_t)d0 * es, kv->dt, (size_t)kv->hd, n, NULL);
+                       split_scores_of(j, i), (size_t)j->rm, coli__kv_key_at(kv, j->l, 0, 0, d0), kv->dt, (size_t)kv->hd, n,
+                       NULL);
     }
 }
 
@@ -240,18 +245,13 @@ static void split_attend(const coli__pass *b, const coli__seg *sg, int l, const 
     coli__pool_run(b->pool, (int64_t)sg->n * j.n_chunks, 1, split_mix, &j);
 }
 
-static int c_dsa_dim(const coli__config *c)
-{
-    return c->attn.dsa.topk ? c->attn.dsa.dim : 0;
-}
-
 /* Each token's latent normed and its rotary key turned, stored in the
  * cache with the indexer's key (zeros in a layer that shares another's
  * choice); each head's rotary query turned. */
 static void rotate_and_store(coli__pass *b, const coli__layer *ly, int l, float *q, const mla_bufs *m)
 {
-    const int D = c_dsa_dim(b->d->cfg);
     const coli__config *c = b->d->cfg;
+    const int D = c->attn.dsa.topk ? c->attn.dsa.dim : 0; /* the indexer's key, after [c ; k_pe] */
     const coli__mla_opts *a = &c->attn.mla;
     const int nh = c->n_heads, L = a->kv_lora, K = L + a->rope, QH = a->nope + a->rope;
     float tmp[2 * 4096];
@@ -267,7 +267,7 @@ static void rotate_and_store(coli__pass *b, const coli__layer *ly, int l, float 
             const float *row = ckv;
             if (D) {
                 memcpy(m->row, ckv, (size_t)K * sizeof(float));
-                if (b->d->cfg->attn.dsa.full[l])
+                if (c->attn.dsa.full[l])
                     memcpy(m->row + K, m->x.k + (size_t)t * D, (size_t)D * sizeof(float));
                 else
                     memset(m->row + K, 0, (size_t)D * sizeof(float));
@@ -321,9 +321,7 @@ static coli_status mla(coli__pass *b, const coli__layer *ly, int l, const coli__
     const int threads = coli__pool_size(b->pool);
     for (int s = 0; s < b->n_seg; s++) {
         const coli__seg *sg = &b->seg[s];
-        /* decoding past a few tiles: below them, three hand-outs cost more
-         * than the threads gain */
-        if (sg->n < threads && sg->pos0 + sg->n > 2 * COLI__ATTN_TILE) {
+        if (splits(sg->n, sg->pos0 + sg->n, threads)) {
             split_attend(b, sg, l, &m, threads);
             continue;
         }

@@ -20,7 +20,8 @@ size_t coli__indexer_per_token(const coli__config *c)
     const coli__dsa_opts *x = &c->attn.dsa;
     if (!x->topk)
         return 0;
-    return (size_t)x->heads * (size_t)x->dim + (size_t)x->dim + (size_t)x->heads + (size_t)x->topk + 1 + 64;
+    /* the four buffers, each rounded up to 16 floats by SPACED */
+    return (size_t)x->heads * (size_t)x->dim + (size_t)x->dim + (size_t)x->heads + (size_t)x->topk + 1 + 4 * 15;
 }
 
 float *coli__indexer_bufs_at(const coli__config *c, int S, float *p, coli__indexer_bufs *x)
@@ -186,8 +187,6 @@ static void score_block(void *arg, int64_t lo, int64_t hi, int thread)
     const coli__dsa_opts *o = &c->attn.dsa;
     const int NH = o->heads, D = o->dim;
     const coli__kv *kv = j->sg->kv;
-    const size_t es = kv->dt == COLI_DT_BF16 ? 2 : 4;
-    const char *keys = (const char *)coli__kv_rows(kv, j->l, 0, 0) + (size_t)(kv->hd - D) * es;
     const float scale = (float)pow((double)D, -0.5);
     float *sc = work_of(j, thread), *mx = sc + (size_t)NH * BLOCK;
     for (int64_t it = lo; it < hi; it++) {
@@ -197,8 +196,9 @@ static void score_block(void *arg, int64_t lo, int64_t hi, int thread)
             continue;
         for (int h = 0; h < NH; h++)
             mx[h] = -INFINITY;
-        coli__attn_scores(j->b->d->cpuk, j->x->q + (size_t)t * NH * D, NH, D, keys + (size_t)p0 * kv->hd * es, kv->dt,
-                          (size_t)kv->hd, p1 - p0, scale, sc, BLOCK, mx, NULL);
+        /* the indexer's key ends each cache row */
+        coli__attn_scores(j->b->d->cpuk, j->x->q + (size_t)t * NH * D, NH, D, coli__kv_key_at(kv, j->l, 0, p0, kv->hd - D),
+                          kv->dt, (size_t)kv->hd, p1 - p0, scale, sc, BLOCK, mx, NULL);
         float *score = score_row(j, i) + p0;
         memset(score, 0, (size_t)(p1 - p0) * sizeof(float));
         const float *w = j->x->w + (size_t)t * NH;
@@ -262,6 +262,14 @@ void coli__indexer_select(coli__pass *b, int l, const coli__indexer_bufs *x, flo
             coli__pool_run(b->pool, n_tok, 1, choose, &j);
         }
     }
+}
+
+const int *coli__indexer_choice(const coli__config *c, const coli__indexer_bufs *x, int t)
+{
+    if (!c->attn.dsa.topk)
+        return NULL;
+    const int *sel = x->sel + (size_t)t * ((size_t)c->attn.dsa.topk + 1);
+    return sel[0] >= 0 ? sel : NULL;
 }
 
 float coli__indexer_mask(const int *sel, float *sc, int n)

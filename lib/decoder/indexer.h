@@ -41,6 +41,11 @@ coli_status coli__indexer_project(coli__pass *b, const coli__layer *ly, const fl
  * coli__pass_room. */
 void coli__indexer_select(coli__pass *b, int l, const coli__indexer_bufs *x, float *task);
 
+/* Token t's choice (sel of coli__indexer_bufs), or NULL where it attends
+ * every position: no sparse attention, or no more positions than
+ * index_topk. */
+const int *coli__indexer_choice(const coli__config *c, const coli__indexer_bufs *x, int t);
+
 /* Scores sc[0..n) of one head of a token whose choice is sel: positions
  * not chosen become -inf; returns the largest of the chosen ones. */
 float coli__indexer_mask(const int *sel, float *sc, int n);

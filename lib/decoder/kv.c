@@ -169,3 +169,8 @@ const void *coli__kv_rows(const coli__kv *kv, int l, int g, int values)
     size_t head = ((size_t)l * (size_t)kv->n_kv + (size_t)g) * (size_t)kv->n_ctx;
     return (const char *)(own ? kv->v : kv->k) + head * (size_t)(own ? kv->vd : kv->hd) * elem_bytes(kv->dt);
 }
+
+const void *coli__kv_key_at(const coli__kv *kv, int l, int g, int pos, int off)
+{
+    return (const char *)coli__kv_rows(kv, l, g, 0) + ((size_t)pos * (size_t)kv->hd + (size_t)off) * elem_bytes(kv->dt);
+}

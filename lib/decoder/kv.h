@@ -45,5 +45,8 @@ void coli__kv_store(coli__kv *kv, int l, int pos, const float *k, const float *v
  * row starts p * hd (values: p * vd) values in; with vd 0, the values are
  * the keys' rows. */
 const void *coli__kv_rows(const coli__kv *kv, int l, int g, int values);
+/* Position pos's key row of KV head g of layer l, from its value off on
+ * (a part of the row: MLA's latent dimensions, the indexer's key). */
+const void *coli__kv_key_at(const coli__kv *kv, int l, int g, int pos, int off);
 
 #endif
