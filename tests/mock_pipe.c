@@ -4,9 +4,12 @@
  * the first rot_dim dimensions from the host's tables, the KV cache,
  * attention in tiles of 256, the router's softmax and top-k or the sigmoid
  * router with its correction bias, groups and scale, the experts'
- * combination, the shared experts, dense SwiGLU layers), written from the
- * text and not from lib/, over the mock's resident tensors (products
- * through coli__matmul, as the mock's experts). The experts a layer does
+ * combination, the shared experts, dense SwiGLU layers; and latent
+ * attention in its absorbed form, with one cache row [c ; k] a position),
+ * written from the text and not from lib/, over the mock's resident
+ * tensors (products through coli__matmul, as the mock's experts; the
+ * absorption's weights dequantized here, from the format's text). The
+ * experts a layer does
  * not hold go to the host through coli__gpu_host, one token at a time.
  * Memory counts against the mock device's capacity, and every run is a
  * call that fault injection can fail. */
@@ -25,7 +28,10 @@ struct coli__gpu_pipe {
     coli__gpu_layer *layers;
     int n_ctx, bf16;
     uint64_t bytes;
-    float *kc, *vc; /* [L][n_ctx][kvd], values as stored (bf16-rounded when bf16) */
+    /* GQA: [L][n_ctx][kvd] keys and values; MLA (net.mla.row > 0): kc
+     * alone, [L][n_ctx][row] rows [c ; k]; as stored (bf16-rounded when
+     * bf16) */
+    float *kc, *vc;
     coli__gpu_pipe_stats st;
 };
 
@@ -67,15 +73,16 @@ static float kv_round(float v, int bf16)
     return bf16 ? coli__bf16_bits_to_f32(coli__f32_to_bf16_bits(v)) : v;
 }
 
-/* One head of one token: keys and values of positions lo .. pos. */
-static void attend(const float *q, const float *kc, const float *vc, int kvd, int lo, int pos, int hd, float *o,
-                   float *a)
+/* One head of one token: keys (kd values) and values (vd values) of
+ * positions lo .. pos, each position's row stride values after the one
+ * before it (values may be the keys' own rows). */
+static void attend(const float *q, const float *kc, const float *vc, int stride, int lo, int pos, int kd, int vd,
+                   float scale, float *o, float *a)
 {
     const int n = pos - lo + 1, T = 256;
-    const float scale = 1.0f / sqrtf((float)hd);
     float m = -INFINITY;
     for (int j = 0; j < n; j++) {
-        a[j] = dot(q, kc + (size_t)(lo + j) * kvd, hd) * scale;
+        a[j] = dot(q, kc + (size_t)(lo + j) * stride, kd) * scale;
         m = a[j] > m ? a[j] : m;
     }
     for (int j = 0; j < n; j++)
@@ -89,12 +96,12 @@ static void attend(const float *q, const float *kc, const float *vc, int kvd, in
     const float inv = 1.0f / Z;
     for (int j = 0; j < n; j++)
         a[j] = a[j] * inv;
-    for (int i = 0; i < hd; i++) {
+    for (int i = 0; i < vd; i++) {
         float acc = 0.0f;
         for (int t = 0; t * T < n; t++) {
             float O[8] = {0};
             for (int j = t * T; j < n && j < (t + 1) * T; j++)
-                O[j % 8] = fmaf(a[j], vc[(size_t)(lo + j) * kvd + i], O[j % 8]);
+                O[j % 8] = fmaf(a[j], vc[(size_t)(lo + j) * stride + i], O[j % 8]);
             float U = ((O[0] + O[4]) + (O[2] + O[6])) + ((O[1] + O[5]) + (O[3] + O[7]));
             acc = t == 0 ? U : acc + U;
         }
@@ -243,10 +250,18 @@ static coli_status swiglu_mlp(coli__gpu *g, int hg, int hu, int hd, int f, const
 }
 
 
+/* Values of the cache: keys and values of every KV head, or with latent
+ * attention one row [c ; k] of mla.row values a layer and position. */
+static uint64_t kv_values(const coli__gpu_net *n, int n_ctx)
+{
+    if (n->mla.row > 0)
+        return (uint64_t)n->n_layers * (uint64_t)n_ctx * (uint64_t)n->mla.row;
+    return 2 * (uint64_t)n->n_layers * (uint64_t)n_ctx * (uint64_t)n->n_kv_heads * (uint64_t)n->head_dim;
+}
+
 static uint64_t m_pipe_bytes(const coli__gpu_net *n, const coli__gpu_pipe_params *p)
 {
-    uint64_t kv = 2 * (uint64_t)n->n_layers * (uint64_t)p->n_ctx * (uint64_t)n->n_kv_heads * (uint64_t)n->head_dim;
-    return kv * (p->kv_dt == COLI_DT_BF16 ? 2 : 4);
+    return kv_values(n, p->n_ctx) * (p->kv_dt == COLI_DT_BF16 ? 2 : 4);
 }
 
 static void m_pipe_free(coli__gpu_pipe *p)
@@ -267,11 +282,13 @@ static coli_status m_pipe_create(coli__gpu *g, const coli__gpu_net *net, const c
     uint64_t b = m_pipe_bytes(net, p);
     COLI_TRY(mock_gpu_reserve(g, net->dev, b, err));
     coli__gpu_pipe *pp = calloc(1, sizeof *pp);
-    size_t kv = (size_t)net->n_layers * (size_t)p->n_ctx * (size_t)net->n_kv_heads * (size_t)net->head_dim;
+    /* GQA: keys and values, half the values each; MLA: the rows alone */
+    const int latent = net->mla.row > 0;
+    size_t kv = (size_t)kv_values(net, p->n_ctx), kn = latent ? kv : kv / 2, vn = latent ? 0 : kv / 2;
     if (pp) {
         pp->layers = malloc((size_t)net->n_layers * sizeof *pp->layers);
-        pp->kc = calloc(kv ? kv : 1, sizeof(float));
-        pp->vc = calloc(kv ? kv : 1, sizeof(float));
+        pp->kc = calloc(kn ? kn : 1, sizeof(float));
+        pp->vc = calloc(vn ? vn : 1, sizeof(float));
     }
     if (!pp || !pp->layers || !pp->kc || !pp->vc) {
         if (pp) {
@@ -298,24 +315,197 @@ static coli_status m_pipe_create(coli__gpu *g, const coli__gpu_net *net, const c
 /* Scratch of one token. */
 typedef struct tok {
     float *x, *xn, *q, *k, *v, *att, *o, *a, *rl, *g, *u, *y, *yh, *w, *c, *gs;
+    float *kv, *qa, *qc, *lat, *tmp; /* latent attention: [row], [q_lora], [row], [kv_lora], [rope] */
     int *sel;
     unsigned char *host, *taken;
     int f; /* width of g and u */
 } tok;
 
-static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, tok *s, const coli__gpu_host *host,
-                         coli__err *err)
+/* ---- latent attention (docs/formats.md, "Latent attention") ------------- */
+
+/* w(r, i): the value of weight (r, i) of a resident matrix in the row
+ * layout, as "Quantized matrices" defines it: f32 as is, bf16 widened; q8
+ * d * q; q4 the nibble u, d * (u - 8), d the scale of its group; q2 the two
+ * bits q, d * q + m, two roundings; fp16 scales and minimums widened. */
+static float wval(const coli__mat *m, int r, int i)
+{
+    const size_t cols = (size_t)m->cols, at = (size_t)r * cols + (size_t)i;
+    switch (m->dt) {
+    case COLI_DT_F32:
+        return ((const float *)m->data)[at];
+    case COLI_DT_BF16:
+        return coli__bf16_bits_to_f32(((const uint16_t *)m->data)[at]);
+    case COLI_DT_Q8: {
+        const float d = coli__f16_bits_to_f32(m->q.d[at / 32]);
+        const int q = (int)(signed char)m->q.qs[at];
+        return d * (float)q;
+    }
+    case COLI_DT_Q4: {
+        const size_t G = (size_t)m->q.group;
+        const int c = i % 32;
+        const uint8_t b = m->q.qs[(size_t)r * (cols / 2) + (size_t)(i / 32) * 16 + (size_t)(c % 16)];
+        const int u = c < 16 ? b & 15 : b >> 4;
+        const float d = coli__f16_bits_to_f32(m->q.d[(size_t)r * (cols / G) + (size_t)i / G]);
+        return d * (float)(u - 8);
+    }
+    case COLI_DT_Q2: {
+        const int c = i % 32;
+        const uint8_t b = m->q.qs[(size_t)r * (cols / 4) + (size_t)(i / 32) * 8 + (size_t)(c % 8)];
+        const int q = (b >> (2 * (c / 8))) & 3;
+        const float d = coli__f16_bits_to_f32(m->q.d[at / 32]), mn = coli__f16_bits_to_f32(m->q.m[at / 32]);
+        const float dq = d * (float)q;
+        return dq + mn;
+    }
+    default:
+        return NAN;
+    }
+}
+
+/* Rows r0 .. r0 + n - 1 of a resident matrix in the row layout, as a
+ * matrix of their own (its products are those rows' of m): 0 for a
+ * format or layout the mock cannot cut. */
+static int rows_of(const coli__mat *m, int r0, int n, coli__mat *out)
+{
+    const size_t cols = (size_t)m->cols, r = (size_t)r0;
+    *out = *m;
+    out->rows = n;
+    switch (m->dt) {
+    case COLI_DT_F32:
+        out->data = (const float *)m->data + r * cols;
+        return 1;
+    case COLI_DT_BF16:
+        out->data = (const uint16_t *)m->data + r * cols;
+        return 1;
+    case COLI_DT_Q8:
+    case COLI_DT_Q4:
+    case COLI_DT_Q2: {
+        if (m->q.layout != COLI__QL_ROWS)
+            return 0;
+        const size_t bits = m->dt == COLI_DT_Q8 ? 8 : m->dt == COLI_DT_Q4 ? 4 : 2;
+        const size_t G = m->dt == COLI_DT_Q4 ? (size_t)m->q.group : 32;
+        out->q.rows = n;
+        out->q.qs = m->q.qs + r * cols * bits / 8;
+        out->q.d = m->q.d + r * (cols / G);
+        out->q.m = m->dt == COLI_DT_Q2 ? m->q.m + r * (cols / 32) : NULL;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* A resident matrix of rows x cols (into *out unless out is NULL), or a
+ * failure naming it. */
+static coli_status need_mat(coli__gpu *g, int h, int rows, int cols, int l, const char *what, const coli__mat **out,
+                            coli__err *err)
+{
+    const coli__mat *m = mock_gpu_mat(g, h);
+    if (out)
+        *out = m;
+    if (!m)
+        return coli__fail(err, COLI_EINVAL, "mock pipe: layer %d's %s (tensor %d) is not resident", l, what, h);
+    if (m->rows != rows || m->cols != cols)
+        return coli__fail(err, COLI_EINVAL, "mock pipe: layer %d's %s is [%d, %d], not [%d, %d]", l, what, m->rows,
+                          m->cols, rows, cols);
+    return COLI_OK;
+}
+
+/* Even offsets, then odd (tmp: rot values), then rotate-half with rot
+ * values of the table cs (cos, then sin). */
+static void mla_rope(float *v, int rot, int interleave, const float *cs, float *tmp)
+{
+    const int half = rot / 2;
+    if (interleave) {
+        for (int i = 0; i < half; i++) {
+            tmp[i] = v[2 * i];
+            tmp[half + i] = v[2 * i + 1];
+        }
+        memcpy(v, tmp, (size_t)rot * sizeof(float));
+    }
+    for (int i = 0; i < half; i++) {
+        float x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * cs[i] - x1 * cs[half + i];
+        v[i + half] = x1 * cs[i] + x0 * cs[half + i];
+    }
+}
+
+/* Latent attention of xn, steps 1-8 of the text in order, through o_proj,
+ * into o. The cache row of pos is [c ; k], the net's row values. */
+static coli_status mla(coli__gpu_pipe *pp, const coli__gpu_layer *ly, int l, int pos, const float *cs, tok *s,
+                       coli__err *err)
 {
     const coli__gpu_net *n = &pp->net;
-    const coli__gpu_layer *ly = &pp->layers[l];
-    const int H = n->hidden, hd = n->head_dim, nh = n->n_heads, nkv = n->n_kv_heads;
-    const int QD = nh * hd, KVD = nkv * hd, E = n->n_experts, K = n->top_k, half = n->rot_dim / 2;
-    const float *an = vec(pp->g, ly->attn_norm), *fn = vec(pp->g, ly->ffn_norm);
-    if (!an || !fn)
-        return coli__fail(err, COLI_EINVAL, "mock pipe: layer %d's norms are not resident", l);
-    if (ly->attn != COLI_ATTN_GQA)
-        return coli__fail(err, COLI_EUNSUPPORTED, "mock pipe: layer %d's attention kind %d", l, (int)ly->attn);
-    rmsnorm(s->xn, s->x, an, H, n->eps);
+    const coli__gpu_mla *a = &ly->mla;
+    const int nh = n->n_heads, H = n->hidden, L = a->kv_lora, R = a->rope, N = a->nope, V = a->v_dim, QL = a->q_lora;
+    const int row = n->mla.row, QH = N + R;
+    const coli__gpu_mla *nm = &n->mla; /* sizes the cache and the scratch */
+    if (L <= 0 || R <= 0 || R % 2 || N < 0 || V <= 0 || QL < 0 || row != L + R || a->row != row ||
+        R != n->rot_dim || nh <= 0 || nm->kv_lora != L || nm->rope != R || nm->nope != N || nm->v_dim != V ||
+        nm->q_lora != QL)
+        return coli__fail(err, COLI_EINVAL,
+                          "mock pipe: layer %d's latent attention: kv_lora %d, rope %d, nope %d, v_dim %d, q_lora %d, "
+                          "row %d (the net's %d), rot_dim %d, %d heads",
+                          l, L, R, N, V, QL, a->row, row, n->rot_dim, nh);
+    const coli__mat *KVB;
+    const float *kvn, *qan = NULL;
+    COLI_TRY(need_mat(pp->g, ly->kv_a, row, H, l, "kv_a_proj_with_mqa", NULL, err));
+    COLI_TRY(need_mat(pp->g, ly->wq, nh * QH, QL ? QL : H, l, QL ? "q_b_proj" : "q_proj", NULL, err));
+    COLI_TRY(need_mat(pp->g, ly->kv_b, nh * (N + V), L, l, "kv_b_proj", &KVB, err));
+    COLI_TRY(need_mat(pp->g, ly->wo, H, nh * V, l, "o_proj", NULL, err));
+    COLI_TRY(need_vec(pp->g, ly->kv_a_norm, (size_t)L, l, "kv_a_layernorm", &kvn, err));
+    if (QL) {
+        COLI_TRY(need_mat(pp->g, ly->q_a, QL, H, l, "q_a_proj", NULL, err));
+        COLI_TRY(need_vec(pp->g, ly->q_a_norm, (size_t)QL, l, "q_a_layernorm", &qan, err));
+    }
+    /* 1. the latent and the query */
+    COLI_TRY(mm(pp->g, ly->kv_a, s->xn, s->kv, err));
+    if (QL) {
+        COLI_TRY(mm(pp->g, ly->q_a, s->xn, s->qa, err));
+        rmsnorm(s->qa, s->qa, qan, QL, a->eps);
+        COLI_TRY(mm(pp->g, ly->wq, s->qa, s->q, err));
+    } else {
+        COLI_TRY(mm(pp->g, ly->wq, s->xn, s->q, err));
+    }
+    /* 2. c normed; k = kv[L ..) */
+    rmsnorm(s->kv, s->kv, kvn, L, a->eps);
+    /* 3. k and every head's qr reordered and rotated, rot = R */
+    mla_rope(s->kv + L, R, a->interleave, cs, s->tmp);
+    for (int h = 0; h < nh; h++)
+        mla_rope(s->q + (size_t)h * QH + N, R, a->interleave, cs, s->tmp);
+    /* 4. the cache row [c ; k] */
+    float *kc = pp->kc + (size_t)l * pp->n_ctx * row;
+    for (int i = 0; i < row; i++)
+        kc[(size_t)pos * row + i] = kv_round(s->kv[i], pp->bf16);
+    for (int h = 0; h < nh; h++) {
+        const float *qn = s->q + (size_t)h * QH;
+        /* 5. absorption: u_h from +0, d = 0 .. N - 1 in order; the query [u_h ; qr_h] */
+        for (int i = 0; i < L; i++)
+            s->qc[i] = 0.0f;
+        for (int d = 0; d < N; d++)
+            for (int i = 0; i < L; i++)
+                s->qc[i] = fmaf(qn[d], wval(KVB, h * (N + V) + d, i), s->qc[i]);
+        memcpy(s->qc + L, qn + N, (size_t)R * sizeof(float));
+        /* 6. one KV head: keys the cached rows (L + R), values their first L */
+        attend(s->qc, kc, kc, row, 0, pos, row, L, a->scale, s->lat, s->a);
+        /* 7. the head's value rows times o_h (quantized as an activation
+         * for a quantized kv_b) */
+        coli__mat Wv;
+        if (!rows_of(KVB, h * (N + V) + N, V, &Wv))
+            return coli__fail(err, COLI_EUNSUPPORTED, "mock pipe: layer %d's kv_b_proj (%s) cannot be cut into heads",
+                              l, coli__dtype_name(KVB->dt));
+        COLI_TRY(coli__matmul(NULL, NULL, &Wv, s->lat, 1, s->att + (size_t)h * V));
+    }
+    /* 8. o_proj of the heads' outputs side by side */
+    return mm(pp->g, ly->wo, s->att, s->o, err);
+}
+
+/* Grouped-query attention of xn, through the output projection, into o. */
+static coli_status gqa(coli__gpu_pipe *pp, const coli__gpu_layer *ly, int l, int pos, const float *cs, tok *s,
+                       coli__err *err)
+{
+    const coli__gpu_net *n = &pp->net;
+    const int hd = n->head_dim, nh = n->n_heads, nkv = n->n_kv_heads;
+    const int QD = nh * hd, KVD = nkv * hd, half = n->rot_dim / 2;
     COLI_TRY(mm(pp->g, ly->wq, s->xn, s->q, err));
     COLI_TRY(mm(pp->g, ly->wk, s->xn, s->k, err));
     COLI_TRY(mm(pp->g, ly->wv, s->xn, s->v, err));
@@ -373,9 +563,28 @@ static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, to
     int lo = ly->window > 0 && pos - ly->window + 1 > 0 ? pos - ly->window + 1 : 0;
     for (int h = 0; h < nh; h++) {
         int kh = h / (nh / nkv);
-        attend(s->q + h * hd, kc + kh * hd, vc + kh * hd, KVD, lo, pos, hd, s->att + h * hd, s->a);
+        attend(s->q + h * hd, kc + kh * hd, vc + kh * hd, KVD, lo, pos, hd, hd, 1.0f / sqrtf((float)hd),
+               s->att + h * hd, s->a);
     }
-    COLI_TRY(mm(pp->g, ly->wo, s->att, s->o, err));
+    return mm(pp->g, ly->wo, s->att, s->o, err);
+}
+
+static coli_status layer(coli__gpu_pipe *pp, int l, int pos, const float *cs, tok *s, const coli__gpu_host *host,
+                         coli__err *err)
+{
+    const coli__gpu_net *n = &pp->net;
+    const coli__gpu_layer *ly = &pp->layers[l];
+    const int H = n->hidden, E = n->n_experts, K = n->top_k;
+    const float *an = vec(pp->g, ly->attn_norm), *fn = vec(pp->g, ly->ffn_norm);
+    if (!an || !fn)
+        return coli__fail(err, COLI_EINVAL, "mock pipe: layer %d's norms are not resident", l);
+    /* net.mla.row > 0: every layer is latent attention, else none is */
+    const int latent = n->mla.row > 0;
+    if (ly->attn != (latent ? COLI_ATTN_MLA : COLI_ATTN_GQA))
+        return coli__fail(err, COLI_EUNSUPPORTED, "mock pipe: layer %d's attention kind %d in a net %s latent attention",
+                          l, (int)ly->attn, latent ? "of" : "without");
+    rmsnorm(s->xn, s->x, an, H, n->eps);
+    COLI_TRY(latent ? mla(pp, ly, l, pos, cs, s, err) : gqa(pp, ly, l, pos, cs, s, err));
     for (int i = 0; i < H; i++)
         s->x[i] = s->x[i] + s->o[i];
     rmsnorm(s->xn, s->x, fn, H, n->eps);
@@ -460,9 +669,21 @@ static coli_status m_pipe_run(coli__gpu_pipe *pp, const int32_t *tokens, int n, 
     I = I > 0 ? I : 1;
     tok s;
     s.f = I;
-    size_t fl[] = {H, H, QD, KVD, KVD, QD, H, (size_t)pp->n_ctx, E, I, I, (size_t)K * H, (size_t)K * H, K, E, E};
-    float **dst[] = {&s.x,  &s.xn, &s.q, &s.k, &s.v,  &s.att, &s.o, &s.a,
-                     &s.rl, &s.g,  &s.u, &s.y, &s.yh, &s.w,   &s.c, &s.gs};
+    /* latent attention: q holds every head's nope + rope values, att every
+     * head's v_dim; its own buffers (one value where there is none) */
+    const coli__gpu_mla *ml = &nt->mla;
+    const int latent = ml->row > 0, nh = nt->n_heads;
+    const size_t MQ = latent && (size_t)nh * (size_t)(ml->nope + ml->rope) > (size_t)QD
+                          ? (size_t)nh * (size_t)(ml->nope + ml->rope) : (size_t)QD;
+    const size_t MA = latent && (size_t)nh * (size_t)ml->v_dim > (size_t)QD ? (size_t)nh * (size_t)ml->v_dim
+                                                                             : (size_t)QD;
+    const size_t ROW = latent ? (size_t)ml->row : 1, QLR = latent && ml->q_lora > 0 ? (size_t)ml->q_lora : 1;
+    const size_t LAT = latent && ml->kv_lora > 0 ? (size_t)ml->kv_lora : 1;
+    const size_t ROT = latent && ml->rope > 0 ? (size_t)ml->rope : 1;
+    size_t fl[] = {H, H, MQ, KVD, KVD, MA, H, (size_t)pp->n_ctx, E, I, I, (size_t)K * H, (size_t)K * H, K, E, E,
+                   ROW, QLR, ROW, LAT, ROT};
+    float **dst[] = {&s.x,  &s.xn, &s.q, &s.k, &s.v,  &s.att, &s.o, &s.a,  &s.rl, &s.g,  &s.u,
+                     &s.y, &s.yh, &s.w, &s.c, &s.gs, &s.kv,  &s.qa, &s.qc, &s.lat, &s.tmp};
     int ok = 1;
     for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++)
         ok &= (*dst[i] = malloc(fl[i] * sizeof(float))) != NULL;

@@ -3,8 +3,10 @@
  * implementation of docs/formats.md's written order (tests/mock_pipe.c),
  * every fixture gives the CPU's logits bit for bit with every expert on
  * the device, with about half of them (the CPU computing the rest), with a
- * prompt long enough for two attention tiles, and with a bf16 cache; a
- * device step that fails hands the context to the CPU with the same bits;
+ * prompt long enough for two attention tiles, and with a bf16 cache, and
+ * so do the latent attention fixtures (sparse attention's layers stay on
+ * the CPU); a device step that fails hands the context to the CPU with the
+ * same bits;
  * a context whose cache does not fit is refused with the numbers. */
 #include <check.h>
 #include <stdio.h>
@@ -106,7 +108,9 @@ static void same(const run *a, const run *b, const char *what)
     ck_assert_msg(memcmp(a->logits, b->logits, n * sizeof(float)) == 0, "%s: logits differ from the CPU's", what);
 }
 
-static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe"};
+/* deepseek_v3 (query LoRA, YaRN) and deepseek_v3_lite (q_proj, one router
+ * group): latent attention on the device */
+static const char *const FIXTURES[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite"};
 
 START_TEST(test_same_bits)
 {
@@ -120,7 +124,11 @@ START_TEST(test_same_bits)
                 run cpu, all, half, only;
                 one_run(dir, fmts[f], &h, &cpu);
                 h.gpu = 1;
+                g_log[0] = 0;
                 one_run(dir, fmts[f], &h, &all);
+                ck_assert_msg(strstr(g_log, "GPU: every layer runs on device 0") != NULL,
+                              "%s format %d kv %d: the log does not say the layers run on the device: %s",
+                              FIXTURES[_i], f, kv, g_log);
                 ck_assert_uint_gt(all.gs.resident_dense_bytes, 0);
                 ck_assert_uint_eq(all.gs.steps, 1 + STEPS);
                 ck_assert_uint_eq(all.gs.host_syncs, 0);
@@ -306,25 +314,29 @@ START_TEST(test_mtp_same_acceptance)
 }
 END_TEST
 
-/* Latent attention is not in the device pipeline yet: an MLA model with
- * the GPU on keeps its layers on the CPU, says so in the log, still places
- * routed experts on the device, and computes the CPU's bits. */
-START_TEST(test_mla_stays_on_cpu)
+/* Sparse attention's indexer (glm_moe_dsa) is not in the device pipeline
+ * yet: with the GPU on, the layers stay on the CPU and the log says why,
+ * the routed experts are still placed on the device, and the bits are the
+ * CPU's, for a prompt past index_topk and two attention tiles. */
+START_TEST(test_dsa_stays_on_cpu)
 {
-    static const char *const mla[] = {"deepseek_v3", "deepseek_v3_lite"};
-    char *dir = tu_path(tu_data_dir(), mla[_i]);
-    how h = {.gpu = 0, .layers = 1, .kv = 0, .budget_gb = NULL, .n_prompt = 40, .context = 512};
+    mock_gpu_setup(1, UINT64_C(1) << 30);
+    char *dir = tu_path(tu_data_dir(), "glm_moe_dsa");
+    how h = {.gpu = 0, .layers = 1, .kv = 0, .budget_gb = NULL, .n_prompt = LONG, .context = 512};
     run cpu, gpu;
     one_run(dir, COLI_WEIGHTS_Q8, &h, &cpu);
     g_log[0] = 0;
     h.gpu = 1;
     one_run(dir, COLI_WEIGHTS_Q8, &h, &gpu);
-    ck_assert_msg(strstr(g_log, "layers stay on the CPU") && strstr(g_log, "latent attention is not in the device pipeline"),
+    ck_assert_msg(strstr(g_log, "layers stay on the CPU") &&
+                      strstr(g_log, "sparse attention's indexer is not in the device pipeline yet"),
                   "the log does not say why the layers stay: %s", g_log);
+    ck_assert_msg(strstr(g_log, "GPU: every layer runs on device 0") == NULL, "the layers went to the device: %s",
+                  g_log);
     ck_assert_int_eq(gpu.devices, 1);
     ck_assert_uint_eq(gpu.gs.resident_dense_bytes, 0);
     ck_assert_uint_gt(gpu.gs.gpu_pairs, 0);
-    same(&cpu, &gpu, mla[_i]);
+    same(&gpu, &cpu, "glm_moe_dsa: experts on the device, layers on the CPU");
     free(cpu.logits);
     free(gpu.logits);
     free(dir);
@@ -342,7 +354,7 @@ int main(void)
     TCase *tc = tcase_create("layers");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_same_bits, 0, (int)(sizeof FIXTURES / sizeof FIXTURES[0]));
-    tcase_add_loop_test(tc, test_mla_stays_on_cpu, 0, 2);
+    tcase_add_test(tc, test_dsa_stays_on_cpu);
     tcase_add_test(tc, test_fallback);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_mtp_same_acceptance);

@@ -308,7 +308,7 @@ static void model_case(const char *dir, int every_format)
 
 START_TEST(test_fixtures)
 {
-    static const char *fixtures[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe"};
+    static const char *fixtures[] = {"qwen3_moe", "olmoe", "mixtral", "glm4_moe", "deepseek_v3", "deepseek_v3_lite"};
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", tu_data_dir(), fixtures[_i]);
     model_case(dir, 1);
@@ -703,7 +703,7 @@ int main(void)
     Suite *s = suite_create("gpu_e2e");
     TCase *tc = tcase_create("placement");
     tcase_set_timeout(tc, 1200);
-    tcase_add_loop_test(tc, test_fixtures, 0, 4);
+    tcase_add_loop_test(tc, test_fixtures, 0, 6);
     if (g_n_bench > 0)
         tcase_add_loop_test(tc, test_bench_model, 0, g_n_bench);
     else

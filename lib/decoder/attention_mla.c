@@ -380,16 +380,33 @@ static coli_status load(const coli__piece_loader *L, const coli__config *c, int 
     return coli__indexer_load(L, c, l, ly);
 }
 
-/* The device pipeline has no latent attention yet: the layer is refused,
- * and the device decoder is not used (the tier still holds experts). */
+/* The device's layer: the query's products (its LoRA and norm, or
+ * q_proj), the latent's product and norm, kv_b_proj whole (the pipeline
+ * cuts it into heads as attend does) and o_proj. The indexer of sparse
+ * attention is not in the device pipeline yet: such a layer is refused. */
 static void describe(const coli__describer *D, const coli__config *c, const coli__layer *ly, coli__gpu_layer *gl)
 {
-    D->refuse(D->D, "multi-head latent attention is not in the device pipeline yet");
-    (void)c;
-    (void)ly;
+    const coli__mla_opts *a = &c->attn.mla;
     gl->attn = COLI_ATTN_MLA;
-    gl->wq = gl->wk = gl->wv = gl->wo = -1;
+    gl->wk = gl->wv = -1;
     gl->q_norm = gl->k_norm = gl->bq = gl->bk = gl->bv = -1;
+    if (c->attn.dsa.topk) {
+        D->refuse(D->D, "sparse attention's indexer is not in the device pipeline yet");
+        gl->wq = gl->wo = -1;
+        return;
+    }
+    gl->mla = (coli__gpu_mla){.q_lora = a->q_lora, .kv_lora = a->kv_lora, .rope = a->rope, .nope = a->nope,
+                              .v_dim = a->v_dim, .row = c->kv_kdim, .interleave = c->attn.mla_interleave,
+                              .eps = a->norm_eps, .scale = c->attn.scale};
+    if (a->q_lora) {
+        gl->q_a = D->mat(D->D, &ly->q_a);
+        gl->q_a_norm = D->vec(D->D, ly->q_a_norm, a->q_lora);
+    }
+    gl->wq = D->mat(D->D, &ly->wq);
+    gl->kv_a = D->mat(D->D, &ly->kv_a);
+    gl->kv_a_norm = D->vec(D->D, ly->kv_a_norm, a->kv_lora);
+    gl->kv_b = D->mat(D->D, &ly->kv_b);
+    gl->wo = D->mat(D->D, &ly->wo);
 }
 
 const coli__attn_piece coli__attn_mla = {

@@ -37,7 +37,7 @@ static __device__ __forceinline__ float kv_at(const void *c, int bf16, size_t i)
 
 static __device__ __forceinline__ float *part_of(const coli__att_args &a, const att_dims &d, int tl, int h, int tile)
 {
-    return a.part + (((size_t)tl * a.nh + (size_t)h) * (size_t)d.tiles + (size_t)tile) * (size_t)(a.hd + 2);
+    return a.part + (((size_t)tl * a.nh + (size_t)h) * (size_t)d.tiles + (size_t)tile) * (size_t)(a.vd + 2);
 }
 
 /* 1. a_j = dot(q, k_p) * scale, and the tile's maximum. One warp per
@@ -55,7 +55,7 @@ static __global__ void k_att_scores(coli__att_args a, att_dims d)
     if (j0 >= n)
         return;
     const int j1 = n - j0 < ATT_TILE ? n : j0 + ATT_TILE;
-    const int hd = a.hd, KVD = a.nkv * hd, kvh = h / (a.nh / a.nkv);
+    const int hd = a.hd, kvh = h / (a.nh / a.nkv);
     extern __shared__ float smem[];
     float *qs = smem;               /* hd */
     float *mx = smem + hd;          /* 8 */
@@ -63,12 +63,12 @@ static __global__ void k_att_scores(coli__att_args a, att_dims d)
     for (int i = (int)threadIdx.x; i < hd; i += (int)blockDim.x)
         qs[i] = q[i];
     __syncthreads();
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = a.scale;
     const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
     float *sc = a.scores + ((size_t)tl * a.nh + (size_t)h) * (size_t)d.stride;
     float m = -INFINITY;
     for (int j = j0 + warp; j < j1; j += 8) {
-        const size_t kb = (size_t)(lo + j) * (size_t)KVD + (size_t)kvh * hd;
+        const size_t kb = (size_t)(lo + j) * (size_t)a.rs + (size_t)kvh * hd;
         float p = 0.0f;
         for (int i = lane; i < hd; i += 32)
             p = fmaf(qs[i], kv_at(a.kc, a.kv_bf16, kb + (size_t)i), p);
@@ -148,10 +148,10 @@ static __global__ void k_att_mix(coli__att_args a, att_dims d)
         return;
     const int nt = (n + ATT_TILE - 1) / ATT_TILE;
     const int j1 = n - j0 < ATT_TILE ? n : j0 + ATT_TILE;
-    const int hd = a.hd, KVD = a.nkv * hd, kvh = h / (a.nh / a.nkv);
+    const int vd = a.vd, kvh = h / (a.nh / a.nkv);
     extern __shared__ float smem[];
     float *w = smem;            /* ATT_TILE */
-    float *O = smem + ATT_TILE; /* [8][hd] */
+    float *O = smem + ATT_TILE; /* [8][vd] */
     float Z = part_of(a, d, tl, h, 0)[1];
     for (int k = 1; k < nt; k++)
         Z = Z + part_of(a, d, tl, h, k)[1];
@@ -160,20 +160,20 @@ static __global__ void k_att_mix(coli__att_args a, att_dims d)
     for (int j = j0 + (int)threadIdx.x; j < j1; j += (int)blockDim.x)
         w[j - j0] = sc[j] * inv;
     __syncthreads();
-    for (int it = (int)threadIdx.x; it < 8 * hd; it += (int)blockDim.x) {
-        const int i = it % hd, k = it / hd;
+    for (int it = (int)threadIdx.x; it < 8 * vd; it += (int)blockDim.x) {
+        const int i = it % vd, k = it / vd;
         float o = 0.0f;
         for (int j = j0 + k; j < j1; j += 8)
-            o = fmaf(w[j - j0], kv_at(a.vc, a.kv_bf16, (size_t)(lo + j) * (size_t)KVD + (size_t)kvh * hd + (size_t)i),
+            o = fmaf(w[j - j0], kv_at(a.vc, a.kv_bf16, (size_t)(lo + j) * (size_t)a.rs + (size_t)kvh * vd + (size_t)i),
                      o);
-        O[k * hd + i] = o;
+        O[k * vd + i] = o;
     }
     __syncthreads();
     float *out = part_of(a, d, tl, h, tile) + 2;
-    for (int i = (int)threadIdx.x; i < hd; i += (int)blockDim.x) {
+    for (int i = (int)threadIdx.x; i < vd; i += (int)blockDim.x) {
         const float *c = O + i;
-        float a04 = c[0] + c[4 * hd], a26 = c[2 * hd] + c[6 * hd];
-        float a15 = c[hd] + c[5 * hd], a37 = c[3 * hd] + c[7 * hd];
+        float a04 = c[0] + c[4 * vd], a26 = c[2 * vd] + c[6 * vd];
+        float a15 = c[vd] + c[5 * vd], a37 = c[3 * vd] + c[7 * vd];
         out[i] = (a04 + a26) + (a15 + a37);
     }
 }
@@ -184,15 +184,15 @@ static __global__ void k_att_mix(coli__att_args a, att_dims d)
  * Every thread of the block calls it. */
 static __device__ void quantize_head(const coli__att_args &a, int t, int h, float o, float *buf)
 {
-    if (!a.quant.p || a.hd % QK)
+    if (!a.quant.p || a.vd % QK)
         return;
     __syncthreads();
-    if ((int)threadIdx.x < a.hd)
+    if ((int)threadIdx.x < a.vd)
         buf[threadIdx.x] = o;
     __syncthreads();
     const int lane = (int)(threadIdx.x % 32), warps = (int)(blockDim.x / 32);
-    const size_t g0 = ((size_t)t * (size_t)(a.nh * a.hd) + (size_t)h * a.hd) / QK;
-    for (int gi = (int)(threadIdx.x / 32); gi < a.hd / QK; gi += warps)
+    const size_t g0 = ((size_t)t * (size_t)(a.nh * a.vd) + (size_t)h * a.vd) / QK;
+    for (int gi = (int)(threadIdx.x / 32); gi < a.vd / QK; gi += warps)
         coli__quant32(buf[gi * QK + lane], lane, g0 + (size_t)gi, a.quant.p, a.quant.s, a.quant.psum);
 }
 
@@ -207,10 +207,10 @@ static __global__ void k_att_out(coli__att_args a, att_dims d)
     int lo, n;
     span(a, t, &lo, &n);
     const int nt = (n + ATT_TILE - 1) / ATT_TILE;
-    float *o = a.out + (size_t)t * (size_t)(a.nh * a.hd) + (size_t)h * a.hd;
+    float *o = a.out + (size_t)t * (size_t)(a.nh * a.vd) + (size_t)h * a.vd;
     __shared__ float buf[256];
     float mine = 0.0f;
-    for (int i = (int)threadIdx.x; i < a.hd; i += (int)blockDim.x) {
+    for (int i = (int)threadIdx.x; i < a.vd; i += (int)blockDim.x) {
         float v = part_of(a, d, tl, h, 0)[2 + i];
         for (int k = 1; k < nt; k++)
             v = v + part_of(a, d, tl, h, k)[2 + i];
@@ -234,7 +234,7 @@ static __device__ void att_fused_body(const coli__att_args &a, int h, int t, con
 {
     int lo, n;
     span(a, t, &lo, &n);
-    const int hd = a.hd, KVD = a.nkv * hd, kvh = h / (a.nh / a.nkv);
+    const int hd = a.hd, KVD = a.rs, kvh = h / (a.nh / a.nkv); /* hd == vd (fused_fits) */
     const int nt = (n + ATT_TILE - 1) / ATT_TILE;
     float *qs = smem;                        /* hd */
     float *sc = qs + hd;                     /* FUSED_TILES * ATT_TILE */
@@ -247,7 +247,7 @@ static __device__ void att_fused_body(const coli__att_args &a, int h, int t, con
             qs[i] = q[i];
     }
     __syncthreads();
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = a.scale;
     float m = -INFINITY;
     /* a warp takes positions warp, warp + 8, ... as before, four at a time
      * so that their keys' loads are in flight together */
@@ -385,16 +385,17 @@ static __global__ void __launch_bounds__(256) k_qkv_att(coli__qkv_args qa, coli_
     att_fused_body<true>(a, h, 0, kcur, vcur, smem); /* begins with a barrier */
 }
 
-/* Whether one block can do a (head, token) whole (k_att_fused). */
-static int fused_fits(int max_pos, int hd)
+/* Whether one block can do a (head, token) whole (k_att_fused): a
+ * thread per output value, keys as wide as values. */
+static int fused_fits(int max_pos, int hd, int vd)
 {
-    return max_pos + 1 <= FUSED_TILES * ATT_TILE && hd <= 256;
+    return max_pos + 1 <= FUSED_TILES * ATT_TILE && hd <= 256 && vd == hd;
 }
 
 /* One token's q/k/v step and attention in one launch, where it fits. */
 int coli__k_qkv_attention_fits(const coli__qkv_args *qa, int max_S, int max_pos)
 {
-    return max_S == 1 && qa->qk_norm != 2 && fused_fits(max_pos, qa->hd);
+    return max_S == 1 && qa->qk_norm != 2 && fused_fits(max_pos, qa->hd, qa->hd);
 }
 
 coli_status coli__k_qkv_attention(cudaStream_t st, const coli__qkv_args *qa, const coli__att_args *a, coli__err *err)
@@ -407,7 +408,7 @@ coli_status coli__k_qkv_attention(cudaStream_t st, const coli__qkv_args *qa, con
 
 coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_S, int max_pos, coli__err *err)
 {
-    if (fused_fits(max_pos, a->hd)) {
+    if (fused_fits(max_pos, a->hd, a->vd)) {
         size_t smem = (size_t)(a->hd + FUSED_TILES * ATT_TILE + 8 * a->hd) * sizeof(float);
         (void)coli_launch(coli__gpu_pdl(), k_att_fused, dim3((unsigned)a->nh, (unsigned)max_S), 256, smem, st, *a);
         CK_LAUNCH("the attention kernel");
@@ -423,7 +424,7 @@ coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_
         return coli__fail(err, COLI_EINVAL, "GPU tier: attention over %d positions, room for %d", max_pos + 1,
                           a->sc_cap);
     const int step_tok = a->sc_cap / d.stride;
-    const size_t smem_mix = (size_t)(ATT_TILE + 8 * a->hd) * sizeof(float);
+    const size_t smem_mix = (size_t)(ATT_TILE + 8 * a->vd) * sizeof(float);
     const size_t smem_sc = (size_t)(a->hd + 8) * sizeof(float);
     for (int t0 = 0; t0 < max_S; t0 += step_tok) {
         int nt = max_S - t0 < step_tok ? max_S - t0 : step_tok;

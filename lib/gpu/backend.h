@@ -88,6 +88,17 @@ typedef struct coli__gpu_route {
     float scale;
 } coli__gpu_route;
 
+/* Latent attention's shape (COLI_ATTN_MLA; docs/formats.md "Latent
+ * attention"): the same in every layer of a net. */
+typedef struct coli__gpu_mla {
+    int q_lora;     /* 0: q_proj (wq) reads x itself */
+    int kv_lora, rope, nope, v_dim;
+    int row;        /* values of a cache row: kv_lora + rope */
+    int interleave; /* RoPE's pairs (2i, 2i + 1), reordered before rotating */
+    float eps;      /* of q_a_layernorm and kv_a_layernorm */
+    float scale;    /* of the softmax */
+} coli__gpu_mla;
+
 /* A decoder layer as the device runs it, in handles of resident tensors
  * (-1: none). Norm weights are f32 matrices of one row. The tier knows no
  * model family, only the kinds of pieces a layer is made of
@@ -96,7 +107,12 @@ typedef struct coli__gpu_route {
 typedef struct coli__gpu_layer {
     int attn_norm, ffn_norm;
     coli__attn_kind attn; /* COLI_ATTN_GQA: the fields to clip_qkv, window and the biases */
-    int wq, wk, wv, wo;
+    int wq, wk, wv, wo;   /* MLA: wq is q_b_proj (or q_proj), wk and wv -1 */
+    /* COLI_ATTN_MLA: q_a_proj [q_lora, hidden] and its norm (-1 without a
+     * query LoRA), kv_a_proj_with_mqa [kv_lora + rope, hidden] and its
+     * norm, kv_b_proj [heads * (nope + v_dim), kv_lora]; the shape */
+    int q_a, q_a_norm, kv_a, kv_a_norm, kv_b;
+    coli__gpu_mla mla;
     int q_norm, k_norm; /* -1, or [1, head_dim] (per head) or [1, heads * head_dim] (whole) */
     int qk_norm;        /* 0 none, 1 per head, 2 over the whole projection */
     float clip_qkv;     /* > 0: q, k and v clipped to [-clip, clip] */
@@ -122,6 +138,7 @@ typedef struct coli__gpu_net {
     int shared_inter; /* width of the shared experts (0: none) */
     float eps;
     int embed, final_norm, lm_head; /* embed: f32 or bf16 */
+    coli__gpu_mla mla; /* row > 0: every layer's latent attention (sizes the cache and scratch) */
     const coli__gpu_layer *layers;
 } coli__gpu_net;
 

@@ -388,15 +388,20 @@ static __device__ inline void coli__head_prep(const coli__qkv_args &a, int h, in
     coli_syncwarp();
 }
 
-/* attention.cu: out [S, nh*hd] from q and the cache, positions 0 .. pos0
- * + t of each token t (within the window). scores: [nh, sc_cap] floats
- * (sc_cap a multiple of ATT_TILE, at least the context), part: [nh,
- * sc_cap / ATT_TILE, hd + 2]; a launch takes as many tokens as fit. */
+/* attention.cu: out [S, nh*vd] from q [S, nh*hd] and the cache, positions
+ * 0 .. pos0 + t of each token t (within the window). Position p's key of
+ * KV head g is kc[p * rs + g * hd ..] (hd values), its value vc[p * rs + g
+ * * vd ..] (vd values): GQA's caches have rs = nkv * hd = nkv * vd; latent
+ * attention's one cache (kc = vc) has rows of rs values whose first vd are
+ * the values. scores: [nh, sc_cap] floats (sc_cap a multiple of ATT_TILE,
+ * at least the context), part: [nh, sc_cap / ATT_TILE, vd + 2]; a launch
+ * takes as many tokens as fit. */
 typedef struct coli__att_args {
     const float *q;
     const void *kc, *vc;
     int kv_bf16;
-    int nh, nkv, hd, window, sc_cap;
+    int nh, nkv, hd, vd, rs, window, sc_cap;
+    float scale; /* of the scores */
     float *scores, *part, *out;
     const int *step;
     coli__qout quant; /* out quantized too (p NULL: not) */
@@ -405,6 +410,27 @@ coli_status coli__k_attention(cudaStream_t st, const coli__att_args *a, int max_
 /* Both steps in one launch for one token (decode): 1 when it applies. */
 int coli__k_qkv_attention_fits(const coli__qkv_args *qa, int max_S, int max_pos);
 coli_status coli__k_qkv_attention(cudaStream_t st, const coli__qkv_args *qa, const coli__att_args *a, coli__err *err);
+
+/* mla.cu: latent attention's steps around the products and the attention
+ * (docs/formats.md "Latent attention"), for tokens t < step[0]. */
+typedef struct coli__mla_args {
+    const float *ckv;     /* [S, kv_lora + rope]: kv_a_proj_with_mqa's rows */
+    const float *kv_norm; /* kv_a_layernorm [kv_lora] */
+    const float *q;       /* [S, nh, nope + rope]: the query */
+    float *qc;            /* [S, nh, kv_lora + rope]: the absorbed query */
+    void *cache;          /* this layer's cache [n_ctx, row] */
+    int kv_bf16;
+    int nh, kv_lora, rope, nope, v_dim, row, interleave;
+    float eps;
+    const float *rope_cs; /* [S, rope]: cos then sin of each token */
+    prod kvb;             /* kv_b_proj whole [nh * (nope + v_dim), kv_lora] */
+    const int *step;      /* S, pos0 */
+} coli__mla_args;
+/* The latent normed and the key turned into the cache row of each token's
+ * position; each head's rotary query turned into qc's last rope values. */
+coli_status coli__k_mla_rotate_store(cudaStream_t st, const coli__mla_args *a, int max_S, coli__err *err);
+/* Each head's query absorbed into qc's first kv_lora values. */
+coli_status coli__k_mla_absorb(cudaStream_t st, const coli__mla_args *a, int max_S, coli__err *err);
 
 /* moe.cu */
 /* The routed pairs of the router's logits rl [S, E]: sel, w [S, K] (the

@@ -26,7 +26,14 @@ typedef struct pl_layer {
     prod *views;  /* device [E * 3]: the experts' products (empty: the host's) */
     int dt1, dt2; /* formats of the resident experts' gate/up and down */
     int n_host;   /* experts of the layer the host computes */
-    void *kc, *vc;
+    void *kc, *vc; /* latent attention: one cache (vc == kc) */
+    /* latent attention (mla): qkv[] are q_a_proj (or q_proj) and
+     * kv_a_proj_with_mqa; q_b the query's second product; vb the heads'
+     * value rows of kv_b_proj; kvb all of it, for the absorption */
+    int mla;
+    const float *q_a_norm, *kv_a_norm;
+    launch q_b, vb;
+    prod kvb;
 } pl_layer;
 
 struct coli__gpu_pipe {
@@ -51,6 +58,8 @@ struct coli__gpu_pipe {
     float *rope;
     float *x, *xn, *o, *q, *k, *v, *att, *rl, *w, *ye, *yh, *gg, *uu, *hh, *scores, *part, *logits;
     int *sel, *row, *row_tok;
+    float *qa, *ckv, *qc, *lat; /* latent attention: [C, q_lora], [C, row], [C, nh, row], [C, nh, kv_lora] */
+    int *xrow;                  /* [nh, C]: row t * nh + h of lat for head h's product */
     unsigned char *host;
     int8_t *qp;
     float *qs_;

@@ -40,8 +40,17 @@ static size_t layout(coli__gpu_pipe *pp, const coli__gpu_net *n, const coli__gpu
     const size_t CK = C * K, I = (size_t)(n->moe_inter > 0 ? n->moe_inter : 1);
     size_t GI = CK * I > C * (size_t)n->inter ? CK * I : C * (size_t)n->inter;
     GI = GI > C * (size_t)n->shared_inter ? GI : C * (size_t)n->shared_inter;
+    /* latent attention (mla.row > 0): its query's LoRA, latent rows,
+     * absorbed queries and the heads' mixes of latents, quantized for the
+     * value products; the heads' outputs are nh * v_dim wide */
+    const coli__gpu_mla *ma = &n->mla;
+    const size_t nh = (size_t)n->n_heads, ML = ma->row > 0 ? (size_t)ma->kv_lora : 0;
+    const size_t AD = ma->row > 0 && nh * (size_t)ma->v_dim > QD ? nh * (size_t)ma->v_dim : QD;
+    const size_t VD = ML > (size_t)n->head_dim ? ML : (size_t)n->head_dim; /* an attention part's values */
     size_t qmax = C * H;
-    qmax = C * QD > qmax ? C * QD : qmax;
+    qmax = C * AD > qmax ? C * AD : qmax;
+    qmax = C * nh * ML > qmax ? C * nh * ML : qmax;
+    qmax = ma->row > 0 && C * (size_t)ma->q_lora > qmax ? C * (size_t)ma->q_lora : qmax;
     qmax = CK * H > qmax ? CK * H : qmax;
     qmax = GI > qmax ? GI : qmax;
     const size_t slots = E < CK ? E : CK;
@@ -70,7 +79,14 @@ static size_t layout(coli__gpu_pipe *pp, const coli__gpu_net *n, const coli__gpu
     TAKE(q, float, C * QD);
     TAKE(k, float, C * KVD);
     TAKE(v, float, C * KVD);
-    TAKE(att, float, C * QD);
+    TAKE(att, float, C * AD);
+    if (ma->row > 0) {
+        TAKE(qa, float, C * (size_t)(ma->q_lora > 0 ? ma->q_lora : 1));
+        TAKE(ckv, float, C * (size_t)(ma->kv_lora + ma->rope));
+        TAKE(qc, float, C * nh * (size_t)(ma->kv_lora + ma->rope));
+        TAKE(lat, float, C * nh * ML);
+        TAKE(xrow, int, nh * C);
+    }
     TAKE(rl, float, C * E);
     TAKE(w, float, CK);
     TAKE(sel, int, CK);
@@ -86,7 +102,7 @@ static size_t layout(coli__gpu_pipe *pp, const coli__gpu_net *n, const coli__gpu
     TAKE(qs_, float, qmax / QK);
     TAKE(qps, int32_t, qmax / QK);
     TAKE(scores, float, (size_t)n->n_heads * sc);
-    TAKE(part, float, (size_t)n->n_heads * (sc / ATT_TILE) * (size_t)(n->head_dim + 2));
+    TAKE(part, float, (size_t)n->n_heads * (sc / ATT_TILE) * (VD + 2));
     TAKE(logits, float, (size_t)n->vocab * COLI__GPU_ALL_ROWS);
 #undef TAKE
     return off;
@@ -95,14 +111,24 @@ static size_t layout(coli__gpu_pipe *pp, const coli__gpu_net *n, const coli__gpu
 static size_t kv_bytes_of(const coli__gpu_net *n, const coli__gpu_pipe_params *p)
 {
     size_t el = p->kv_dt == COLI_DT_BF16 ? 2 : 4;
+    if (n->mla.row > 0) /* one row a position: the latent and the rotary key */
+        return (size_t)n->n_layers * (size_t)p->n_ctx * (size_t)n->mla.row * el;
     return 2 * (size_t)n->n_layers * (size_t)p->n_ctx * (size_t)n->n_kv_heads * (size_t)n->head_dim * el;
 }
 
-/* static table entries: per layer q, k, v, o, router, gate, up, down; the
- * output projection of the last row, then of every row */
+/* static table entries: per layer q, k, v, o, router, gate, up, down (latent
+ * attention: q_a or q, kv_a, q_b, o, ...); the output projection of the
+ * last row, then of every row; with latent attention, each layer's heads'
+ * value products after them */
 static int n_tab_of(const coli__gpu_net *n)
 {
-    return 8 * n->n_layers + 2;
+    return 8 * n->n_layers + 2 + (n->mla.row > 0 ? n->n_layers * n->n_heads : 0);
+}
+
+/* The first table entry of layer l's value products. */
+static int vb_first(const coli__gpu_net *n, int l)
+{
+    return 8 * n->n_layers + 2 + l * n->n_heads;
 }
 
 uint64_t coli__pipe_bytes(const coli__gpu_net *net, const coli__gpu_pipe_params *p)
@@ -187,9 +213,18 @@ static coli_status check_net(const coli__gpu_net *n, coli__err *err)
     if (n->hidden <= 0 || n->n_heads <= 0 || n->n_kv_heads <= 0 || n->head_dim <= 0 || n->n_layers <= 0 ||
         n->n_heads % n->n_kv_heads || n->rot_dim < 0 || n->rot_dim > n->head_dim || n->rot_dim % 2 || n->vocab <= 0)
         return coli__fail(err, COLI_EINVAL, "GPU pipe: the decoder's shape is not one it can run");
+    const coli__gpu_mla *a = &n->mla;
+    if (a->row > 0 &&
+        (a->kv_lora <= 0 || a->rope <= 0 || a->rope % 2 || a->rope > 256 || a->nope <= 0 || a->v_dim <= 0 ||
+         a->q_lora < 0 || a->row != a->kv_lora + a->rope || n->n_kv_heads != 1 || n->rot_dim != a->rope ||
+         n->head_dim != a->nope + a->rope || (size_t)(ATT_TILE + 8 * a->kv_lora) * 4 > 48 * 1024 ||
+         (size_t)a->q_lora * 4 > 48 * 1024))
+        return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: latent attention of rank %d, rope %d, %d + %d dims a "
+                                                  "head is not a shape its kernels take",
+                          a->kv_lora, a->rope, a->nope, a->v_dim);
     /* what the per-token kernels stage in shared memory (48 KiB a block) */
     if ((size_t)n->hidden * 4 > 48 * 1024 ||
-        (size_t)(n->n_heads + 2 * n->n_kv_heads) * (size_t)n->head_dim * 4 > 48 * 1024 ||
+        (a->row <= 0 && (size_t)(n->n_heads + 2 * n->n_kv_heads) * (size_t)n->head_dim * 4 > 48 * 1024) ||
         (size_t)(ATT_TILE + 8 * n->head_dim) * 4 > 48 * 1024 || (size_t)n->n_experts * 12 > 48 * 1024)
         return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: a hidden size of %d or %d + 2 x %d heads of %d is "
                                                   "beyond what its kernels stage",
@@ -199,6 +234,112 @@ static coli_status check_net(const coli__gpu_net *n, coli__err *err)
     if (n->n_experts > 0 && (n->top_k <= 0 || n->top_k > 64 || n->top_k > n->n_experts))
         return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: %d of %d experts per token (at most 64)", n->top_k,
                           n->n_experts);
+    return COLI_OK;
+}
+
+/* A view of rows r0 .. r0 + n - 1 of the matrix pr views. */
+static void rows_view(prod *pr, int r0, int n)
+{
+    const size_t c = (size_t)pr->cols, r = (size_t)r0;
+    switch (pr->dt) {
+    case COLI_DT_F32:
+        pr->w = (const float *)pr->w + r * c;
+        break;
+    case COLI_DT_BF16:
+        pr->w = (const uint16_t *)pr->w + r * c;
+        break;
+    case COLI_DT_Q8:
+        pr->qs += r * c;
+        pr->d += r * c / QK;
+        break;
+    case COLI_DT_Q4:
+        pr->qs += r * c / 2;
+        pr->d += r * c / (size_t)pr->group;
+        break;
+    default: /* q2 */
+        pr->qs += r * c / 4;
+        pr->d += r * c / QK;
+        pr->m += r * c / QK;
+        break;
+    }
+    pr->rows = n;
+}
+
+/* The q, k, v launches of a layer: one per run of one format among the
+ * n table entries from b, each read from xn. */
+static void qkv_launches(pl_layer *L, const prod *tab, int b, int n, int H)
+{
+    L->n_qkv = 0;
+    for (int i = 0; i < n; i++) {
+        int dt = tab[b + i].dt, rows = tab[b + i].rows;
+        L->qkv_quant |= coli__is_quant(dt);
+        if (L->n_qkv && L->qkv[L->n_qkv - 1].dt == dt) {
+            launch *la = &L->qkv[L->n_qkv - 1];
+            la->n++;
+            la->rows = rows > la->rows ? rows : la->rows;
+        } else {
+            L->qkv[L->n_qkv++] = (launch){dt, b + i, 1, rows, H};
+        }
+    }
+}
+
+/* Layer l's latent attention: the query's products (its LoRA, or q_proj)
+ * and the latent's from xn, o_proj from the heads' outputs, kv_b_proj
+ * whole for the absorption and as each head's value rows. */
+static coli_status build_mla(coli__gpu_pipe *pp, prod *tab, int l, coli__err *err)
+{
+    const coli__gpu_net *n = &pp->net;
+    const coli__gpu_layer *ly = &n->layers[l];
+    const coli__gpu_mla *a = &n->mla;
+    pl_layer *L = &pp->L[l];
+    const int H = pp->H, nh = n->n_heads, QH = nh * (a->nope + a->rope), VD = nh * a->v_dim, b = 8 * l;
+    char what[64];
+    if (memcmp(&ly->mla, a, sizeof *a))
+        return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d's latent attention is not layer 0's shape", l);
+    L->mla = 1;
+    snprintf(what, sizeof what, "layer %d's latent norm", l);
+    COLI_TRY(vec(pp->g, pp->dev, ly->kv_a_norm, a->kv_lora, what, &L->kv_a_norm, err));
+    if (!L->kv_a_norm)
+        return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d has no latent norm", l);
+    if (a->q_lora) {
+        snprintf(what, sizeof what, "layer %d's query LoRA norm", l);
+        COLI_TRY(vec(pp->g, pp->dev, ly->q_a_norm, a->q_lora, what, &L->q_a_norm, err));
+        if (!L->q_a_norm)
+            return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d has no query LoRA norm", l);
+        snprintf(what, sizeof what, "layer %d's q_a_proj", l);
+        COLI_TRY(entry(pp, tab, b + 0, ly->q_a, a->q_lora, H, pp->qa, a->q_lora, what, err));
+        snprintf(what, sizeof what, "layer %d's q_b_proj", l);
+        COLI_TRY(entry(pp, tab, b + 2, ly->wq, QH, a->q_lora, pp->q, QH, what, err));
+        L->q_b = (launch){tab[b + 2].dt, b + 2, 1, QH, a->q_lora};
+    } else {
+        snprintf(what, sizeof what, "layer %d's q projection", l);
+        COLI_TRY(entry(pp, tab, b + 0, ly->wq, QH, H, pp->q, QH, what, err));
+    }
+    snprintf(what, sizeof what, "layer %d's kv_a_proj_with_mqa", l);
+    COLI_TRY(entry(pp, tab, b + 1, ly->kv_a, a->row, H, pp->ckv, a->row, what, err));
+    snprintf(what, sizeof what, "layer %d's output projection", l);
+    COLI_TRY(entry(pp, tab, b + 3, ly->wo, H, VD, pp->o, H, what, err));
+    qkv_launches(L, tab, b, 2, H);
+    L->wo = (launch){tab[b + 3].dt, b + 3, 1, H, VD};
+    tensor *t = coli__gpu_lookup(pp->g, ly->kv_b);
+    if (!t || t->dev != pp->dev || t->shape.rows != nh * (a->nope + a->v_dim) || t->shape.cols != a->kv_lora)
+        return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d's kv_b_proj is not resident here as [%d, %d]", l,
+                          nh * (a->nope + a->v_dim), a->kv_lora);
+    coli__gpu_view(t, &L->kvb);
+    /* head h's value rows read row t * nh + h of lat for token t */
+    const int f = vb_first(n, l);
+    for (int h = 0; h < nh; h++) {
+        prod *pr = &tab[f + h];
+        *pr = L->kvb;
+        rows_view(pr, h * (a->nope + a->v_dim) + a->nope, a->v_dim);
+        pr->x0 = h * pp->C;
+        pr->n_tok = pp->C;
+        pr->live = pp->step;
+        pr->xrow = pp->xrow;
+        pr->y = pp->att + (size_t)h * a->v_dim;
+        pr->ys = VD;
+    }
+    L->vb = (launch){L->kvb.dt, f, nh, a->v_dim, a->kv_lora};
     return COLI_OK;
 }
 
@@ -216,7 +357,7 @@ static coli_status build_layer(coli__gpu_pipe *pp, prod *tab, int l, coli__err *
     if (!L->attn_norm || !L->ffn_norm)
         return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d has no norm weights", l);
     /* the pieces this pipe builds; any other kind stays on the CPU */
-    if (ly->attn != COLI_ATTN_GQA)
+    if (ly->attn != COLI_ATTN_GQA && (ly->attn != COLI_ATTN_MLA || n->mla.row <= 0))
         return coli__fail(err, COLI_EUNSUPPORTED, "GPU pipe: layer %d's attention (kind %d) runs on the CPU", l,
                           (int)ly->attn);
     L->moe = ly->is_moe != 0;
@@ -273,28 +414,21 @@ static coli_status build_layer(coli__gpu_pipe *pp, prod *tab, int l, coli__err *
                               ly->route.n_group, ly->route.topk_group);
     }
     const int b = 8 * l;
-    snprintf(what, sizeof what, "layer %d's q projection", l);
-    COLI_TRY(entry(pp, tab, b + 0, ly->wq, pp->QD, H, pp->q, pp->QD, what, err));
-    snprintf(what, sizeof what, "layer %d's k projection", l);
-    COLI_TRY(entry(pp, tab, b + 1, ly->wk, pp->KVD, H, pp->k, pp->KVD, what, err));
-    snprintf(what, sizeof what, "layer %d's v projection", l);
-    COLI_TRY(entry(pp, tab, b + 2, ly->wv, pp->KVD, H, pp->v, pp->KVD, what, err));
-    snprintf(what, sizeof what, "layer %d's output projection", l);
-    COLI_TRY(entry(pp, tab, b + 3, ly->wo, H, pp->QD, pp->o, H, what, err));
-    /* q, k, v: one launch per run of one format */
-    L->n_qkv = 0;
-    for (int i = 0; i < 3; i++) {
-        int dt = tab[b + i].dt, rows = i == 0 ? pp->QD : pp->KVD;
-        L->qkv_quant |= coli__is_quant(dt);
-        if (L->n_qkv && L->qkv[L->n_qkv - 1].dt == dt) {
-            launch *la = &L->qkv[L->n_qkv - 1];
-            la->n++;
-            la->rows = rows > la->rows ? rows : la->rows;
-        } else {
-            L->qkv[L->n_qkv++] = (launch){dt, b + i, 1, rows, H};
-        }
+    if (ly->attn == COLI_ATTN_MLA) {
+        COLI_TRY(build_mla(pp, tab, l, err));
+    } else {
+        snprintf(what, sizeof what, "layer %d's q projection", l);
+        COLI_TRY(entry(pp, tab, b + 0, ly->wq, pp->QD, H, pp->q, pp->QD, what, err));
+        snprintf(what, sizeof what, "layer %d's k projection", l);
+        COLI_TRY(entry(pp, tab, b + 1, ly->wk, pp->KVD, H, pp->k, pp->KVD, what, err));
+        snprintf(what, sizeof what, "layer %d's v projection", l);
+        COLI_TRY(entry(pp, tab, b + 2, ly->wv, pp->KVD, H, pp->v, pp->KVD, what, err));
+        snprintf(what, sizeof what, "layer %d's output projection", l);
+        COLI_TRY(entry(pp, tab, b + 3, ly->wo, H, pp->QD, pp->o, H, what, err));
+        /* q, k, v: one launch per run of one format */
+        qkv_launches(L, tab, b, 3, H);
+        L->wo = (launch){tab[b + 3].dt, b + 3, 1, H, pp->QD};
     }
-    L->wo = (launch){tab[b + 3].dt, b + 3, 1, H, pp->QD};
     if (L->moe) {
         if (!ly->experts)
             return coli__fail(err, COLI_EINVAL, "GPU pipe: layer %d has a router and no expert list", l);
@@ -410,7 +544,7 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
     pp->sc_cap = sc_cap_of(net, p);
     coli_status st = COLI_OK;
     prod *tab = NULL;
-    const int n_tab = n_tab_of(net);
+    const int n_tab = n_tab_of(net), lm0 = 8 * net->n_layers; /* the output projection's two entries */
     pp->L = (pl_layer *)calloc((size_t)net->n_layers, sizeof *pp->L);
     tab = (prod *)calloc((size_t)n_tab, sizeof *tab);
     /* a decode step cuts at most twice a layer */
@@ -466,7 +600,22 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
      * the kernels read first): the rest starts as zeros, not poison */
     FAIL_IF(cudaMemset(pp->t1, 0, 2 * (size_t)pp->slots * sizeof(prod)), "clearing the expert tables");
     FAIL_IF(cudaMemset(pp->t2, 0, (size_t)pp->slots * sizeof(prod)), "clearing the expert tables");
-    {
+    if (net->mla.row > 0) { /* one cache a layer, its rows [latent ; rotary key] */
+        size_t per_layer = (size_t)p->n_ctx * (size_t)net->mla.row * (pp->kv_bf16 ? 2 : 4);
+        for (int l = 0; l < net->n_layers; l++)
+            pp->L[l].kc = pp->L[l].vc = (char *)pp->kv_mem + (size_t)l * per_layer;
+        int *xr = (int *)malloc((size_t)net->n_heads * pp->C * sizeof(int));
+        if (!xr) {
+            st = coli__fail(err, COLI_ENOMEM, "GPU pipe: out of host memory");
+            goto fail;
+        }
+        for (int h = 0; h < net->n_heads; h++)
+            for (int t = 0; t < pp->C; t++)
+                xr[(size_t)h * pp->C + t] = t * net->n_heads + h;
+        cudaError_t e = cudaMemcpy(pp->xrow, xr, (size_t)net->n_heads * pp->C * sizeof(int), cudaMemcpyHostToDevice);
+        free(xr);
+        FAIL_IF(e, "copying the latent attention's row table to the device");
+    } else {
         size_t per_layer = (size_t)p->n_ctx * (size_t)pp->KVD * (pp->kv_bf16 ? 2 : 4);
         for (int l = 0; l < net->n_layers; l++) {
             pp->L[l].kc = (char *)pp->kv_mem + (2 * (size_t)l) * per_layer;
@@ -486,19 +635,19 @@ coli_status coli__pipe_create(coli__gpu *g, const coli__gpu_net *net, const coli
     for (int l = 0; l < net->n_layers && st == COLI_OK; l++)
         st = build_layer(pp, tab, l, err);
     if (st == COLI_OK)
-        st = entry(pp, tab, n_tab - 2, net->lm_head, net->vocab, pp->H, pp->logits, net->vocab,
+        st = entry(pp, tab, lm0, net->lm_head, net->vocab, pp->H, pp->logits, net->vocab,
                    "the output projection", err);
     if (st == COLI_OK)
-        st = entry(pp, tab, n_tab - 1, net->lm_head, net->vocab, pp->H, pp->logits, net->vocab,
+        st = entry(pp, tab, lm0 + 1, net->lm_head, net->vocab, pp->H, pp->logits, net->vocab,
                    "the output projection", err);
     if (st != COLI_OK)
         goto fail;
-    tab[n_tab - 2].n_tok = 1; /* the last token's row, normalised into xn[0] */
-    tab[n_tab - 2].live = NULL;
-    pp->lm = (launch){tab[n_tab - 2].dt, n_tab - 2, 1, net->vocab, net->hidden};
+    tab[lm0].n_tok = 1; /* the last token's row, normalised into xn[0] */
+    tab[lm0].live = NULL;
+    pp->lm = (launch){tab[lm0].dt, lm0, 1, net->vocab, net->hidden};
     /* every row (a verification's): the step's count caps it */
-    tab[n_tab - 1].n_tok = pp->C < COLI__GPU_ALL_ROWS ? pp->C : COLI__GPU_ALL_ROWS;
-    pp->lm_all = (launch){tab[n_tab - 1].dt, n_tab - 1, 1, net->vocab, net->hidden};
+    tab[lm0 + 1].n_tok = pp->C < COLI__GPU_ALL_ROWS ? pp->C : COLI__GPU_ALL_ROWS;
+    pp->lm_all = (launch){tab[lm0 + 1].dt, lm0 + 1, 1, net->vocab, net->hidden};
     FAIL_IF(cudaMemcpy(pp->tab, tab, (size_t)n_tab * sizeof *tab, cudaMemcpyHostToDevice),
             "copying the product tables to the device");
     {

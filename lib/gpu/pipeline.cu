@@ -208,6 +208,78 @@ static coli_status moe(coli__gpu_pipe *pp, cudaStream_t s, int l, int S, const c
     return COLI_OK;
 }
 
+/* An attention of the pipe's scores and parts: nh heads of q over the
+ * caches kc and vc (coli__att_args), into out (quantized too with quant). */
+static coli__att_args att_args(coli__gpu_pipe *pp, const float *q, const void *kc, const void *vc, int nh, int nkv,
+                               int hd, int vd, int rs, int window, float scale, float *out, int quant)
+{
+    coli__att_args a;
+    memset(&a, 0, sizeof a);
+    a.q = q;
+    a.kc = kc;
+    a.vc = vc;
+    a.kv_bf16 = pp->kv_bf16;
+    a.nh = nh;
+    a.nkv = nkv;
+    a.hd = hd;
+    a.vd = vd;
+    a.rs = rs;
+    a.window = window;
+    a.sc_cap = pp->sc_cap;
+    a.scale = scale;
+    a.scores = pp->scores;
+    a.part = pp->part;
+    a.out = out;
+    a.step = pp->step;
+    a.quant = qout(pp, quant);
+    return a;
+}
+
+/* Layer l's latent attention (docs/formats.md "Latent attention") of S
+ * tokens after its first products (the query's first, the latent's)
+ * from xn: the heads' outputs side by side in att. */
+static coli_status mla(coli__gpu_pipe *pp, cudaStream_t s, int l, int S, int max_pos, coli__err *err)
+{
+    pl_layer *L = &pp->L[l];
+    const coli__gpu_mla *a = &pp->net.mla;
+    const int nh = pp->net.n_heads;
+    if (a->q_lora) { /* the LoRA normed in place, then q_b_proj */
+        coli__qout q = qout(pp, coli__is_quant(L->q_b.dt));
+        COLI_TRY(coli__k_norm(s, pp->qa, NULL, L->q_a_norm, a->q_lora, a->eps, pp->step, S, 0, pp->qa, &q, err));
+        COLI_TRY(products(pp, s, &L->q_b, S, pp->qa, 0, err));
+    }
+    mark(pp, s, PH_QKV);
+    coli__mla_args ma;
+    memset(&ma, 0, sizeof ma);
+    ma.ckv = pp->ckv;
+    ma.kv_norm = L->kv_a_norm;
+    ma.q = pp->q;
+    ma.qc = pp->qc;
+    ma.cache = L->kc;
+    ma.kv_bf16 = pp->kv_bf16;
+    ma.nh = nh;
+    ma.kv_lora = a->kv_lora;
+    ma.rope = a->rope;
+    ma.nope = a->nope;
+    ma.v_dim = a->v_dim;
+    ma.row = a->row;
+    ma.interleave = a->interleave;
+    ma.eps = a->eps;
+    ma.rope_cs = pp->rope;
+    ma.kvb = L->kvb;
+    ma.step = pp->step;
+    COLI_TRY(coli__k_mla_rotate_store(s, &ma, S, err));
+    COLI_TRY(coli__k_mla_absorb(s, &ma, S, err));
+    /* one KV head: keys the cached rows, values their latents */
+    const coli__att_args aa = att_args(pp, pp->qc, L->kc, L->kc, nh, 1, a->row, a->kv_lora, a->row, 0, a->scale,
+                                       pp->lat, 0);
+    COLI_TRY(coli__k_attention(s, &aa, S, max_pos, err));
+    /* each head's value rows over its mix, quantized as an activation */
+    if (coli__is_quant(L->vb.dt))
+        COLI_TRY(quantize(pp, s, pp->lat, S * nh, a->kv_lora, err));
+    return products(pp, s, &L->vb, S, pp->lat, 0, err);
+}
+
 /* Everything of a chunk of S tokens after its input is on the device, up
  * to the logits in device memory. max_pos: the last position. */
 static coli_status layers(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos, int all,
@@ -225,25 +297,29 @@ static coli_status layers(coli__gpu_pipe *pp, cudaStream_t s, int S, int max_pos
         /* xn: this layer's attention norm, quantized when wanted */
         for (int i = 0; i < L->n_qkv; i++)
             COLI_TRY(products(pp, s, &L->qkv[i], S, pp->xn, 0, err));
-        coli__qkv_args qa = {pp->q,      pp->k,         pp->v,       L->bq,    L->bk,  L->bv,
-                             L->q_norm,  L->k_norm,     L->qk_norm,  L->clip,  n->n_heads, n->n_kv_heads,
-                             n->head_dim, pp->rot,      n->eps,      pp->rope, L->kc,  L->vc,
-                             pp->kv_bf16, pp->step};
-        /* the output projection reads the heads quantized by the attention */
-        coli__att_args aa = {pp->q,   L->kc,  L->vc,      pp->kv_bf16, n->n_heads, n->n_kv_heads,
-                             n->head_dim, L->window, pp->sc_cap, pp->scores, pp->part, pp->att, pp->step,
-                             qout(pp, coli__is_quant(L->wo.dt))};
-        if (coli__k_qkv_attention_fits(&qa, S, max_pos)) { /* decode: one launch for both */
-            mark(pp, s, PH_QKV);
-            COLI_TRY(coli__k_qkv_attention(s, &qa, &aa, err));
+        if (L->mla) {
+            COLI_TRY(mla(pp, s, l, S, max_pos, err));
         } else {
-            COLI_TRY(coli__k_qkv(s, &qa, S, err));
-            mark(pp, s, PH_QKV);
-            COLI_TRY(coli__k_attention(s, &aa, S, max_pos, err));
+            coli__qkv_args qa = {pp->q,      pp->k,         pp->v,       L->bq,    L->bk,  L->bv,
+                                 L->q_norm,  L->k_norm,     L->qk_norm,  L->clip,  n->n_heads, n->n_kv_heads,
+                                 n->head_dim, pp->rot,      n->eps,      pp->rope, L->kc,  L->vc,
+                                 pp->kv_bf16, pp->step};
+            /* the output projection reads the heads quantized by the attention */
+            const coli__att_args aa = att_args(pp, pp->q, L->kc, L->vc, n->n_heads, n->n_kv_heads, n->head_dim,
+                                               n->head_dim, pp->KVD, L->window, 1.0f / sqrtf((float)n->head_dim),
+                                               pp->att, coli__is_quant(L->wo.dt));
+            if (coli__k_qkv_attention_fits(&qa, S, max_pos)) { /* decode: one launch for both */
+                mark(pp, s, PH_QKV);
+                COLI_TRY(coli__k_qkv_attention(s, &qa, &aa, err));
+            } else {
+                COLI_TRY(coli__k_qkv(s, &qa, S, err));
+                mark(pp, s, PH_QKV);
+                COLI_TRY(coli__k_attention(s, &aa, S, max_pos, err));
+            }
         }
         mark(pp, s, PH_ATTN);
-        if (coli__is_quant(L->wo.dt) && n->head_dim % QK)
-            COLI_TRY(quantize(pp, s, pp->att, S, pp->QD, err));
+        if (coli__is_quant(L->wo.dt) && (L->mla || n->head_dim % QK))
+            COLI_TRY(quantize(pp, s, pp->att, S, L->wo.cols, err));
         COLI_TRY(products(pp, s, &L->wo, S, pp->att, 0, err));
         coli__qout qf = qout(pp, ffn_quant(L));
         mark(pp, s, PH_WO);

@@ -83,6 +83,7 @@ typedef struct walk {
     uint64_t bytes;
     int ok;
     coli__err *err;
+    coli__gpu_mla mla; /* layer 0's latent attention, if any: the net's */
 } walk;
 
 static int put(walk *w, const coli__gpu_mat *g, int *handle)
@@ -177,10 +178,13 @@ static void walk_model(const coli_model *m, walk *w, coli__gpu_layer *layers, in
         gl->router = gl->gate = gl->up = gl->down = -1;
         gl->s_gate = gl->s_up = gl->s_down = -1;
         gl->route.bias = -1;
+        gl->q_a = gl->q_a_norm = gl->kv_a = gl->kv_a_norm = gl->kv_b = -1;
         put_vec(w, ly->attn_norm, H, &gl->attn_norm);
         put_vec(w, ly->ffn_norm, H, &gl->ffn_norm);
         /* each piece describes its own part of the layer */
         p->attn->describe(&D, c, ly, gl);
+        if (l == 0)
+            w->mla = gl->mla;
         gl->is_moe = ly->is_moe;
         if (ly->is_moe) {
             p->router->describe(&D, c, ly, &gl->router, &gl->route);
@@ -191,7 +195,8 @@ static void walk_model(const coli_model *m, walk *w, coli__gpu_layer *layers, in
     }
 }
 
-static coli__gpu_net describe(const coli_model *m, int dev, const coli__gpu_layer *layers, const int *top)
+static coli__gpu_net describe(const coli_model *m, const walk *w, int dev, const coli__gpu_layer *layers,
+                              const int *top)
 {
     const coli__config *c = &m->cfg;
     coli__gpu_net n;
@@ -214,6 +219,7 @@ static coli__gpu_net describe(const coli_model *m, int dev, const coli__gpu_laye
     n.final_norm = top ? top[1] : -1;
     n.lm_head = top ? top[2] : -1;
     n.layers = layers;
+    n.mla = w->mla;
     return n;
 }
 
@@ -289,7 +295,7 @@ coli_status coli__device_open(coli_model *m, const coli__expert_source *src)
         return stays_off(m, "a layer or a dense weight the device cannot hold", e.msg);
     }
     const int n_ctx = (int)coli__kv_positions(&m->cfg, m->opts.context);
-    coli__gpu_net n = describe(m, 0, NULL, NULL);
+    coli__gpu_net n = describe(m, &w, 0, NULL, NULL);
     coli__gpu_pipe_params pp = pipe_params(n_ctx, kv_bf16_of(&m->opts));
     uint64_t keep[COLI_GPU_MAX_DEVICES] = {0};
     keep[0] = w.bytes + ops->pipe_bytes(&n, &pp) + (UINT64_C(64) << 20);
@@ -330,7 +336,7 @@ coli_status coli__device_open(coli_model *m, const coli__expert_source *src)
         d->layers[l].experts = ex;
     }
     d->dense_bytes = up.bytes;
-    d->net = describe(m, d->dev, d->layers, top);
+    d->net = describe(m, &up, d->dev, d->layers, top);
     m->dev = d;
     size_t len = strlen(m->gpu_detail);
     snprintf(m->gpu_detail + len, sizeof m->gpu_detail - len, ", layers on device 0 (%llu MiB dense)",
