@@ -321,17 +321,21 @@ static __device__ __forceinline__ float coli__kv_rounded(int bf16, float x)
     return bf16 ? coli__bf16_bits_to_f32(coli__f32_to_bf16_bits(x)) : x;
 }
 
-/* Key and value i of the cache, rounded to bf16 when it is bf16 (the
- * contract's rounding, as the CPU's cache). */
+/* Value i of a cache, rounded to bf16 when it is bf16 (the contract's
+ * rounding, as the CPU's cache). */
+static __device__ __forceinline__ void coli__cache_put(void *c, int bf16, size_t i, float x)
+{
+    if (bf16)
+        ((uint16_t *)c)[i] = coli__f32_to_bf16_bits(x);
+    else
+        ((float *)c)[i] = x;
+}
+
+/* Key and value i of the cache. */
 static __device__ __forceinline__ void coli__store_kv(const coli__qkv_args &a, size_t i, float k, float v)
 {
-    if (a.kv_bf16) {
-        ((uint16_t *)a.kc)[i] = coli__f32_to_bf16_bits(k);
-        ((uint16_t *)a.vc)[i] = coli__f32_to_bf16_bits(v);
-    } else {
-        ((float *)a.kc)[i] = k;
-        ((float *)a.vc)[i] = v;
-    }
+    coli__cache_put(a.kc, a.kv_bf16, i, k);
+    coli__cache_put(a.vc, a.kv_bf16, i, v);
 }
 
 /* RoPE's rotate-half of pair (i, i + half) of head hv, with the token's

@@ -70,23 +70,15 @@ static __global__ void k_mla_rotate_store(coli__mla_args a)
         c[i] = kv[i];
     coli__norm_row(c, L, a.kv_norm, a.eps, c, NULL, 0); /* ends with a barrier */
     const size_t at = (size_t)(a.step[1] + t) * (size_t)a.row;
-    for (int i = (int)threadIdx.x; i < L; i += (int)blockDim.x) {
-        if (a.kv_bf16)
-            ((uint16_t *)a.cache)[at + (size_t)i] = coli__f32_to_bf16_bits(c[i]);
-        else
-            ((float *)a.cache)[at + (size_t)i] = c[i];
-    }
+    for (int i = (int)threadIdx.x; i < L; i += (int)blockDim.x)
+        coli__cache_put(a.cache, a.kv_bf16, at + (size_t)i, c[i]);
     /* warp w: the key (w == 0), then heads w - 1, w - 1 + warps, ... */
     for (int h = warp - 1; h < a.nh; h += warps) {
         const float *src = h < 0 ? kv + L : a.q + ((size_t)t * a.nh + (size_t)h) * QH + a.nope;
         turn(src, v, R, a.interleave, cs, lane);
         if (h < 0) {
-            for (int i = lane; i < R; i += 32) {
-                if (a.kv_bf16)
-                    ((uint16_t *)a.cache)[at + (size_t)(L + i)] = coli__f32_to_bf16_bits(v[i]);
-                else
-                    ((float *)a.cache)[at + (size_t)(L + i)] = v[i];
-            }
+            for (int i = lane; i < R; i += 32)
+                coli__cache_put(a.cache, a.kv_bf16, at + (size_t)(L + i), v[i]);
         } else {
             float *dst = a.qc + ((size_t)t * a.nh + (size_t)h) * K + L;
             for (int i = lane; i < R; i += 32)
